@@ -1,0 +1,46 @@
+"""Defaults that depend on the machine, overridable through ``dask.config``.
+
+Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM) and
+``dasq.chunk-qubits`` (default local qubits per block, None = chosen here).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import dask
+
+DTYPES = ("complex128", "complex64")
+MIN_DEFAULT_CHUNK_QUBITS = 14
+MAX_DEFAULT_CHUNK_QUBITS = 22
+
+
+def total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def to_numpy_limit() -> int:
+    return int(dask.config.get("dasq.to-numpy-limit", None) or total_memory() // 4)
+
+
+def default_chunk_qubits(num_qubits: int) -> int:
+    """Blocks of at most 2^22 amplitudes, at least 4 blocks per core once the state
+    is big enough for that to matter (below 2^14 amplitudes: one block)."""
+    configured = dask.config.get("dasq.chunk-qubits", None)
+    if configured is not None:
+        return min(int(configured), num_qubits)
+    cores = os.cpu_count() or 1
+    spread = num_qubits - math.ceil(math.log2(4 * cores))
+    return min(num_qubits, max(MIN_DEFAULT_CHUNK_QUBITS, min(MAX_DEFAULT_CHUNK_QUBITS, spread)))
+
+
+def parse_bytes(value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return dask.utils.parse_bytes(value)
+    return int(value)

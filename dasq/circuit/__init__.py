@@ -1,0 +1,1 @@
+"""Circuit model: immutable operation records, validation, builders and interop."""

@@ -1,0 +1,207 @@
+"""OpenQASM and Qiskit interop. Parsing is Qiskit's (qiskit.qasm2 / qiskit.qasm3)."""
+
+from __future__ import annotations
+
+import os
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dasq.circuit.operations import (
+    Barrier,
+    Diagonal,
+    Measure,
+    PauliGadget,
+    PauliString,
+    PhaseGadget,
+    Reset,
+    Swap,
+    Unitary,
+)
+
+if TYPE_CHECKING:
+    from dasq.circuit.circuit import Circuit
+
+QISKIT_MISSING = (
+    "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
+)
+
+
+def _import_qiskit() -> Any:
+    try:
+        import qiskit
+    except ImportError:
+        raise ImportError(QISKIT_MISSING) from None
+    return qiskit
+
+
+def _read_source(text_or_path: str | PathLike[str]) -> str:
+    if isinstance(text_or_path, PathLike) or (
+        isinstance(text_or_path, str) and "OPENQASM" not in text_or_path.upper()
+    ):
+        path = os.fspath(text_or_path)
+        if not os.path.isfile(path):
+            raise ValueError(f"not an OpenQASM program nor an existing file: {path!r}")
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    if not isinstance(text_or_path, str):
+        raise TypeError(f"expected QASM text or a path, got {type(text_or_path).__name__}")
+    return text_or_path
+
+
+def circuit_from_qasm(text_or_path: str | PathLike[str]) -> Circuit:
+    text = _read_source(text_or_path)
+    _import_qiskit()
+    head = text.lstrip().upper()
+    version3 = "OPENQASM 3" in head[: head.find(";") + 1] if "OPENQASM" in head else False
+    try:
+        if version3:
+            import qiskit.qasm3 as qasm3
+
+            qc = qasm3.loads(text)
+        else:
+            import qiskit.qasm2 as qasm2
+
+            qc = qasm2.loads(text, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+    except ImportError:
+        raise
+    except Exception as exc:
+        if type(exc).__name__ == "MissingOptionalLibraryError":
+            raise ImportError(
+                "OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'"
+            ) from None
+        # Qiskit's messages name the line and column ("<input>:5,0: 'foo' is not defined")
+        raise ValueError(f"invalid OpenQASM: {exc}") from None
+    return circuit_from_qiskit(qc)
+
+
+_FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id"}
+
+
+def circuit_from_qiskit(qc: Any) -> Circuit:
+    from dasq.circuit.circuit import Circuit
+
+    qiskit = _import_qiskit()
+    if not isinstance(qc, qiskit.QuantumCircuit):
+        raise TypeError(f"expected a qiskit.QuantumCircuit, got {type(qc).__name__}")
+    phase = qc.global_phase
+    if not isinstance(phase, (int, float)):
+        raise ValueError("the circuit has unbound parameters in its global phase")
+    out = Circuit(qc.num_qubits, float(phase))
+    for inst in qc.data:
+        qubits = [qc.find_bit(q).index for q in inst.qubits]
+        _append_instruction(out, inst.operation, qubits)
+    return out
+
+
+def _append_instruction(out: Circuit, op: Any, qubits: list[int]) -> None:
+    name = op.name
+    if name == "measure":
+        out.measure(qubits[0])
+        return
+    if name == "reset":
+        out.reset(qubits[0])
+        return
+    if name == "barrier":
+        out.barrier()
+        return
+    if name in ("id", "delay"):
+        return
+    if getattr(op, "params", None) and any(not _is_number(p) for p in op.params):
+        raise ValueError(f"instruction {name!r} has unbound parameters {op.params}")
+    num_ctrl = getattr(op, "num_ctrl_qubits", 0)
+    if num_ctrl and hasattr(op, "base_gate"):
+        controls = qubits[:num_ctrl]
+        state = op.ctrl_state
+        _append_gate(out, op.base_gate, qubits[num_ctrl:], controls, state)
+        return
+    _append_gate(out, op, qubits, (), None)
+
+
+def _is_number(p: Any) -> bool:
+    try:
+        complex(p)
+    except TypeError:
+        return False
+    return True
+
+
+def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state: Any) -> None:
+    name = op.name
+    kw = {"controls": tuple(controls), "control_states": state}
+    params = [float(p) for p in op.params] if name in (
+        "rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
+    if name in _FIXED and name != "id":
+        if name in ("swap",):
+            out.swap(*targets, **kw)
+        elif name == "iswap":
+            out.iswap(*targets, **kw)
+        else:
+            getattr(out, name)(targets[0], **kw)
+    elif name in ("rx", "ry", "rz", "p"):
+        getattr(out, name)(params[0], targets[0], **kw)
+    elif name == "u1":
+        out.p(params[0], targets[0], **kw)
+    elif name in ("u", "u3"):
+        out.u(*params, targets[0], **kw)
+    elif name == "u2":
+        out.u(np.pi / 2, params[0], params[1], targets[0], **kw)
+    elif name == "pauli":
+        out.pauli(op.params[0], targets, **kw)
+    else:
+        try:
+            matrix = np.asarray(op.to_matrix(), dtype=complex)
+        except Exception:
+            raise ValueError(
+                f"unsupported instruction {name!r}: it has no matrix (classical control flow "
+                "and other non-unitary instructions are not simulated)"
+            ) from None
+        if np.count_nonzero(matrix - np.diag(np.diag(matrix))) == 0:
+            out.diagonal(np.diag(matrix), targets, name=name, **kw)
+        else:
+            out.unitary(matrix, targets, name=name, **kw)
+
+
+def circuit_to_qiskit(circuit: Circuit) -> Any:
+    qiskit = _import_qiskit()
+    from qiskit.circuit.library import (
+        DiagonalGate,
+        PauliEvolutionGate,
+        PauliGate,
+        SwapGate,
+        UnitaryGate,
+    )
+    from qiskit.quantum_info import SparsePauliOp
+
+    n = circuit.num_qubits
+    qc = qiskit.QuantumCircuit(n, n, global_phase=circuit.global_phase)
+    for op in circuit:
+        if isinstance(op, Measure):
+            qc.measure(op.targets[0], op.targets[0])
+            continue
+        if isinstance(op, Reset):
+            qc.reset(op.targets[0])
+            continue
+        if isinstance(op, Barrier):
+            qc.barrier()
+            continue
+        if isinstance(op, Unitary):
+            gate = UnitaryGate(op.matrix, label=op.name)
+        elif isinstance(op, Diagonal):
+            gate = DiagonalGate(list(op.values))
+        elif isinstance(op, PauliString):
+            gate = PauliGate(op.label)
+        elif isinstance(op, PhaseGadget):
+            gate = PauliEvolutionGate(SparsePauliOp("Z" * len(op.targets)), time=op.theta / 2)
+        elif isinstance(op, PauliGadget):
+            gate = PauliEvolutionGate(SparsePauliOp(op.label), time=op.theta / 2)
+        elif isinstance(op, Swap):
+            gate = SwapGate()
+        else:  # pragma: no cover - every record type is listed above
+            raise TypeError(f"cannot convert {op!r}")
+        if op.controls:
+            state = sum(s << j for j, s in enumerate(op.control_states))
+            gate = gate.control(len(op.controls), ctrl_state=state)
+        qc.append(gate, list(op.controls) + list(op.targets))
+    return qc

@@ -1,0 +1,1 @@
+"""Kernels: functions on one block of amplitudes; no Dask inside."""

@@ -1,0 +1,1 @@
+"""Lowering: operations -> Dask graph layers over blocks, with their communication cost."""

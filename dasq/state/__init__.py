@@ -1,0 +1,1 @@
+"""States and the calculations on them."""

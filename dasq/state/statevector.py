@@ -1,0 +1,281 @@
+"""StateVector: amplitudes as a chunked Dask array, and the calculations on it."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from dasq import _config
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.operations import Barrier, Diagonal, Measure, PauliString, Reset
+from dasq.kernels import cpu
+from dasq.lower.operations import lower_operation
+from dasq.lower.report import OperationRecord, Report, Traffic
+from dasq.state.observables import PauliSum
+
+MAX_MARGINAL_QUBITS = 30
+
+
+class StateVector:
+    """A pure state of ``num_qubits`` qubits held as blocks of 2^chunk_qubits amplitudes.
+
+    Build one with :func:`dasq.simulate`. The bits of a block's index are the global
+    ("prefix") qubits chunk_qubits..num_qubits-1; the bits inside a block are local.
+    ``report`` records how every operation was lowered and what it moved.
+    ``measurements`` lists (qubit, outcome) of mid-circuit measurements, in order.
+    """
+
+    def __init__(
+        self,
+        amplitudes: da.Array,
+        num_qubits: int,
+        chunk_qubits: int,
+        *,
+        report: Report | None = None,
+        client: Any = None,
+        seed: int | np.random.Generator | None = None,
+        measurements: Sequence[tuple[int, int]] = (),
+        progress: bool = False,
+    ) -> None:
+        self._x = amplitudes
+        self._n = num_qubits
+        self._L = chunk_qubits
+        self.report = report if report is not None else Report(num_qubits, chunk_qubits)
+        self._client = client
+        self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        self.measurements: list[tuple[int, int]] = list(measurements)
+        self._progress = progress
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def num_qubits(self) -> int:
+        return self._n
+
+    @property
+    def chunk_qubits(self) -> int:
+        return self._L
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._x.dtype
+
+    @property
+    def amplitudes(self) -> da.Array:
+        """The 2^n amplitudes in logical (little-endian) order, lazily."""
+        return self._x
+
+    def __repr__(self) -> str:
+        return (
+            f"<dasq.StateVector {self._n} qubits, {self.dtype}, {self._x.numblocks[0]} blocks "
+            f"of 2^{self._L} amplitudes>"
+        )
+
+    # ----------------------------------------------------------------- execution
+    def _compute(self, *collections: Any) -> tuple:
+        kwargs = {"scheduler": self._client} if self._client is not None else {}
+        if self._progress and self._client is None:
+            from dask.diagnostics import ProgressBar
+
+            with ProgressBar():
+                return dask.compute(*collections, **kwargs)
+        return dask.compute(*collections, **kwargs)
+
+    def _persist(self) -> None:
+        kwargs = {"scheduler": self._client} if self._client is not None else {}
+        (self._x,) = dask.persist(self._x, **kwargs)
+
+    def apply(self, circuit: Circuit) -> StateVector:
+        """A new state: this one with ``circuit`` applied (this state is unchanged)."""
+        if not isinstance(circuit, Circuit):
+            raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        if circuit.num_qubits != self._n:
+            raise ValueError(
+                f"circuit has {circuit.num_qubits} qubits but the state has {self._n}"
+            )
+        new = StateVector(
+            self._x, self._n, self._L,
+            report=Report(self._n, self._L, list(self.report.records)),
+            client=self._client, seed=self._rng, measurements=self.measurements,
+            progress=self._progress,
+        )
+        for op in circuit:
+            new._apply_operation(op)
+        if circuit.global_phase:
+            new._x = new._x * complex(np.exp(1j * circuit.global_phase))
+        return new
+
+    def _apply_operation(self, op: Any) -> None:
+        index = len(self.report.records)
+        if isinstance(op, Barrier):
+            return
+        if isinstance(op, (Measure, Reset)):
+            q = op.targets[0]
+            outcome, traffic = self._collapse(q)
+            if isinstance(op, Reset) and outcome:
+                flip = lower_operation(self._x, PauliString((q,), name="x", label="X"), self._n, self._L)
+                self._x = flip.x
+                traffic += flip.traffic
+            else:
+                self.measurements.append((q, outcome))
+            self.report.records.append(OperationRecord(index, op.describe(), op.name, traffic))
+            return
+        lowered = lower_operation(self._x, op, self._n, self._L)
+        self._x = lowered.x
+        self.report.records.append(OperationRecord(index, op.describe(), lowered.path, lowered.traffic))
+
+    def _collapse(self, qubit: int) -> tuple[int, Traffic]:
+        """Measure ``qubit``: draw an outcome from the seeded generator and project."""
+        self._persist()
+        probs = self.probabilities([qubit])
+        total = probs.sum()
+        outcome = int(self._rng.random() * total < probs[1])
+        scale = np.sqrt(total / probs[outcome])
+        values = np.array([scale, 0.0] if outcome == 0 else [0.0, scale], dtype=complex)
+        proj = Diagonal((qubit,), name="collapse", values=values, unitary=False)
+        lowered = lower_operation(self._x, proj, self._n, self._L)
+        self._x = lowered.x
+        return outcome, lowered.traffic
+
+    # ----------------------------------------------------------------- read-out
+    def to_numpy(self, force: bool = False) -> np.ndarray:
+        """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes
+        (default a quarter of RAM) unless ``force=True``."""
+        limit = _config.to_numpy_limit()
+        if self._x.nbytes > limit and not force:
+            raise ValueError(
+                f"the state is {self._x.nbytes / 2**30:.3g} GiB, over the to_numpy limit of "
+                f"{limit / 2**30:.3g} GiB; pass force=True, or raise dask.config "
+                "'dasq.to-numpy-limit'"
+            )
+        return self._compute(self._x)[0]
+
+    def amplitude(self, index: int) -> complex:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"index must be an int, got {index!r}")
+        if not 0 <= index < (1 << self._n):
+            raise ValueError(f"index {index} out of range 0..{(1 << self._n) - 1}")
+        return complex(self._compute(self._x[int(index)])[0])
+
+    def norm(self) -> float:
+        """The 2-norm sqrt(sum |a_i|^2) (1 for a normalised state)."""
+        return float(np.sqrt(self._compute(_abs2(self._x).sum())[0]))
+
+    def _check_qubits(self, qubits: Sequence[int] | None) -> tuple[int, ...]:
+        if qubits is None:
+            return tuple(range(self._n))
+        if isinstance(qubits, numbers.Integral):
+            qubits = (qubits,)
+        out = tuple(qubits)
+        for q in out:
+            if isinstance(q, bool) or not isinstance(q, numbers.Integral):
+                raise TypeError(f"qubits must be ints, got {q!r}")
+            if not 0 <= q < self._n:
+                raise ValueError(f"qubit {q} out of range 0..{self._n - 1}")
+        if len(set(out)) != len(out):
+            raise ValueError(f"repeated qubit in {list(out)}")
+        return out
+
+    def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
+        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``."""
+        qs = self._check_qubits(qubits)
+        if len(qs) > MAX_MARGINAL_QUBITS:
+            raise ValueError(
+                f"a marginal over {len(qs)} qubits has 2^{len(qs)} entries; at most "
+                f"{MAX_MARGINAL_QUBITS} qubits are allowed (use sample() instead)"
+            )
+        width = 1 << len(qs)
+        nb = self._x.numblocks[0]
+        parts = self._x.map_blocks(
+            partial(_marginal_block, L=self._L, qubits=qs),
+            chunks=((width,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64),
+        )
+        return self._compute(parts.reshape(nb, width).sum(axis=0))[0]
+
+    def sample(self, shots: int, qubits: Sequence[int] | None = None,
+               seed: int | None = None) -> dict[str, int]:
+        """Counts of ``shots`` measurements of ``qubits`` (all by default), Qiskit-style
+        labels with ``qubits[0]`` rightmost; reproducible for a given ``seed``.
+
+        Two levels, so no machine ever holds all probabilities: shots are split over
+        blocks by their weights, then each block draws its share where it lives.
+        """
+        if isinstance(shots, bool) or not isinstance(shots, numbers.Integral) or shots < 0:
+            raise ValueError(f"shots must be a non-negative int, got {shots!r}")
+        qs = self._check_qubits(qubits)
+        rng = np.random.default_rng(seed)
+        nb = self._x.numblocks[0]
+        weights = self._compute(self._x.map_blocks(
+            _block_weight, chunks=((1,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64)
+        ))[0]
+        per_block = rng.multinomial(int(shots), weights / weights.sum())
+        seeds = rng.integers(0, 2**63, size=nb)
+        blocks = [b for b in range(nb) if per_block[b]]
+        draws = self._compute(*[
+            dask.delayed(cpu.sample_indices)(self._x.blocks[b], int(per_block[b]), int(seeds[b]))
+            for b in blocks
+        ])
+        if not blocks:
+            return {}
+        indices = np.concatenate([d + (b << self._L) for b, d in zip(blocks, draws)])
+        outcomes = np.zeros(indices.shape, dtype=np.int64)
+        for j, q in enumerate(qs):
+            outcomes |= ((indices >> q) & 1) << j
+        values, counts = np.unique(outcomes, return_counts=True)
+        width = len(qs)
+        return {format(int(v), f"0{width}b"): int(c) for v, c in zip(values, counts)}
+
+    def expectation(self, observable: Any) -> float | complex:
+        """<psi|H|psi> for a Pauli sum H (PauliSum, label, list of (label, coeff) or a
+        qiskit SparsePauliOp). Real (float) when all coefficients are real."""
+        obs = PauliSum.parse(observable)
+        if obs.num_qubits != self._n:
+            raise ValueError(
+                f"observable acts on {obs.num_qubits} qubits but the state has {self._n}"
+            )
+        targets = tuple(range(self._n))
+        terms = []
+        for label, _ in obs:
+            applied = lower_operation(self._x, PauliString(targets, label=label), self._n, self._L)
+            terms.append(_vdot(self._x, applied.x))
+        values = self._compute(*terms)
+        total = sum(c * v for (_, c), v in zip(obs, values))
+        return float(total.real) if obs.is_hermitian else complex(total)
+
+    def inner(self, other: StateVector) -> complex:
+        """<self|other>."""
+        if not isinstance(other, StateVector):
+            raise TypeError(f"expected a dasq.StateVector, got {type(other).__name__}")
+        if other.num_qubits != self._n:
+            raise ValueError(f"states have {self._n} and {other.num_qubits} qubits")
+        y = other.amplitudes
+        if y.chunks != self._x.chunks:
+            y = y.rechunk(self._x.chunks)
+        return complex(self._compute(_vdot(self._x, y))[0])
+
+    def fidelity(self, other: StateVector) -> float:
+        """|<self|other>|^2 / (<self|self><other|other>)."""
+        overlap = self.inner(other)
+        return float(abs(overlap) ** 2 / (self.norm() ** 2 * other.norm() ** 2))
+
+
+def _abs2(x: da.Array) -> da.Array:
+    return x.real**2 + x.imag**2
+
+
+def _vdot(x: da.Array, y: da.Array) -> da.Array:
+    return (x.conj() * y).sum()
+
+
+def _marginal_block(block: np.ndarray, block_id: tuple[int] = (0,), *, L: int,
+                    qubits: tuple[int, ...]) -> np.ndarray:
+    return cpu.marginal(block, L=L, block_index=block_id[0], qubits=qubits)
+
+
+def _block_weight(block: np.ndarray) -> np.ndarray:
+    return np.array([float(np.vdot(block, block).real)])

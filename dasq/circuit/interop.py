@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +73,13 @@ def circuit_from_qasm(text_or_path: str | PathLike[str]) -> Circuit:
             raise ImportError(
                 "OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'"
             ) from None
-        # Qiskit's messages name the line and column ("<input>:5,0: 'foo' is not defined")
-        raise ValueError(f"invalid OpenQASM: {exc}") from None
+        # Qiskit's messages start with the place: "<input>:5,0: 'foo' is not defined ..."
+        text_msg = str(exc).strip("'\"")
+        where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", text_msg, re.S)
+        if where:
+            line, col, rest = where.groups()
+            raise ValueError(f"invalid OpenQASM at line {line}, column {col}: {rest}") from None
+        raise ValueError(f"invalid OpenQASM: {text_msg}") from None
     return circuit_from_qiskit(qc)
 
 
@@ -108,23 +115,22 @@ def _append_instruction(out: Circuit, op: Any, qubits: list[int]) -> None:
         return
     if name in ("id", "delay"):
         return
-    if getattr(op, "params", None) and any(not _is_number(p) for p in op.params):
+    if any(_is_unbound(p) for p in getattr(op, "params", ())):
         raise ValueError(f"instruction {name!r} has unbound parameters {op.params}")
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and hasattr(op, "base_gate"):
-        controls = qubits[:num_ctrl]
-        state = op.ctrl_state
-        _append_gate(out, op.base_gate, qubits[num_ctrl:], controls, state)
+        before = len(out)
+        _append_gate(out, op.base_gate, qubits[num_ctrl:], qubits[:num_ctrl], op.ctrl_state)
+        if len(out) == before + 1:  # keep Qiskit's name ("cx", not "x") on the record
+            out._ops[-1] = replace(out._ops[-1], name=name)
         return
     _append_gate(out, op, qubits, (), None)
 
 
-def _is_number(p: Any) -> bool:
-    try:
-        complex(p)
-    except TypeError:
-        return False
-    return True
+def _is_unbound(p: Any) -> bool:
+    from qiskit.circuit import ParameterExpression
+
+    return isinstance(p, ParameterExpression) and bool(p.parameters)
 
 
 def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state: Any) -> None:
@@ -151,7 +157,7 @@ def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state
         out.pauli(op.params[0], targets, **kw)
     else:
         try:
-            matrix = np.asarray(op.to_matrix(), dtype=complex)
+            matrix = _matrix_of(op)
         except Exception:
             raise ValueError(
                 f"unsupported instruction {name!r}: it has no matrix (classical control flow "
@@ -161,6 +167,16 @@ def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state
             out.diagonal(np.diag(matrix), targets, name=name, **kw)
         else:
             out.unitary(matrix, targets, name=name, **kw)
+
+
+def _matrix_of(op: Any) -> np.ndarray:
+    """The gate's matrix: its own to_matrix(), else Qiskit's Operator of its definition."""
+    try:
+        return np.asarray(op.to_matrix(), dtype=complex)
+    except Exception:
+        from qiskit.quantum_info import Operator
+
+        return np.asarray(Operator(op).data, dtype=complex)
 
 
 def circuit_to_qiskit(circuit: Circuit) -> Any:

@@ -1,0 +1,48 @@
+"""The same circuit on a distributed LocalCluster (2 worker processes) and on threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+from distributed import Client, LocalCluster  # noqa: E402
+
+import dasq  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _circuit() -> dasq.Circuit:
+    rng = np.random.default_rng(5)
+    c = dasq.Circuit(8)
+    for _ in range(6):
+        for q in range(8):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        c.cx(7, 0).swap(1, 6).pauli_gadget(0.3, "XYZ", (2, 5, 7)).cp(0.2, 6, 3)
+        c.unitary(np.linalg.qr(rng.normal(size=(4, 4)))[0], (7, 2), controls=(0,))
+    c.measure(6)
+    return c
+
+
+def test_distributed_and_threaded_results_are_identical(client):
+    c = _circuit()
+    threaded = dasq.simulate(c, chunk_qubits=5, seed=11)
+    on_cluster = dasq.simulate(c, chunk_qubits=5, seed=11, client=client)
+    assert threaded.measurements == on_cluster.measurements
+    np.testing.assert_array_equal(on_cluster.to_numpy(), threaded.to_numpy())
+    assert on_cluster.sample(500, seed=1) == threaded.sample(500, seed=1)
+    assert on_cluster.expectation("ZZIIXYIZ") == pytest.approx(threaded.expectation("ZZIIXYIZ"),
+                                                               abs=1e-12)
+    assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved > 0
+
+
+def test_default_client_is_used_when_none_is_given(client):
+    c = dasq.Circuit(4).h(3).cx(3, 0)
+    state = dasq.simulate(c, chunk_qubits=2)  # the Client above is the default scheduler
+    np.testing.assert_allclose(state.probabilities(), [0.5] + [0] * 8 + [0.5] + [0] * 6, atol=1e-12)

@@ -1,0 +1,141 @@
+"""Every bad input raises one clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dasq
+
+
+@pytest.fixture
+def c():
+    return dasq.Circuit(3)
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda c: c.h(3), ValueError, "out of range"),
+    (lambda c: c.h(-1), ValueError, "out of range"),
+    (lambda c: c.h(1.0), TypeError, "must be an int"),
+    (lambda c: c.h(True), TypeError, "must be an int"),
+    (lambda c: c.cx(0, 5), ValueError, "out of range"),
+    (lambda c: c.cx(1, 1), ValueError, "both control and target"),
+    (lambda c: c.swap(2, 2), ValueError, "repeated qubit"),
+    (lambda c: c.h(0, controls=[1, 1]), ValueError, "repeated qubit"),
+    (lambda c: c.h(0, controls=[0]), ValueError, "both control and target"),
+    (lambda c: c.unitary(np.eye(2), [0, 0]), ValueError, "repeated qubit"),
+    (lambda c: c.unitary(np.eye(2), []), ValueError, "at least one target"),
+    (lambda c: c.unitary(np.eye(4), [0]), ValueError, r"shape \(2, 2\)"),
+    (lambda c: c.unitary(np.eye(2)[:, :1], [0]), ValueError, "shape"),
+    (lambda c: c.unitary([[1, 1], [0, 1]], [0]), ValueError, "not unitary"),
+    (lambda c: c.unitary([[np.nan, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
+    (lambda c: c.unitary([[np.inf, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
+    (lambda c: c.unitary([["a", 0], [0, 1]], [0]), TypeError, "must hold numbers"),
+    (lambda c: c.diagonal([1, 2], [0]), ValueError, "not unitary"),
+    (lambda c: c.diagonal([1, 1, 1], [0]), ValueError, "2 entries"),
+    (lambda c: c.diagonal([1, np.nan], [0]), ValueError, "NaN"),
+    (lambda c: c.rx(float("nan"), 0), ValueError, "finite"),
+    (lambda c: c.rx(float("inf"), 0), ValueError, "finite"),
+    (lambda c: c.rx("0.5", 0), TypeError, "real number"),
+    (lambda c: c.pauli("XQ", [0, 1]), ValueError, "I, X, Y, Z"),
+    (lambda c: c.pauli("XY", [0]), ValueError, "2 characters for 1 target"),
+    (lambda c: c.pauli("XY"), ValueError, "must have 3 characters"),
+    (lambda c: c.pauli_gadget(0.1, "XZ", [0, 1, 2]), ValueError, "characters"),
+    (lambda c: c.h(0, controls=[1], control_states=[2]), ValueError, "0 or 1"),
+    (lambda c: c.h(0, controls=[1], control_states=[1, 0]), ValueError, "2 entries"),
+    (lambda c: c.h(0, controls=[1], control_states=4), ValueError, "does not fit"),
+    (lambda c: c.h(0, controls=[1, 2], control_states="1x"), ValueError, "0/1"),
+    (lambda c: c.measure(7), ValueError, "out of range"),
+    (lambda c: c.reset(-2), ValueError, "out of range"),
+])
+def test_builder_errors(c, call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(c)
+    assert len(c) == 0  # nothing half-added
+
+
+def test_unitarity_tolerance_is_documented_and_applied(c):
+    from dasq.circuit.validation import UNITARY_ATOL
+
+    almost = np.eye(2) * (1 + UNITARY_ATOL / 10)
+    c.unitary(almost, [0])  # inside the tolerance: accepted
+    with pytest.raises(ValueError, match="not unitary"):
+        c.unitary(np.eye(2) * (1 + 100 * UNITARY_ATOL), [0])
+
+
+def test_control_states_forms_agree():
+    forms = [[1, 0], 0b01, "01"]
+    states = [dasq.Circuit(3).x(0, controls=[1, 2], control_states=f)[0].control_states for f in forms]
+    assert states == [(1, 0)] * 3
+
+
+def test_circuit_size_errors():
+    with pytest.raises(ValueError, match=">= 1"):
+        dasq.Circuit(0)
+    with pytest.raises(TypeError, match="int"):
+        dasq.Circuit(2.5)
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    ({"chunk_qubits": 4}, ValueError, "between 0 and 3"),
+    ({"chunk_qubits": -1}, ValueError, "between 0 and 3"),
+    ({"chunk_qubits": 1.5}, TypeError, "int"),
+    ({"dtype": "float64"}, ValueError, "complex128"),
+    ({"initial": 8}, ValueError, "out of range"),
+    ({"initial": np.ones(8)}, ValueError, "normalised"),
+    ({"initial": np.ones(4) / 2}, ValueError, r"shape \(8,\)"),
+    ({"initial": np.array([np.nan] + [0] * 7)}, ValueError, "NaN"),
+    ({"initial": "zero"}, TypeError, "initial must be"),
+    ({"density": True}, NotImplementedError, "density"),
+    ({"store": "x.zarr"}, NotImplementedError, "out-of-core"),
+])
+def test_simulate_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        dasq.simulate(dasq.Circuit(3).h(0), **kwargs)
+
+
+def test_simulate_rejects_non_circuits():
+    with pytest.raises(TypeError, match="dasq.Circuit"):
+        dasq.simulate("h q[0];")
+
+
+def test_state_calculation_errors():
+    s = dasq.simulate(dasq.Circuit(3).h(0), chunk_qubits=1)
+    with pytest.raises(ValueError, match="out of range"):
+        s.amplitude(8)
+    with pytest.raises(ValueError, match="out of range"):
+        s.probabilities([3])
+    with pytest.raises(ValueError, match="repeated"):
+        s.probabilities([1, 1])
+    with pytest.raises(ValueError, match="non-negative"):
+        s.sample(-1)
+    with pytest.raises(ValueError, match="acts on 2 qubits"):
+        s.expectation("XZ")
+    with pytest.raises(ValueError, match="I, X, Y, Z"):
+        s.expectation("XQZ")
+    with pytest.raises(TypeError, match="observable"):
+        s.expectation(3.0)
+    with pytest.raises(ValueError, match="same length"):
+        s.expectation([("XZZ", 1), ("ZZ", 1)])
+    with pytest.raises(ValueError, match="2 qubits"):
+        s.inner(dasq.simulate(dasq.Circuit(2)))
+    with pytest.raises(ValueError, match="has 2 qubits"):
+        s.apply(dasq.Circuit(2))
+
+
+def test_to_numpy_refuses_above_the_limit_unless_forced():
+    import dask
+
+    s = dasq.simulate(dasq.Circuit(6).h(0), chunk_qubits=3)
+    with dask.config.set({"dasq.to-numpy-limit": 512}):
+        with pytest.raises(ValueError, match="force=True"):
+            s.to_numpy()
+        assert s.to_numpy(force=True).shape == (64,)
+    assert s.to_numpy().shape == (64,)
+
+
+def test_complex64_is_kept():
+    s = dasq.simulate(dasq.Circuit(4).h(3).cx(3, 0).ry(0.3, 2), dtype="complex64", chunk_qubits=2)
+    out = s.to_numpy()
+    assert out.dtype == np.complex64 and s.dtype == np.complex64
+    assert abs(out[0]) ** 2 == pytest.approx(0.5 * np.cos(0.15) ** 2, abs=1e-6)

@@ -1,0 +1,61 @@
+"""The dasq command line: counts, JSON, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("qiskit")
+
+from dasq.cli import main, split_final_measurements  # noqa: E402
+
+import dasq  # noqa: E402
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "ghz.qasm")
+
+
+def test_run_prints_counts(capsys):
+    assert main(["run", EXAMPLE, "--shots", "1000", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.split()
+    counts = dict(zip(lines[::2], map(int, lines[1::2])))
+    assert set(counts) == {"00000", "11111"} and sum(counts.values()) == 1000
+
+
+def test_run_json_has_the_documented_fields(capsys):
+    assert main(["run", EXAMPLE, "--shots", "64", "--seed", "2", "--json", "--chunk-qubits", "2",
+                 "--observable", "ZZIII:1,XXXXX:0.5", "--dtype", "complex64"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("num_qubits", "counts", "expectations", "stages", "amplitudes_moved", "seconds"):
+        assert key in out
+    assert out["num_qubits"] == 5 and sum(out["counts"].values()) == 64
+    assert out["amplitudes_moved"] > 0  # qubits 2..4 are global with 2 local qubits
+    assert out["expectations"]["ZZIII:1,XXXXX:0.5"] == pytest.approx(1 + 0.5 * 0.9553364891, abs=1e-5)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "missing.qasm"], "nor an existing file"),
+    (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
+    (["run", EXAMPLE, "--shots", "-3"], "shots must be a non-negative int"),
+    (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
+])
+def test_errors_are_one_line_and_nonzero(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_console_script_runs():
+    out = subprocess.run([sys.executable, "-m", "dasq.cli", "run", EXAMPLE, "--shots", "10",
+                          "--seed", "3"], capture_output=True, text=True, check=True)
+    assert sum(int(line.split()[1]) for line in out.stdout.splitlines()) == 10
+
+
+def test_terminal_measurements_are_split_off():
+    c = dasq.Circuit(3).h(0).measure(1).cx(1, 2).measure(0).barrier().measure(2)
+    body, measured = split_final_measurements(c)
+    assert measured == [0, 2]
+    assert [op.name for op in body] == ["h", "measure", "cx", "barrier"]

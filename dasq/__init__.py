@@ -7,4 +7,4 @@ from dasq.state.statevector import StateVector
 
 __version__ = "0.1.0"
 
-__all__ = ["Circuit", "PauliSum", "StateVector", "simulate", "__version__"]
+__all__ = ["Circuit", "PauliSum", "StateVector", "__version__", "simulate"]

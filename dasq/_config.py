@@ -36,11 +36,3 @@ def default_chunk_qubits(num_qubits: int) -> int:
     cores = os.cpu_count() or 1
     spread = num_qubits - math.ceil(math.log2(4 * cores))
     return min(num_qubits, max(MIN_DEFAULT_CHUNK_QUBITS, min(MAX_DEFAULT_CHUNK_QUBITS, spread)))
-
-
-def parse_bytes(value: int | str | None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return dask.utils.parse_bytes(value)
-    return int(value)

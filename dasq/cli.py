@@ -49,8 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dtype", default="complex128", choices=["complex128", "complex64"])
     run.add_argument("--chunk-qubits", type=int, default=None)
     run.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
-    run.add_argument("--workers", type=int, default=None,
-                     help="start a local distributed cluster with this many worker processes")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="start a local distributed cluster with this many worker processes",
+    )
     run.add_argument("--scheduler", default=None, help="address of a running dask scheduler")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     return p
@@ -63,12 +67,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.scheduler or args.workers:
         from distributed import Client, LocalCluster
 
-        client = Client(args.scheduler) if args.scheduler else Client(
-            LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None))
+        client = (
+            Client(args.scheduler)
+            if args.scheduler
+            else Client(LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None))
+        )
     try:
         start = time.perf_counter()
-        state = simulate(body, dtype=args.dtype, chunk_qubits=args.chunk_qubits,
-                         seed=args.seed, client=client)
+        state = simulate(
+            body, dtype=args.dtype, chunk_qubits=args.chunk_qubits, seed=args.seed, client=client
+        )
         counts = state.sample(args.shots, qubits=measured or None, seed=args.seed)
         expectations = {}
         if args.observable:
@@ -79,18 +87,23 @@ def _run(args: argparse.Namespace) -> int:
             client.close()
     report = state.report
     if args.json:
-        print(json.dumps({
-            "num_qubits": circuit.num_qubits,
-            "counts": dict(sorted(counts.items())),
-            "expectations": {k: (v if isinstance(v, float) else [v.real, v.imag])
-                             for k, v in expectations.items()},
-            "stages": len(report.records),
-            "exchanges": report.exchanges,
-            "amplitudes_moved": report.amplitudes_moved,
-            "chunk_qubits": state.chunk_qubits,
-            "seconds": seconds,
-            "report": report.as_dict(),
-        }))
+        print(
+            json.dumps(
+                {
+                    "num_qubits": circuit.num_qubits,
+                    "counts": dict(sorted(counts.items())),
+                    "expectations": {
+                        k: (v if isinstance(v, float) else [v.real, v.imag]) for k, v in expectations.items()
+                    },
+                    "stages": len(report.records),
+                    "exchanges": report.exchanges,
+                    "amplitudes_moved": report.amplitudes_moved,
+                    "chunk_qubits": state.chunk_qubits,
+                    "seconds": seconds,
+                    "report": report.as_dict(),
+                }
+            )
+        )
     else:
         for label, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             print(f"{label} {n}")

@@ -54,8 +54,7 @@ def controlled(full: np.ndarray, controls: tuple[int, ...], states: tuple[int, .
 
 def operator(matrix: np.ndarray, targets, controls=(), states=None, n: int = 1) -> np.ndarray:
     states = tuple(states) if states is not None else (1,) * len(controls)
-    return controlled(embed(np.asarray(matrix, dtype=complex), tuple(targets), n),
-                      tuple(controls), states, n)
+    return controlled(embed(np.asarray(matrix, dtype=complex), tuple(targets), n), tuple(controls), states, n)
 
 
 def pauli_matrix(label: str) -> np.ndarray:

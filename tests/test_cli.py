@@ -11,9 +11,8 @@ import pytest
 
 pytest.importorskip("qiskit")
 
-from dasq.cli import main, split_final_measurements  # noqa: E402
-
-import dasq  # noqa: E402
+import dasq
+from dasq.cli import main, split_final_measurements
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "ghz.qasm")
 
@@ -26,8 +25,26 @@ def test_run_prints_counts(capsys):
 
 
 def test_run_json_has_the_documented_fields(capsys):
-    assert main(["run", EXAMPLE, "--shots", "64", "--seed", "2", "--json", "--chunk-qubits", "2",
-                 "--observable", "ZZIII:1,XXXXX:0.5", "--dtype", "complex64"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                EXAMPLE,
+                "--shots",
+                "64",
+                "--seed",
+                "2",
+                "--json",
+                "--chunk-qubits",
+                "2",
+                "--observable",
+                "ZZIII:1,XXXXX:0.5",
+                "--dtype",
+                "complex64",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     for key in ("num_qubits", "counts", "expectations", "stages", "amplitudes_moved", "seconds"):
         assert key in out
@@ -36,12 +53,15 @@ def test_run_json_has_the_documented_fields(capsys):
     assert out["expectations"]["ZZIII:1,XXXXX:0.5"] == pytest.approx(1 + 0.5 * 0.9553364891, abs=1e-5)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["run", "missing.qasm"], "nor an existing file"),
-    (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
-    (["run", EXAMPLE, "--shots", "-3"], "shots must be a non-negative int"),
-    (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", "missing.qasm"], "nor an existing file"),
+        (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
+        (["run", EXAMPLE, "--shots", "-3"], "shots must be a non-negative int"),
+        (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
+    ],
+)
 def test_errors_are_one_line_and_nonzero(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -49,8 +69,12 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "dasq.cli", "run", EXAMPLE, "--shots", "10",
-                          "--seed", "3"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "dasq.cli", "run", EXAMPLE, "--shots", "10", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert sum(int(line.split()[1]) for line in out.stdout.splitlines()) == 10
 
 

@@ -50,11 +50,14 @@ def test_global_controls_leave_unselected_blocks_without_a_task():
     assert rec.traffic.tasks == 0 and rec.traffic.amplitudes_renamed == SIGMA // 4
 
 
-@pytest.mark.parametrize("a,b,moved,renamed", [
-    (0, 3, 0, 0),                 # local-local: in place
-    (2, 5, SIGMA // 2, 0),        # global-local: half of every block travels (Alg. 9)
-    (4, 6, 0, SIGMA // 2),        # global-global: blocks renamed, nothing copied
-])
+@pytest.mark.parametrize(
+    "a,b,moved,renamed",
+    [
+        (0, 3, 0, 0),  # local-local: in place
+        (2, 5, SIGMA // 2, 0),  # global-local: half of every block travels (Alg. 9)
+        (4, 6, 0, SIGMA // 2),  # global-global: blocks renamed, nothing copied
+    ],
+)
 def test_swap_moves_at_most_half(a, b, moved, renamed):
     rec = _traffic(lambda c: c.swap(a, b))
     assert rec.traffic.amplitudes_moved == moved
@@ -62,12 +65,15 @@ def test_swap_moves_at_most_half(a, b, moved, renamed):
     assert moved + renamed <= SIGMA // 2
 
 
-@pytest.mark.parametrize("label,targets,table", [
-    ("XYZ", (0, 2, 3), 0),
-    ("ZZZ", (0, 4, 6), 0),
-    ("XZY", (0, 4, 6), SIGMA),
-    ("XXXX", (4, 5, 6, 0), SIGMA),
-])
+@pytest.mark.parametrize(
+    "label,targets,table",
+    [
+        ("XYZ", (0, 2, 3), 0),
+        ("ZZZ", (0, 4, 6), 0),
+        ("XZY", (0, 4, 6), SIGMA),
+        ("XXXX", (4, 5, 6, 0), SIGMA),
+    ],
+)
 def test_pauli_tensor_is_sigma_or_nothing(label, targets, table):
     rec = _traffic(lambda c: c.pauli(label, targets))
     t = rec.traffic
@@ -81,8 +87,10 @@ def test_phase_gadget_never_communicates(targets):
     assert rec.traffic.amplitudes_moved == 0 and rec.traffic.amplitudes_renamed == 0
 
 
-@pytest.mark.parametrize("label,targets,moved", [
-    ("XY", (0, 1), 0), ("ZZ", (5, 6), 0), ("XZ", (5, 6), SIGMA), ("YXZ", (0, 4, 6), SIGMA)])
+@pytest.mark.parametrize(
+    "label,targets,moved",
+    [("XY", (0, 1), 0), ("ZZ", (5, 6), 0), ("XZ", (5, 6), SIGMA), ("YXZ", (0, 4, 6), SIGMA)],
+)
 def test_pauli_gadget_is_sigma_or_nothing(label, targets, moved):
     rec = _traffic(lambda c: c.pauli_gadget(0.4, label, targets))
     assert rec.traffic.amplitudes_moved == moved

@@ -13,8 +13,10 @@ import dasq  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -37,8 +39,7 @@ def test_distributed_and_threaded_results_are_identical(client):
     assert threaded.measurements == on_cluster.measurements
     np.testing.assert_array_equal(on_cluster.to_numpy(), threaded.to_numpy())
     assert on_cluster.sample(500, seed=1) == threaded.sample(500, seed=1)
-    assert on_cluster.expectation("ZZIIXYIZ") == pytest.approx(threaded.expectation("ZZIIXYIZ"),
-                                                               abs=1e-12)
+    assert on_cluster.expectation("ZZIIXYIZ") == pytest.approx(threaded.expectation("ZZIIXYIZ"), abs=1e-12)
     assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved > 0
 
 

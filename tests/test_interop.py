@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("qiskit")
-from qiskit import QuantumCircuit  # noqa: E402
-from qiskit.quantum_info import Statevector  # noqa: E402
+from qiskit import QuantumCircuit
+from qiskit.quantum_info import Statevector
 
-import dasq  # noqa: E402
+import dasq
 
 QASM2 = """OPENQASM 2.0;
 include "qelib1.inc";
@@ -97,9 +97,17 @@ def test_from_qiskit_keeps_structure_and_controls():
 def test_to_qiskit_round_trip():
     rng = np.random.default_rng(0)
     u2 = np.linalg.qr(rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4)))[0]
-    c = (dasq.Circuit(4, global_phase=0.25).h(0).cx(0, 3, control_states=[0]).unitary(u2, (3, 1))
-         .diagonal(np.exp(1j * np.arange(4)), (0, 2), controls=(1,)).pauli("XYZ", (0, 1, 3))
-         .phase_gadget(0.3, (0, 2)).pauli_gadget(0.7, "XZ", (1, 2)).swap(0, 2, controls=(3,)))
+    c = (
+        dasq.Circuit(4, global_phase=0.25)
+        .h(0)
+        .cx(0, 3, control_states=[0])
+        .unitary(u2, (3, 1))
+        .diagonal(np.exp(1j * np.arange(4)), (0, 2), controls=(1,))
+        .pauli("XYZ", (0, 1, 3))
+        .phase_gadget(0.3, (0, 2))
+        .pauli_gadget(0.7, "XZ", (1, 2))
+        .swap(0, 2, controls=(3,))
+    )
     qc = c.to_qiskit()
     want = Statevector.from_instruction(qc).data
     np.testing.assert_allclose(dasq.simulate(c, chunk_qubits=2).to_numpy(), want, atol=1e-10)
@@ -114,3 +122,8 @@ def test_circuit_container_and_display():
     assert c.depth() == 4  # h, cx | barrier | x, measure on qubit 2 (as Qiskit counts)
     assert "cx 1 ctrl 0" in str(c) and "<table>" in c._repr_html_()
     assert c.count_ops()["h"] == 1
+    twice = c.copy().compose(dasq.Circuit(2).h(1))
+    assert len(twice) == 6 and len(c) == 5
+    assert [op.targets for op in dasq.Circuit(3).measure_all()] == [(0,), (1,), (2,)]
+    with pytest.raises(ValueError, match="cannot compose"):
+        dasq.Circuit(2).compose(c)

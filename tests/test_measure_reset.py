@@ -36,7 +36,7 @@ def test_measurement_outcomes_follow_born_rule():
 def test_mid_circuit_measure_then_more_gates():
     c = dasq.Circuit(3).h(0).cx(0, 2).measure(2).h(2).cx(2, 1)
     state = dasq.simulate(c, chunk_qubits=1, seed=3)
-    (_, m), = state.measurements
+    ((_, m),) = state.measurements
     amps = state.to_numpy()
     # after the collapse qubits 0 and 2 equal m; H sends qubit 2 to (|0> + (-1)^m |1>)/sqrt2,
     # which the CX copies onto qubit 1
@@ -56,6 +56,5 @@ def test_reset_returns_qubit_to_zero(L):
         assert state.norm() == pytest.approx(1, abs=1e-12)
         amps = state.to_numpy().reshape(2, 4)  # [qubit 2, qubits 1..0]
         # the kept branch is the normalised projection of psi, moved to qubit 2 = 0
-        branch = [b for b in (psi[:4], psi[4:]) if abs(abs(np.vdot(b, amps[0])) -
-                                                          np.linalg.norm(b)) < 1e-9]
+        branch = [b for b in (psi[:4], psi[4:]) if abs(abs(np.vdot(b, amps[0])) - np.linalg.norm(b)) < 1e-9]
         assert branch, "reset state is not a renormalised branch of the input"

@@ -74,8 +74,7 @@ ONE_TARGET = {
     "ry": (lambda c, t, cs, st: c.ry(TH, t[0], controls=cs, control_states=st), ry(TH)),
     "rz": (lambda c, t, cs, st: c.rz(TH, t[0], controls=cs, control_states=st), rz(TH)),
     "p": (lambda c, t, cs, st: c.p(TH, t[0], controls=cs, control_states=st), phase(TH)),
-    "u": (lambda c, t, cs, st: c.u(TH, 0.3, -1.1, t[0], controls=cs, control_states=st),
-          u(TH, 0.3, -1.1)),
+    "u": (lambda c, t, cs, st: c.u(TH, 0.3, -1.1, t[0], controls=cs, control_states=st), u(TH, 0.3, -1.1)),
     "unitary1": (lambda c, t, cs, st: c.unitary(U1, t, cs, st), U1),
     "diagonal1": (lambda c, t, cs, st: c.diagonal(D2[:2], t, cs, st), np.diag(D2[:2])),
     "pauli_y": (lambda c, t, cs, st: c.pauli("Y", t, cs, st), Y),
@@ -92,10 +91,8 @@ MANY_TARGET = {
     "pauli3": (3, lambda c, t, cs, st: c.pauli("XYZ", t, cs, st), pauli_matrix("XYZ")),
     "pauli_zz": (2, lambda c, t, cs, st: c.pauli("ZZ", t, cs, st), pauli_matrix("ZZ")),
     "phase_gadget3": (3, lambda c, t, cs, st: c.phase_gadget(TH, t, cs, st), gadget(TH, "ZZZ")),
-    "pauli_gadget3": (3, lambda c, t, cs, st: c.pauli_gadget(TH, "YXZ", t, cs, st),
-                      gadget(TH, "YXZ")),
-    "pauli_gadget_xx": (2, lambda c, t, cs, st: c.pauli_gadget(TH, "XX", t, cs, st),
-                        gadget(TH, "XX")),
+    "pauli_gadget3": (3, lambda c, t, cs, st: c.pauli_gadget(TH, "YXZ", t, cs, st), gadget(TH, "YXZ")),
+    "pauli_gadget_xx": (2, lambda c, t, cs, st: c.pauli_gadget(TH, "XX", t, cs, st), gadget(TH, "XX")),
 }
 
 
@@ -107,8 +104,11 @@ def _placements(num_targets: int, rng: np.random.Generator, count: int):
     """Target tuples: every qubit for one target; edges and random ones for more."""
     if num_targets == 1:
         return [(q,) for q in range(N)]
-    fixed = [tuple(range(num_targets)), tuple(range(N - 1, N - 1 - num_targets, -1)),
-             (0, N - 1, *range(1, num_targets - 1))]
+    fixed = [
+        tuple(range(num_targets)),
+        tuple(range(N - 1, N - 1 - num_targets, -1)),
+        (0, N - 1, *range(1, num_targets - 1)),
+    ]
     rand = [tuple(rng.permutation(N)[:num_targets]) for _ in range(count)]
     return fixed + rand
 
@@ -125,8 +125,9 @@ def _check(build, matrix, targets, controls, states, L, psi):
     build(c, targets, controls, states if controls else None)
     got = dasq.simulate(c, initial=psi, chunk_qubits=L).to_numpy()
     want = operator(matrix, targets, controls, states, N) @ psi
-    np.testing.assert_allclose(got, want, atol=1e-10,
-                               err_msg=f"targets={targets} controls={controls} states={states} L={L}")
+    np.testing.assert_allclose(
+        got, want, atol=1e-10, err_msg=f"targets={targets} controls={controls} states={states} L={L}"
+    )
 
 
 @pytest.mark.parametrize("L", range(1, N + 1))
@@ -190,8 +191,13 @@ def test_chunk_qubits_zero_one_amplitude_blocks():
     psi = random_state(3, rng)
     c = dasq.Circuit(3).h(0).cx(0, 2).unitary(U2, (2, 0)).swap(1, 2).pauli_gadget(TH, "XY", (0, 1))
     want = psi
-    for m in (operator(H, (0,), n=3), operator(X, (2,), (0,), n=3), operator(U2, (2, 0), n=3),
-              operator(SWAP, (1, 2), n=3), operator(gadget(TH, "XY"), (0, 1), n=3)):
+    for m in (
+        operator(H, (0,), n=3),
+        operator(X, (2,), (0,), n=3),
+        operator(U2, (2, 0), n=3),
+        operator(SWAP, (1, 2), n=3),
+        operator(gadget(TH, "XY"), (0, 1), n=3),
+    ):
         want = m @ want
     got = dasq.simulate(c, initial=psi, chunk_qubits=0).to_numpy()
     np.testing.assert_allclose(got, want, atol=1e-10)

@@ -32,7 +32,7 @@ def circuits(draw):
         qs = [int(q) for q in rng.permutation(n)]
         targets = tuple(qs[:k])
         nc = int(rng.integers(0, min(2, n - k) + 1))
-        controls = tuple(qs[k:k + nc])
+        controls = tuple(qs[k : k + nc])
         states = tuple(int(s) for s in rng.integers(0, 2, nc))
         if kind in ("u1", "u2"):
             m = random_unitary(k, rng)
@@ -81,8 +81,9 @@ def test_every_chunking_g_0_to_7_agrees_on_a_seeded_8_qubit_circuit():
     for _ in range(15):
         a, b, d = (int(q) for q in rng.permutation(8)[:3])
         c.unitary(random_unitary(1, rng), a).cx(a, b)
-        c.pauli_gadget(float(rng.uniform(-2, 2)), "XY", (b, d)).swap(a, d).unitary(
-            random_unitary(2, rng), (d, a), controls=(b,))
+        c.pauli_gadget(float(rng.uniform(-2, 2)), "XY", (b, d)).barrier().swap(a, d).unitary(
+            random_unitary(2, rng), (d, a), controls=(b,)
+        )
     results = [dasq.simulate(c, chunk_qubits=L).to_numpy() for L in range(1, 9)]
     for L, r in enumerate(results[1:], start=1):
         np.testing.assert_allclose(r, results[0], atol=1e-10, err_msg=f"L={L}")

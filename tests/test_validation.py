@@ -13,41 +13,44 @@ def c():
     return dasq.Circuit(3)
 
 
-@pytest.mark.parametrize("call,exc,match", [
-    (lambda c: c.h(3), ValueError, "out of range"),
-    (lambda c: c.h(-1), ValueError, "out of range"),
-    (lambda c: c.h(1.0), TypeError, "must be an int"),
-    (lambda c: c.h(True), TypeError, "must be an int"),
-    (lambda c: c.cx(0, 5), ValueError, "out of range"),
-    (lambda c: c.cx(1, 1), ValueError, "both control and target"),
-    (lambda c: c.swap(2, 2), ValueError, "repeated qubit"),
-    (lambda c: c.h(0, controls=[1, 1]), ValueError, "repeated qubit"),
-    (lambda c: c.h(0, controls=[0]), ValueError, "both control and target"),
-    (lambda c: c.unitary(np.eye(2), [0, 0]), ValueError, "repeated qubit"),
-    (lambda c: c.unitary(np.eye(2), []), ValueError, "at least one target"),
-    (lambda c: c.unitary(np.eye(4), [0]), ValueError, r"shape \(2, 2\)"),
-    (lambda c: c.unitary(np.eye(2)[:, :1], [0]), ValueError, "shape"),
-    (lambda c: c.unitary([[1, 1], [0, 1]], [0]), ValueError, "not unitary"),
-    (lambda c: c.unitary([[np.nan, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
-    (lambda c: c.unitary([[np.inf, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
-    (lambda c: c.unitary([["a", 0], [0, 1]], [0]), TypeError, "must hold numbers"),
-    (lambda c: c.diagonal([1, 2], [0]), ValueError, "not unitary"),
-    (lambda c: c.diagonal([1, 1, 1], [0]), ValueError, "2 entries"),
-    (lambda c: c.diagonal([1, np.nan], [0]), ValueError, "NaN"),
-    (lambda c: c.rx(float("nan"), 0), ValueError, "finite"),
-    (lambda c: c.rx(float("inf"), 0), ValueError, "finite"),
-    (lambda c: c.rx("0.5", 0), TypeError, "real number"),
-    (lambda c: c.pauli("XQ", [0, 1]), ValueError, "I, X, Y, Z"),
-    (lambda c: c.pauli("XY", [0]), ValueError, "2 characters for 1 target"),
-    (lambda c: c.pauli("XY"), ValueError, "must have 3 characters"),
-    (lambda c: c.pauli_gadget(0.1, "XZ", [0, 1, 2]), ValueError, "characters"),
-    (lambda c: c.h(0, controls=[1], control_states=[2]), ValueError, "0 or 1"),
-    (lambda c: c.h(0, controls=[1], control_states=[1, 0]), ValueError, "2 entries"),
-    (lambda c: c.h(0, controls=[1], control_states=4), ValueError, "does not fit"),
-    (lambda c: c.h(0, controls=[1, 2], control_states="1x"), ValueError, "0/1"),
-    (lambda c: c.measure(7), ValueError, "out of range"),
-    (lambda c: c.reset(-2), ValueError, "out of range"),
-])
+@pytest.mark.parametrize(
+    "call,exc,match",
+    [
+        (lambda c: c.h(3), ValueError, "out of range"),
+        (lambda c: c.h(-1), ValueError, "out of range"),
+        (lambda c: c.h(1.0), TypeError, "must be an int"),
+        (lambda c: c.h(True), TypeError, "must be an int"),
+        (lambda c: c.cx(0, 5), ValueError, "out of range"),
+        (lambda c: c.cx(1, 1), ValueError, "both control and target"),
+        (lambda c: c.swap(2, 2), ValueError, "repeated qubit"),
+        (lambda c: c.h(0, controls=[1, 1]), ValueError, "repeated qubit"),
+        (lambda c: c.h(0, controls=[0]), ValueError, "both control and target"),
+        (lambda c: c.unitary(np.eye(2), [0, 0]), ValueError, "repeated qubit"),
+        (lambda c: c.unitary(np.eye(2), []), ValueError, "at least one target"),
+        (lambda c: c.unitary(np.eye(4), [0]), ValueError, r"shape \(2, 2\)"),
+        (lambda c: c.unitary(np.eye(2)[:, :1], [0]), ValueError, "shape"),
+        (lambda c: c.unitary([[1, 1], [0, 1]], [0]), ValueError, "not unitary"),
+        (lambda c: c.unitary([[np.nan, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
+        (lambda c: c.unitary([[np.inf, 0], [0, 1]], [0]), ValueError, "NaN or infinity"),
+        (lambda c: c.unitary([["a", 0], [0, 1]], [0]), TypeError, "must hold numbers"),
+        (lambda c: c.diagonal([1, 2], [0]), ValueError, "not unitary"),
+        (lambda c: c.diagonal([1, 1, 1], [0]), ValueError, "2 entries"),
+        (lambda c: c.diagonal([1, np.nan], [0]), ValueError, "NaN"),
+        (lambda c: c.rx(float("nan"), 0), ValueError, "finite"),
+        (lambda c: c.rx(float("inf"), 0), ValueError, "finite"),
+        (lambda c: c.rx("0.5", 0), TypeError, "real number"),
+        (lambda c: c.pauli("XQ", [0, 1]), ValueError, "I, X, Y, Z"),
+        (lambda c: c.pauli("XY", [0]), ValueError, "2 characters for 1 target"),
+        (lambda c: c.pauli("XY"), ValueError, "must have 3 characters"),
+        (lambda c: c.pauli_gadget(0.1, "XZ", [0, 1, 2]), ValueError, "characters"),
+        (lambda c: c.h(0, controls=[1], control_states=[2]), ValueError, "0 or 1"),
+        (lambda c: c.h(0, controls=[1], control_states=[1, 0]), ValueError, "2 entries"),
+        (lambda c: c.h(0, controls=[1], control_states=4), ValueError, "does not fit"),
+        (lambda c: c.h(0, controls=[1, 2], control_states="1x"), ValueError, "0/1"),
+        (lambda c: c.measure(7), ValueError, "out of range"),
+        (lambda c: c.reset(-2), ValueError, "out of range"),
+    ],
+)
 def test_builder_errors(c, call, exc, match):
     with pytest.raises(exc, match=match):
         call(c)
@@ -76,26 +79,29 @@ def test_circuit_size_errors():
         dasq.Circuit(2.5)
 
 
-@pytest.mark.parametrize("kwargs,exc,match", [
-    ({"chunk_qubits": 4}, ValueError, "between 0 and 3"),
-    ({"chunk_qubits": -1}, ValueError, "between 0 and 3"),
-    ({"chunk_qubits": 1.5}, TypeError, "int"),
-    ({"dtype": "float64"}, ValueError, "complex128"),
-    ({"initial": 8}, ValueError, "out of range"),
-    ({"initial": np.ones(8)}, ValueError, "normalised"),
-    ({"initial": np.ones(4) / 2}, ValueError, r"shape \(8,\)"),
-    ({"initial": np.array([np.nan] + [0] * 7)}, ValueError, "NaN"),
-    ({"initial": "zero"}, TypeError, "initial must be"),
-    ({"density": True}, NotImplementedError, "density"),
-    ({"store": "x.zarr"}, NotImplementedError, "out-of-core"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        ({"chunk_qubits": 4}, ValueError, "between 0 and 3"),
+        ({"chunk_qubits": -1}, ValueError, "between 0 and 3"),
+        ({"chunk_qubits": 1.5}, TypeError, "int"),
+        ({"dtype": "float64"}, ValueError, "complex128"),
+        ({"initial": 8}, ValueError, "out of range"),
+        ({"initial": np.ones(8)}, ValueError, "normalised"),
+        ({"initial": np.ones(4) / 2}, ValueError, r"shape \(8,\)"),
+        ({"initial": np.array([np.nan] + [0] * 7)}, ValueError, "NaN"),
+        ({"initial": "zero"}, TypeError, "initial must be"),
+        ({"density": True}, NotImplementedError, "density"),
+        ({"store": "x.zarr"}, NotImplementedError, "out-of-core"),
+    ],
+)
 def test_simulate_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         dasq.simulate(dasq.Circuit(3).h(0), **kwargs)
 
 
 def test_simulate_rejects_non_circuits():
-    with pytest.raises(TypeError, match="dasq.Circuit"):
+    with pytest.raises(TypeError, match=r"dasq\.Circuit"):
         dasq.simulate("h q[0];")
 
 
@@ -139,3 +145,15 @@ def test_complex64_is_kept():
     out = s.to_numpy()
     assert out.dtype == np.complex64 and s.dtype == np.complex64
     assert abs(out[0]) ** 2 == pytest.approx(0.5 * np.cos(0.15) ** 2, abs=1e-6)
+
+
+def test_default_chunking_is_sensible_and_configurable():
+    import dask
+
+    from dasq._config import default_chunk_qubits
+
+    assert default_chunk_qubits(10) == 10  # small states: one block
+    assert 14 <= default_chunk_qubits(24) <= 22  # several blocks per core
+    assert default_chunk_qubits(40) == 22  # blocks never above 2^22 amplitudes
+    with dask.config.set({"dasq.chunk-qubits": 3}):
+        assert dasq.simulate(dasq.Circuit(6).h(5)).chunk_qubits == 3

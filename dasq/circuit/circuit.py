@@ -177,8 +177,12 @@ class Circuit:
                     f"Pauli label {label!r} without targets must have {self._num_qubits} characters"
                 )
             targets = range(self._num_qubits)
-        t, c, s = check_operands(tuple(targets) if not isinstance(targets, int) else targets,
-                                 controls, control_states, self._num_qubits)
+        t, c, s = check_operands(
+            tuple(targets) if not isinstance(targets, int) else targets,
+            controls,
+            control_states,
+            self._num_qubits,
+        )
         check_pauli_label(lab, len(t))
         return self._pauli_op(lab, t, c, s, "pauli")
 
@@ -207,8 +211,12 @@ class Circuit:
         lab = check_pauli_label(label)
         if targets is None:
             targets = range(len(lab))
-        t, c, s = check_operands(tuple(targets) if not isinstance(targets, int) else targets,
-                                 controls, control_states, self._num_qubits)
+        t, c, s = check_operands(
+            tuple(targets) if not isinstance(targets, int) else targets,
+            controls,
+            control_states,
+            self._num_qubits,
+        )
         check_pauli_label(lab, len(t))
         return self._push(PauliGadget(t, c, s, "pauli_gadget", (th,), theta=th, label=lab))
 
@@ -230,12 +238,26 @@ class Circuit:
         return self._push(Barrier(tuple(range(self._num_qubits)), name="barrier"))
 
     # ----------------------------------------------------------------- one-qubit gates
-    def _fixed(self, name: str, matrix: np.ndarray, q: int, controls: Qubits, cs: ControlStates,
-               params: tuple[float, ...] = ()) -> Circuit:
+    def _fixed(
+        self,
+        name: str,
+        matrix: np.ndarray,
+        q: int,
+        controls: Qubits,
+        cs: ControlStates,
+        params: tuple[float, ...] = (),
+    ) -> Circuit:
         return self.unitary(matrix, q, controls, cs, name=name, params=params)
 
-    def _diag(self, name: str, values: np.ndarray, q: Qubits, controls: Qubits, cs: ControlStates,
-              params: tuple[float, ...] = ()) -> Circuit:
+    def _diag(
+        self,
+        name: str,
+        values: np.ndarray,
+        q: Qubits,
+        controls: Qubits,
+        cs: ControlStates,
+        params: tuple[float, ...] = (),
+    ) -> Circuit:
         return self.diagonal(values, q, controls, cs, name=name, params=params)
 
     def h(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
@@ -265,28 +287,40 @@ class Circuit:
     def sx(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
         return self._fixed("sx", gates.SX, q, controls, control_states)
 
-    def rx(self, theta: float, q: int, *, controls: Qubits = (),
-           control_states: ControlStates = None) -> Circuit:
+    def rx(
+        self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
+    ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("rx", gates.rx(th), q, controls, control_states, (th,))
 
-    def ry(self, theta: float, q: int, *, controls: Qubits = (),
-           control_states: ControlStates = None) -> Circuit:
+    def ry(
+        self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
+    ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("ry", gates.ry(th), q, controls, control_states, (th,))
 
-    def rz(self, theta: float, q: int, *, controls: Qubits = (),
-           control_states: ControlStates = None) -> Circuit:
+    def rz(
+        self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
+    ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("rz", gates.rz_diagonal(th), q, controls, control_states, (th,))
 
-    def p(self, theta: float, q: int, *, controls: Qubits = (),
-          control_states: ControlStates = None) -> Circuit:
+    def p(
+        self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
+    ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("p", gates.phase_diagonal(th), q, controls, control_states, (th,))
 
-    def u(self, theta: float, phi: float, lam: float, q: int, *, controls: Qubits = (),
-          control_states: ControlStates = None) -> Circuit:
+    def u(
+        self,
+        theta: float,
+        phi: float,
+        lam: float,
+        q: int,
+        *,
+        controls: Qubits = (),
+        control_states: ControlStates = None,
+    ) -> Circuit:
         angles = tuple(check_angle(a, n) for a, n in ((theta, "theta"), (phi, "phi"), (lam, "lam")))
         return self._fixed("u", gates.u(*angles), q, controls, control_states, angles)
 
@@ -300,33 +334,29 @@ class Circuit:
     def cz(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         return self._named_pauli("cz", "Z", targ, (ctrl,), control_states)
 
-    def cp(self, theta: float, ctrl: int, targ: int, *,
-           control_states: ControlStates = None) -> Circuit:
+    def cp(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("cp", gates.phase_diagonal(th), targ, (ctrl,), control_states, (th,))
 
-    def crx(self, theta: float, ctrl: int, targ: int, *,
-            control_states: ControlStates = None) -> Circuit:
+    def crx(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("crx", gates.rx(th), targ, (ctrl,), control_states, (th,))
 
-    def cry(self, theta: float, ctrl: int, targ: int, *,
-            control_states: ControlStates = None) -> Circuit:
+    def cry(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("cry", gates.ry(th), targ, (ctrl,), control_states, (th,))
 
-    def crz(self, theta: float, ctrl: int, targ: int, *,
-            control_states: ControlStates = None) -> Circuit:
+    def crz(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("crz", gates.rz_diagonal(th), targ, (ctrl,), control_states, (th,))
 
-    def swap(self, a: int, b: int, *, controls: Qubits = (),
-             control_states: ControlStates = None) -> Circuit:
+    def swap(self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
         t, c, s = check_operands((a, b), controls, control_states, self._num_qubits)
         return self._push(Swap(t, c, s, "swap" if not c else "cswap"))
 
-    def iswap(self, a: int, b: int, *, controls: Qubits = (),
-              control_states: ControlStates = None) -> Circuit:
+    def iswap(
+        self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None
+    ) -> Circuit:
         return self.unitary(gates.ISWAP, (a, b), controls, control_states, name="iswap")
 
     def ccx(self, c1: int, c2: int, t: int, *, control_states: ControlStates = None) -> Circuit:
@@ -339,20 +369,21 @@ class Circuit:
         return self._named_pauli("mcx", "X", t, tuple(ctrls), control_states)
 
     # ----------------------------------------------------------------- helpers
-    def _named_pauli(self, name: str, label: str, q: int, controls: Qubits,
-                     cs: ControlStates) -> Circuit:
+    def _named_pauli(self, name: str, label: str, q: int, controls: Qubits, cs: ControlStates) -> Circuit:
         t, c, s = check_operands(q, controls, cs, self._num_qubits)
         return self._pauli_op(label, t, c, s, name)
 
-    def _pauli_op(self, label: str, t: tuple[int, ...], c: tuple[int, ...], s: tuple[int, ...],
-                  name: str) -> Circuit:
+    def _pauli_op(
+        self, label: str, t: tuple[int, ...], c: tuple[int, ...], s: tuple[int, ...], name: str
+    ) -> Circuit:
         if set(label) <= {"I", "Z"}:
             # Z-only strings are diagonal: keep them as such so they never communicate.
             z_targets = tuple(q for j, q in enumerate(t) if label[-1 - j] == "Z")
             if not z_targets:
                 return self  # identity (the controls cannot change anything)
-            values = np.array([(-1.0) ** bin(i).count("1") for i in range(1 << len(z_targets))],
-                              dtype=complex)
+            values = np.array(
+                [(-1.0) ** bin(i).count("1") for i in range(1 << len(z_targets))], dtype=complex
+            )
             return self._push(Diagonal(z_targets, c, s, name, values=values))
         return self._push(PauliString(t, c, s, name, label=label))
 

@@ -25,9 +25,7 @@ from dasq.circuit.operations import (
 if TYPE_CHECKING:
     from dasq.circuit.circuit import Circuit
 
-QISKIT_MISSING = (
-    "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
-)
+QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
 
 
 def _import_qiskit() -> Any:
@@ -70,9 +68,7 @@ def circuit_from_qasm(text_or_path: str | PathLike[str]) -> Circuit:
         raise
     except Exception as exc:
         if type(exc).__name__ == "MissingOptionalLibraryError":
-            raise ImportError(
-                "OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'"
-            ) from None
+            raise ImportError("OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'") from None
         # Qiskit's messages start with the place: "<input>:5,0: 'foo' is not defined ..."
         text_msg = str(exc).strip("'\"")
         where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", text_msg, re.S)
@@ -136,8 +132,7 @@ def _is_unbound(p: Any) -> bool:
 def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state: Any) -> None:
     name = op.name
     kw = {"controls": tuple(controls), "control_states": state}
-    params = [float(p) for p in op.params] if name in (
-        "rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
+    params = [float(p) for p in op.params] if name in ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
     if name in _FIXED and name != "id":
         if name in ("swap",):
             out.swap(*targets, **kw)

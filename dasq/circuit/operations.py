@@ -29,10 +29,6 @@ class Operation:
     def qubits(self) -> tuple[int, ...]:
         return self.controls + self.targets
 
-    @property
-    def is_unitary(self) -> bool:
-        return True
-
     def describe(self) -> str:
         args = ",".join(f"{p:.6g}" for p in self.params)
         head = f"{self.name}({args})" if args else self.name
@@ -56,11 +52,6 @@ class Diagonal(Operation):
     """A diagonal matrix given by its 2^k diagonal entries; never communicates."""
 
     values: np.ndarray = field(default_factory=lambda: np.ones(2))
-    unitary: bool = True
-
-    @property
-    def is_unitary(self) -> bool:
-        return self.unitary
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,18 +85,10 @@ class Swap(Operation):
 class Measure(Operation):
     """Projective Z measurement of one qubit with a (seeded) random outcome."""
 
-    @property
-    def is_unitary(self) -> bool:
-        return False
-
 
 @dataclass(frozen=True, eq=False)
 class Reset(Operation):
     """Measure, then flip to |0> if the outcome was 1."""
-
-    @property
-    def is_unitary(self) -> bool:
-        return False
 
 
 @dataclass(frozen=True, eq=False)

@@ -73,9 +73,7 @@ def check_control_states(states: object, num_controls: int) -> tuple[int, ...]:
         return tuple(int(ch) for ch in reversed(states))
     if isinstance(states, numbers.Integral) and not isinstance(states, bool):
         if not 0 <= states < (1 << num_controls):
-            raise ValueError(
-                f"control_states integer {states} does not fit {num_controls} control(s)"
-            )
+            raise ValueError(f"control_states integer {states} does not fit {num_controls} control(s)")
         return tuple((int(states) >> j) & 1 for j in range(num_controls))
     if not isinstance(states, Sequence):
         raise TypeError(f"control_states must be a sequence of 0/1, an int or a str, got {states!r}")
@@ -102,9 +100,7 @@ def _as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
         arr = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
         raise TypeError(f"{what} is not an array: {exc}") from None
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
-    ):
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise TypeError(f"{what} must hold numbers, got dtype {arr.dtype}")
     single = arr.dtype in (np.float32, np.complex64, np.float16)
     arr = arr.astype(np.complex128)
@@ -118,15 +114,11 @@ def check_matrix(matrix: object, num_targets: int, *, require_unitary: bool = Tr
     m, atol = _as_complex_array(matrix, "matrix")
     dim = 1 << num_targets
     if m.shape != (dim, dim):
-        raise ValueError(
-            f"matrix for {num_targets} target(s) must have shape ({dim}, {dim}), got {m.shape}"
-        )
+        raise ValueError(f"matrix for {num_targets} target(s) must have shape ({dim}, {dim}), got {m.shape}")
     if require_unitary:
         err = np.max(np.abs(m.conj().T @ m - np.eye(dim)))
         if err > atol:
-            raise ValueError(
-                f"matrix is not unitary: max |M^dagger M - I| = {err:.3g} > tolerance {atol:g}"
-            )
+            raise ValueError(f"matrix is not unitary: max |M^dagger M - I| = {err:.3g} > tolerance {atol:g}")
     m.setflags(write=False)
     return m
 
@@ -135,15 +127,11 @@ def check_diagonal(values: object, num_targets: int, *, require_unitary: bool = 
     d, atol = _as_complex_array(values, "diagonal")
     dim = 1 << num_targets
     if d.shape != (dim,):
-        raise ValueError(
-            f"diagonal for {num_targets} target(s) must have {dim} entries, got shape {d.shape}"
-        )
+        raise ValueError(f"diagonal for {num_targets} target(s) must have {dim} entries, got shape {d.shape}")
     if require_unitary:
         err = np.max(np.abs(np.abs(d) - 1.0))
         if err > atol:
-            raise ValueError(
-                f"diagonal is not unitary: max ||d| - 1| = {err:.3g} > tolerance {atol:g}"
-            )
+            raise ValueError(f"diagonal is not unitary: max ||d| - 1| = {err:.3g} > tolerance {atol:g}")
     d.setflags(write=False)
     return d
 
@@ -156,7 +144,5 @@ def check_pauli_label(label: object, num_targets: int | None = None) -> str:
     if not lab or bad:
         raise ValueError(f"Pauli label {label!r} must be a non-empty string of I, X, Y, Z")
     if num_targets is not None and len(lab) != num_targets:
-        raise ValueError(
-            f"Pauli label {label!r} has {len(lab)} characters for {num_targets} target(s)"
-        )
+        raise ValueError(f"Pauli label {label!r} has {len(lab)} characters for {num_targets} target(s)")
     return lab

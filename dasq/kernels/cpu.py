@@ -62,10 +62,6 @@ def basis_block(size: int, hot: int, dtype: str) -> np.ndarray:
     return out
 
 
-def slice_block(data: np.ndarray, start: int, stop: int, dtype: str) -> np.ndarray:
-    return np.array(data[start:stop], dtype=dtype)
-
-
 # --------------------------------------------------------------------- local operations
 def dense(
     block: np.ndarray, *, L: int, matrix: np.ndarray, targets: Bits, controls: dict[int, int]

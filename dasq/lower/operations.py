@@ -133,8 +133,9 @@ def _one_target_global(x: da.Array, op: Unitary, L: int) -> Lowered:
             specs.append(c)
             continue
         b = _bit(c, tb)
-        kernel = partial(cpu.combine, L=L, controls=lc, own_coeff=complex(m[b, b]),
-                         partner_coeff=complex(m[b, 1 - b]))
+        kernel = partial(
+            cpu.combine, L=L, controls=lc, own_coeff=complex(m[b, b]), partner_coeff=complex(m[b, 1 - b])
+        )
         specs.append(BlockTask(kernel, c, (Piece(c ^ (1 << tb), fixed),)))
     y, t = block_layer(x, L, specs, "pair")
     return Lowered(y, "pair-exchange", t)
@@ -155,8 +156,14 @@ def _many_target_global(x: da.Array, op: Unitary, num_qubits: int, L: int) -> Lo
     def moved(q: int) -> int:
         return perm.get(q, q)
 
-    inner = Unitary(tuple(moved(t) for t in op.targets), tuple(moved(c) for c in op.controls),
-                    op.control_states, op.name, op.params, matrix=op.matrix)
+    inner = Unitary(
+        tuple(moved(t) for t in op.targets),
+        tuple(moved(c) for c in op.controls),
+        op.control_states,
+        op.name,
+        op.params,
+        matrix=op.matrix,
+    )
     there = relayout(x, L, pairs)
     applied = _local_dense(there.x, inner, L)
     back = relayout(applied.x, L, pairs)
@@ -169,8 +176,11 @@ def _many_target_global(x: da.Array, op: Unitary, num_qubits: int, L: int) -> Lo
 def _merged(x: da.Array, op: Unitary, num_qubits: int, L: int, k: int) -> Lowered:
     """Blocks smaller than the gate: merge 2^(k-L) blocks, apply, split back."""
     big = x.rechunk(1 << k)
-    inner = _many_target_global(big, op, num_qubits, k) if any(
-        t >= k for t in op.targets) else _local_dense(big, op, k)
+    inner = (
+        _many_target_global(big, op, num_qubits, k)
+        if any(t >= k for t in op.targets)
+        else _local_dense(big, op, k)
+    )
     traffic = Traffic(
         messages=x.numblocks[0] - big.numblocks[0],
         amplitudes_moved=(1 << num_qubits) - (1 << num_qubits >> (k - L)),
@@ -179,9 +189,13 @@ def _merged(x: da.Array, op: Unitary, num_qubits: int, L: int, k: int) -> Lowere
     return Lowered(inner.x.rechunk(1 << L), "merge", traffic)
 
 
-def relayout(x: da.Array, L: int, pairs: Sequence[tuple[int, int]],
-             controls: dict[int, int] | None = None,
-             active: Sequence[bool] | None = None) -> Lowered:
+def relayout(
+    x: da.Array,
+    L: int,
+    pairs: Sequence[tuple[int, int]],
+    controls: dict[int, int] | None = None,
+    active: Sequence[bool] | None = None,
+) -> Lowered:
     """Swap global qubits ``g`` with local qubits ``l`` for all ``(g, l)`` in ONE exchange.
 
     Output block c gathers 2^k pieces: from block c with its bits g set to v it
@@ -211,16 +225,18 @@ def relayout(x: da.Array, L: int, pairs: Sequence[tuple[int, int]],
             fixed = tuple(controls.items()) + tuple(zip(lbits, mine))
             pieces.append(Piece(src, fixed))
             values.append(v)
-        kernel = partial(cpu.assemble, L=L, controls=controls, piece_bits=tuple(lbits),
-                         piece_values=tuple(values))
+        kernel = partial(
+            cpu.assemble, L=L, controls=controls, piece_bits=tuple(lbits), piece_values=tuple(values)
+        )
         specs.append(BlockTask(kernel, c, tuple(pieces)))
     y, t = block_layer(x, L, specs, "relayout")
     return Lowered(y, "relayout", t)
 
 
 # --------------------------------------------------------------------- Pauli family
-def _pauli(x: da.Array, op: Operation, L: int, label: str, targets: Sequence[int],
-           gadget_theta: float | None) -> Lowered:
+def _pauli(
+    x: da.Array, op: Operation, L: int, label: str, targets: Sequence[int], gadget_theta: float | None
+) -> Lowered:
     """Pauli tensors (theta None) and exp(-i theta/2 P) gadgets.
 
     P|j> = i^#Y (-1)^popcount(j & (Y|Z)) |j ^ (X|Y)>, so new[i] = coeff(i ^ f) old[i ^ f].
@@ -238,9 +254,11 @@ def _pauli(x: da.Array, op: Operation, L: int, label: str, targets: Sequence[int
     fixed = tuple(lc.items())
     diagonal = flip == 0
     specs: list[BlockSpec] = []
-    path = "diagonal" if diagonal else ("local" if flip_g == 0 else
-                                       ("pair-exchange" if (lc or gadget_theta is not None)
-                                        else "rename"))
+    path = (
+        "diagonal"
+        if diagonal
+        else ("local" if flip_g == 0 else ("pair-exchange" if (lc or gadget_theta is not None) else "rename"))
+    )
     for c, on in enumerate(_active(x.numblocks[0], gc)):
         if not on:
             specs.append(c)
@@ -251,8 +269,15 @@ def _pauli(x: da.Array, op: Operation, L: int, label: str, targets: Sequence[int
             own, other = 0.0, coeff
         else:
             own, other = np.cos(gadget_theta / 2), -1j * np.sin(gadget_theta / 2) * coeff
-        kernel = partial(cpu.combine, L=L, controls=lc, own_coeff=complex(own),
-                         partner_coeff=complex(other), flip_bits=flip_bits, sign_bits=sign_bits)
+        kernel = partial(
+            cpu.combine,
+            L=L,
+            controls=lc,
+            own_coeff=complex(own),
+            partner_coeff=complex(other),
+            flip_bits=flip_bits,
+            sign_bits=sign_bits,
+        )
         if flip_g == 0:
             if gadget_theta is None and coeff == 1 and not (flip & local_mask) and not sign_bits:
                 specs.append(c)

@@ -76,6 +76,14 @@ class StateVector:
             f"of 2^{self._L} amplitudes>"
         )
 
+    def _repr_html_(self) -> str:
+        t = self.report.total
+        return (
+            f"<b>dasq.StateVector</b>: {self._n} qubits, {self.dtype}, {self._x.numblocks[0]} blocks "
+            f"of 2<sup>{self._L}</sup> amplitudes; {len(self.report.records)} operations lowered, "
+            f"{t.amplitudes_moved} amplitudes moved between blocks<br>{self._x._repr_html_()}"
+        )
+
     # ----------------------------------------------------------------- execution
     def _compute(self, *collections: Any) -> tuple:
         kwargs = {"scheduler": self._client} if self._client is not None else {}
@@ -95,13 +103,15 @@ class StateVector:
         if not isinstance(circuit, Circuit):
             raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
         if circuit.num_qubits != self._n:
-            raise ValueError(
-                f"circuit has {circuit.num_qubits} qubits but the state has {self._n}"
-            )
+            raise ValueError(f"circuit has {circuit.num_qubits} qubits but the state has {self._n}")
         new = StateVector(
-            self._x, self._n, self._L,
+            self._x,
+            self._n,
+            self._L,
             report=Report(self._n, self._L, list(self.report.records)),
-            client=self._client, seed=self._rng, measurements=self.measurements,
+            client=self._client,
+            seed=self._rng,
+            measurements=self.measurements,
             progress=self._progress,
         )
         for op in circuit:
@@ -137,7 +147,7 @@ class StateVector:
         outcome = int(self._rng.random() * total < probs[1])
         scale = np.sqrt(total / probs[outcome])
         values = np.array([scale, 0.0] if outcome == 0 else [0.0, scale], dtype=complex)
-        proj = Diagonal((qubit,), name="collapse", values=values, unitary=False)
+        proj = Diagonal((qubit,), name="collapse", values=values)  # a scaled projector
         lowered = lower_operation(self._x, proj, self._n, self._L)
         self._x = lowered.x
         return outcome, lowered.traffic
@@ -193,12 +203,15 @@ class StateVector:
         nb = self._x.numblocks[0]
         parts = self._x.map_blocks(
             partial(_marginal_block, L=self._L, qubits=qs),
-            chunks=((width,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64),
+            chunks=((width,) * nb,),
+            dtype=np.float64,
+            meta=np.empty(0, np.float64),
         )
         return self._compute(parts.reshape(nb, width).sum(axis=0))[0]
 
-    def sample(self, shots: int, qubits: Sequence[int] | None = None,
-               seed: int | None = None) -> dict[str, int]:
+    def sample(
+        self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None
+    ) -> dict[str, int]:
         """Counts of ``shots`` measurements of ``qubits`` (all by default), Qiskit-style
         labels with ``qubits[0]`` rightmost; reproducible for a given ``seed``.
 
@@ -210,16 +223,20 @@ class StateVector:
         qs = self._check_qubits(qubits)
         rng = np.random.default_rng(seed)
         nb = self._x.numblocks[0]
-        weights = self._compute(self._x.map_blocks(
-            _block_weight, chunks=((1,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64)
-        ))[0]
+        weights = self._compute(
+            self._x.map_blocks(
+                _block_weight, chunks=((1,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64)
+            )
+        )[0]
         per_block = rng.multinomial(int(shots), weights / weights.sum())
         seeds = rng.integers(0, 2**63, size=nb)
         blocks = [b for b in range(nb) if per_block[b]]
-        draws = self._compute(*[
-            dask.delayed(cpu.sample_indices)(self._x.blocks[b], int(per_block[b]), int(seeds[b]))
-            for b in blocks
-        ])
+        draws = self._compute(
+            *[
+                dask.delayed(cpu.sample_indices)(self._x.blocks[b], int(per_block[b]), int(seeds[b]))
+                for b in blocks
+            ]
+        )
         if not blocks:
             return {}
         indices = np.concatenate([d + (b << self._L) for b, d in zip(blocks, draws)])
@@ -235,9 +252,7 @@ class StateVector:
         qiskit SparsePauliOp). Real (float) when all coefficients are real."""
         obs = PauliSum.parse(observable)
         if obs.num_qubits != self._n:
-            raise ValueError(
-                f"observable acts on {obs.num_qubits} qubits but the state has {self._n}"
-            )
+            raise ValueError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
         targets = tuple(range(self._n))
         terms = []
         for label, _ in obs:
@@ -272,8 +287,9 @@ def _vdot(x: da.Array, y: da.Array) -> da.Array:
     return (x.conj() * y).sum()
 
 
-def _marginal_block(block: np.ndarray, block_id: tuple[int] = (0,), *, L: int,
-                    qubits: tuple[int, ...]) -> np.ndarray:
+def _marginal_block(
+    block: np.ndarray, block_id: tuple[int] = (0,), *, L: int, qubits: tuple[int, ...]
+) -> np.ndarray:
     return cpu.marginal(block, L=L, block_index=block_id[0], qubits=qubits)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from dasq import _config
 from dasq.circuit.circuit import Circuit
-from dasq.lower.graph import basis_state
+from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.state.statevector import StateVector
 
 NORM_ATOL = 1e-6
@@ -28,12 +28,20 @@ def simulate(
     client: Any = None,
     seed: int | None = None,
     progress: bool = False,
+    method: str = "auto",
+    fusion_size: int | None = None,
 ) -> StateVector:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
     The result is lazy: amplitudes are computed when read (``to_numpy``,
     ``probabilities``, ``sample``...), by Dask's current scheduler or ``client``.
     Mid-circuit measurements draw their outcomes from ``seed``.
+
+    ``method``: "planned" groups the circuit into stages (one pass over the blocks
+    each, gates fused into groups of at most ``fusion_size`` qubits, one fused
+    relayout between stages); "per-operation" lowers every operation on its own
+    (the reference, with the communication of the seed paper's algorithms);
+    "auto" (default) plans unless an operation is wider than the blocks.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
@@ -44,9 +52,29 @@ def simulate(
     n = circuit.num_qubits
     dt = _check_dtype(dtype)
     L = _check_chunk_qubits(chunk_qubits, n)
-    x = _initial_amplitudes(initial, n, L, dt)
-    state = StateVector(x, n, L, client=client, seed=seed, progress=progress)
+    fusion = DEFAULT_FUSION_SIZE if fusion_size is None else _check_fusion_size(fusion_size)
+    options = {
+        "client": client,
+        "seed": seed,
+        "progress": progress,
+        "method": method,
+        "fusion_size": fusion,
+        "dtype": dt,
+    }
+    if initial is None or (isinstance(initial, numbers.Integral) and not isinstance(initial, bool)):
+        index = 0 if initial is None else int(initial)
+        if not 0 <= index < (1 << n):
+            raise ValueError(f"initial basis state {index} out of range 0..{(1 << n) - 1}")
+        state = StateVector(None, n, L, basis=index, **options)  # laid out by the planner
+    else:
+        state = StateVector(_initial_amplitudes(initial, n, L, dt), n, L, **options)
     return state.apply(circuit)
+
+
+def _check_fusion_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 10:
+        raise ValueError(f"fusion_size must be an int between 1 and 10, got {value!r}")
+    return int(value)
 
 
 def _check_dtype(dtype: Any) -> str:
@@ -71,16 +99,10 @@ def _check_chunk_qubits(chunk_qubits: Any, n: int) -> int:
 
 def _initial_amplitudes(initial: Any, n: int, L: int, dtype: str) -> da.Array:
     size = 1 << n
-    if initial is None:
-        return basis_state(n, L, 0, dtype)
     if isinstance(initial, StateVector):
         if initial.num_qubits != n:
             raise ValueError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")
         return initial.amplitudes.astype(dtype).rechunk(1 << L)
-    if isinstance(initial, numbers.Integral) and not isinstance(initial, bool):
-        if not 0 <= initial < size:
-            raise ValueError(f"initial basis state {initial} out of range 0..{size - 1}")
-        return basis_state(n, L, int(initial), dtype)
     if isinstance(initial, (np.ndarray, da.Array, list, tuple)):
         arr = initial if isinstance(initial, da.Array) else np.asarray(initial)
         if arr.shape != (size,):

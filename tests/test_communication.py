@@ -1,4 +1,4 @@
-"""Recorded communication against the seed paper's Table I (statevector rows).
+"""Recorded communication of per-operation lowering against the seed paper's Table I.
 
 N = 7 qubits in blocks of 2^4 (g = 3 global qubits: 4, 5, 6); Sigma = 2^7 amplitudes.
 ``amplitudes_moved`` counts amplitudes that a task reads from another block;
@@ -21,7 +21,7 @@ LOCAL, GLOBAL = (0, 2, 3), (4, 5, 6)
 def _traffic(build):
     c = dasq.Circuit(N)
     build(c)
-    state = dasq.simulate(c, chunk_qubits=L)
+    state = dasq.simulate(c, chunk_qubits=L, method="per-operation")
     assert len(state.report.records) == 1
     return state.report.records[0]
 
@@ -115,7 +115,7 @@ def test_many_target_gate_is_two_fused_relayouts(targets):
 
 def test_report_totals_and_json_view():
     c = dasq.Circuit(N).h(5).swap(0, 6).cz(4, 5)
-    state = dasq.simulate(c, chunk_qubits=L)
+    state = dasq.simulate(c, chunk_qubits=L, method="per-operation")
     r = state.report
     assert r.amplitudes_moved == SIGMA + SIGMA // 2
     assert r.exchanges == 2

@@ -120,37 +120,42 @@ def _controls(targets, num_controls, rng):
     return cs, states
 
 
-def _check(build, matrix, targets, controls, states, L, psi):
+def _check(build, matrix, targets, controls, states, L, psi, method):
     c = dasq.Circuit(N)
     build(c, targets, controls, states if controls else None)
-    got = dasq.simulate(c, initial=psi, chunk_qubits=L).to_numpy()
+    got = dasq.simulate(c, initial=psi, chunk_qubits=L, method=method).to_numpy()
     want = operator(matrix, targets, controls, states, N) @ psi
     np.testing.assert_allclose(
         got, want, atol=1e-10, err_msg=f"targets={targets} controls={controls} states={states} L={L}"
     )
 
 
+METHODS = ["per-operation", "auto"]  # auto: the planner wherever blocks are wide enough
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("L", range(1, N + 1))
 @pytest.mark.parametrize("name", sorted(ONE_TARGET))
-def test_one_target_operations(name, L):
+def test_one_target_operations(name, L, method):
     build, matrix = ONE_TARGET[name]
     rng = np.random.default_rng(_seed(name, L, 0))
     psi = random_state(N, rng)
     for (targets,), nc in itertools.product([(t,) for t in _placements(1, rng, 0)], (0, 1, 2)):
         controls, states = _controls(targets, nc, rng)
-        _check(build, matrix, targets, controls, states, L, psi)
+        _check(build, matrix, targets, controls, states, L, psi, method)
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("L", range(1, N + 1))
 @pytest.mark.parametrize("name", sorted(MANY_TARGET))
-def test_many_target_operations(name, L):
+def test_many_target_operations(name, L, method):
     k, build, matrix = MANY_TARGET[name]
     rng = np.random.default_rng(_seed(name, L, 1))
     psi = random_state(N, rng)
     for targets in _placements(k, rng, 4):
         for nc in (0, 1, 2):
             controls, states = _controls(targets, nc, rng)
-            _check(build, matrix, targets, controls, states, L, psi)
+            _check(build, matrix, targets, controls, states, L, psi, method)
 
 
 NAMED_CONTROLLED = {
@@ -167,9 +172,10 @@ NAMED_CONTROLLED = {
 }
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("L", range(1, N + 1))
 @pytest.mark.parametrize("name", sorted(NAMED_CONTROLLED))
-def test_named_controlled_gates(name, L):
+def test_named_controlled_gates(name, L, method):
     build, nc, matrix = NAMED_CONTROLLED[name]
     k = 2 if name == "cswap" else 1
     rng = np.random.default_rng(_seed(name, L, 2))
@@ -180,7 +186,7 @@ def test_named_controlled_gates(name, L):
         for st in (None, states):
             c = dasq.Circuit(N)
             build(c, qubits, st)
-            got = dasq.simulate(c, initial=psi, chunk_qubits=L).to_numpy()
+            got = dasq.simulate(c, initial=psi, chunk_qubits=L, method=method).to_numpy()
             want = operator(matrix, qubits[nc:], qubits[:nc], st, N) @ psi
             np.testing.assert_allclose(got, want, atol=1e-10, err_msg=f"{qubits} {st}")
 

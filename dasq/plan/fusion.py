@@ -1,0 +1,63 @@
+"""Fusion inside a stage (qsim's fuser: a stateless pass before a tight kernel).
+
+Operations of one stage, already on bit positions, are grouped in order into runs
+whose *local footprint* (local targets and local controls) spans at most F
+qubits; a group becomes one matrix (or one diagonal) applied in one pass. Global
+controls and global diagonal targets are constants inside a block, so they are
+resolved per block when the group's matrix is built (see kernels/stage.py).
+An operation wider than F stays alone and runs with its own kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dasq.circuit.operations import Operation
+
+DEFAULT_FUSION_SIZE = 4
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive operations applied as one matrix on ``qubits`` (local positions)."""
+
+    qubits: tuple[int, ...]
+    ops: tuple[Operation, ...]
+    fused: bool = True  # False: a single operation too wide to fuse
+
+    def global_bits(self, L: int) -> tuple[int, ...]:
+        """Block-index bits this group's action depends on."""
+        return tuple(sorted({q - L for op in self.ops for q in op.qubits if q >= L}))
+
+
+def footprint(op: Operation, L: int) -> frozenset[int]:
+    return frozenset(q for q in op.qubits if q < L)
+
+
+def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
+    """Greedy in-order grouping of ``ops`` into groups of at most ``max_qubits`` qubits."""
+    if max_qubits < 1:
+        raise ValueError(f"fusion size must be >= 1, got {max_qubits}")
+    groups: list[Group] = []
+    current: set[int] = set()
+    members: list[Operation] = []
+
+    def flush() -> None:
+        if members:
+            groups.append(Group(tuple(sorted(current)), tuple(members)))
+            members.clear()
+            current.clear()
+
+    for op in ops:
+        fp = footprint(op, L)
+        if len(fp) > max_qubits:
+            flush()
+            groups.append(Group(tuple(sorted(fp)), (op,), fused=False))
+            continue
+        if len(current | fp) > max_qubits:
+            flush()
+        current |= fp
+        members.append(op)
+    flush()
+    return tuple(groups)

@@ -1,0 +1,215 @@
+"""Stage planning: which qubits are local in each pass over the blocks (pure, no Dask).
+
+Vocabulary (DESIGN.md): a *wire* is a qubit after SWAPs were absorbed into the
+layout; a *position* is a bit of the stored index (positions < L are inside a
+block). A stage is a run of operations whose required-local wires are all local
+under one layout; between stages, one fused relayout swaps the wires that leave
+the local set with the wires that enter it.
+
+Gate classes (Atlas, Qiskit Aer cache blocking): diagonal operations need no local
+qubit; controlled operations need only their targets local; other operations need
+all their targets local; Pauli strings and gadgets need only their X/Y positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import combinations
+
+import numpy as np
+
+from dasq.circuit.operations import (
+    Barrier,
+    Diagonal,
+    Measure,
+    Operation,
+    PauliGadget,
+    PauliString,
+    PhaseGadget,
+    Reset,
+    Swap,
+    Unitary,
+    pauli_masks,
+)
+
+
+def remap(op: Operation, mapping: Sequence[int]) -> Operation:
+    """The same operation with every qubit q replaced by ``mapping[q]``."""
+    return replace(
+        op,
+        targets=tuple(mapping[q] for q in op.targets),
+        controls=tuple(mapping[q] for q in op.controls),
+    )
+
+
+def absorb_swaps(
+    ops: Sequence[Operation], num_qubits: int
+) -> tuple[list[tuple[Operation, Operation]], list[int]]:
+    """Drop uncontrolled SWAPs by relabelling the qubits of later operations.
+
+    Returns (operation on wires, original operation) pairs and ``wire_of[q]``: the
+    wire that holds logical qubit q at the end. No amplitude moves for a SWAP
+    (Atlas's "no swap" rule).
+    """
+    wire_of = list(range(num_qubits))
+    out: list[tuple[Operation, Operation]] = []
+    for op in ops:
+        if isinstance(op, Barrier):
+            continue
+        if isinstance(op, Swap) and not op.controls:
+            a, b = op.targets
+            wire_of[a], wire_of[b] = wire_of[b], wire_of[a]
+            continue
+        out.append((remap(op, wire_of), op))
+    return out, wire_of
+
+
+def is_diagonal(op: Operation) -> bool:
+    if isinstance(op, (Diagonal, PhaseGadget)):
+        return True
+    if isinstance(op, Unitary):
+        m = op.matrix
+        return not np.count_nonzero(m - np.diag(np.diag(m)))
+    if isinstance(op, (PauliString, PauliGadget)):
+        x, y, _ = pauli_masks(op.label, op.targets)
+        return not (x | y)
+    return False
+
+
+def needs_local(op: Operation) -> frozenset[int]:
+    """The qubits that must be local for ``op`` to run inside one block."""
+    if isinstance(op, (Measure, Reset)) or is_diagonal(op):
+        return frozenset()
+    if isinstance(op, (PauliString, PauliGadget)):
+        x, y, _ = pauli_masks(op.label, op.targets)
+        return frozenset(q for q in op.targets if ((x | y) >> q) & 1)
+    return frozenset(op.targets)
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """One stage: its local wires and the indices of the operations it runs."""
+
+    local: frozenset[int]
+    ops: tuple[int, ...]
+
+
+def _scan(
+    info: Sequence[tuple[frozenset[int], frozenset[int]]],
+    done: list[bool],
+    first: int,
+    num_qubits: int,
+    capacity: int,
+    fixed_local: frozenset[int] | None,
+) -> tuple[set[int], list[int]]:
+    """Run every operation whose dependencies allow it, in order.
+
+    With ``fixed_local`` the local set is given; otherwise needs are admitted
+    first-come while they fit in ``capacity``. An operation that cannot run blocks
+    its wires, and so everything after it that touches them.
+    """
+    local: set[int] = set()
+    blocked: set[int] = set()
+    executed: list[int] = []
+    for i in range(first, len(info)):
+        if len(blocked) >= num_qubits:
+            break
+        if done[i]:
+            continue
+        wires, need = info[i]
+        if wires & blocked:
+            blocked |= wires
+        elif fixed_local is not None:
+            if need <= fixed_local:
+                executed.append(i)
+            else:
+                blocked |= wires
+        elif len(local | need) <= capacity:
+            local |= need
+            executed.append(i)
+        else:
+            blocked |= wires
+    return local, executed
+
+
+def _info(ops: Sequence[Operation], L: int) -> list[tuple[frozenset[int], frozenset[int]]]:
+    info = []
+    for op in ops:
+        need = needs_local(op)
+        if len(need) > L:
+            raise ValueError(
+                f"operation {op.describe()!r} needs {len(need)} local qubits but blocks hold "
+                f"{L}; use chunk_qubits >= {len(need)} (or method='per-operation')"
+            )
+        info.append((frozenset(op.qubits), need))
+    return info
+
+
+def greedy_stages(
+    ops: Sequence[Operation], num_qubits: int, L: int, initial_local: frozenset[int] | None
+) -> list[StageChoice]:
+    """Greedy staging with look-ahead: each stage admits needs in circuit order while
+    they fit, then fills its free local slots with wires already local (no movement),
+    preferring the ones needed soonest. ``initial_local`` None: the first layout is free."""
+    info = _info(ops, L)
+    uses: dict[int, list[int]] = {q: [] for q in range(num_qubits)}
+    for i, (_, need) in enumerate(info):
+        for q in need:
+            uses[q].append(i)
+    pointer = dict.fromkeys(range(num_qubits), 0)
+    done = [False] * len(ops)
+    first = 0
+    current = initial_local
+    stages: list[StageChoice] = []
+    while first < len(ops):
+        need, executed = _scan(info, done, first, num_qubits, L, None)
+        for i in executed:
+            done[i] = True
+        while first < len(ops) and done[first]:
+            first += 1
+
+        def next_use(q: int) -> int:
+            lst, p = uses[q], pointer[q]
+            while p < len(lst) and done[lst[p]]:
+                p += 1
+            pointer[q] = p
+            return lst[p] if p < len(lst) else len(ops) + q
+
+        pool = (current if current is not None else frozenset(range(num_qubits))) - need
+        fill = sorted(pool, key=next_use)[: L - len(need)]
+        current = frozenset(need) | frozenset(fill)
+        stages.append(StageChoice(current, tuple(executed)))
+    return stages
+
+
+def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stages: int = 8) -> int:
+    """The fewest stages any sequence of local sets needs (free first layout), by
+    iterative deepening over all C(n, L) local sets; for small circuits in tests."""
+    info = _info(ops, L)
+    m = len(ops)
+    choices = [frozenset(c) for c in combinations(range(num_qubits), L)]
+    seen: dict[tuple[bool, ...], int] = {}
+
+    def solve(done: tuple[bool, ...], depth: int) -> bool:
+        if all(done):
+            return True
+        if depth == 0 or seen.get(done, -1) >= depth:
+            return False
+        seen[done] = depth
+        first = done.index(False)
+        for local in choices:
+            _, executed = _scan(info, list(done), first, num_qubits, L, local)
+            if executed:
+                nxt = list(done)
+                for i in executed:
+                    nxt[i] = True
+                if solve(tuple(nxt), depth - 1):
+                    return True
+        return False
+
+    for depth in range(1, max_stages + 1):
+        seen.clear()
+        if solve(tuple([False] * m), depth):
+            return depth
+    raise ValueError(f"more than {max_stages} stages needed")

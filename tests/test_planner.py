@@ -1,0 +1,184 @@
+"""The stage planner: stage counts against the exact minimum, Atlas's QFT result,
+absorbed SWAPs, fused relayouts counted from the graph, and planned execution
+against the dense reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import operator, random_unitary
+
+import dasq
+from dasq.lower.operations import relayout
+from dasq.plan.fusion import fuse
+from dasq.plan.plan import make_plan
+from dasq.plan.stages import exact_min_stages, greedy_stages, needs_local
+
+
+def qft(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n)
+    for j in reversed(range(n)):
+        c.h(j)
+        for k in reversed(range(j)):
+            c.cp(np.pi / 2 ** (j - k), k, j)
+    for q in range(n // 2):
+        c.swap(q, n - 1 - q)
+    return c
+
+
+def ghz(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n).h(0)
+    for q in range(n - 1):
+        c.cx(q, q + 1)
+    return c
+
+
+def random_dense(n: int, depth: int, seed: int) -> dasq.Circuit:
+    rng = np.random.default_rng(seed)
+    c = dasq.Circuit(n)
+    for _ in range(depth):
+        a, b = (int(q) for q in rng.permutation(n)[:2])
+        kind = rng.integers(4)
+        if kind == 0:
+            c.unitary(random_unitary(1, rng), a)
+        elif kind == 1:
+            c.cx(a, b)
+        elif kind == 2:
+            c.cp(float(rng.uniform(0, 3)), a, b)
+        else:
+            c.unitary(random_unitary(2, rng), (a, b))
+    return c
+
+
+@pytest.mark.parametrize("n", [8, 12, 20, 30, 36])
+def test_qft_and_ghz_plan_to_two_stages_with_half_the_qubits_local(n):
+    L = (n + 1) // 2
+    for circuit in (qft(n), ghz(n)):
+        plan = make_plan(list(circuit), n, L)
+        assert len(plan.stages) <= 2, plan
+        assert len(plan.relayouts) <= 1
+
+
+def test_swaps_are_absorbed_into_the_layout():
+    c = dasq.Circuit(6).h(0).swap(0, 5).swap(1, 4).h(5).swap(2, 3)
+    plan = make_plan(list(c), 6, 2)
+    assert plan.swaps_absorbed == 3
+    assert sum(len(s.ops) for s in plan.stages) == 2  # only the two H gates run
+    state = dasq.simulate(c, chunk_qubits=2)
+    want = (
+        operator(np.eye(4)[[0, 2, 1, 3]], (2, 3), n=6)
+        @ operator(np.eye(4)[[0, 2, 1, 3]], (1, 4), n=6)
+        @ operator(np.array([[1, 1], [1, -1]]) / np.sqrt(2), (5,), n=6)
+        @ operator(np.eye(4)[[0, 2, 1, 3]], (0, 5), n=6)
+        @ operator(np.array([[1, 1], [1, -1]]) / np.sqrt(2), (0,), n=6)
+        @ np.eye(64)[:, 0]
+    )
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_greedy_stage_count_matches_the_exact_minimum(seed):
+    """On small random circuits the greedy planner needs no more stages than the best
+    sequence of local sets (found by exhaustive search); any gap is reported."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 7))
+    L = int(rng.integers(2, n))
+    circuit = random_dense(n, int(rng.integers(4, 12)), seed)
+    ops = list(circuit)
+    greedy = len(greedy_stages(ops, n, L, None))
+    exact = exact_min_stages(ops, n, L)
+    assert greedy == exact, f"greedy {greedy} stages vs exact {exact} (n={n}, L={L}, seed={seed})"
+
+
+def test_exact_search_agrees_on_a_hand_made_case():
+    # H on 0..3 with L = 2: two stages whatever the order
+    c = dasq.Circuit(4).h(0).h(1).h(2).h(3)
+    assert exact_min_stages(list(c), 4, 2) == 2
+    assert len(greedy_stages(list(c), 4, 2, None)) == 2
+    # a gate needing 3 local qubits does not fit blocks of 2
+    wide = dasq.Circuit(4).unitary(random_unitary(3, np.random.default_rng(0)), (0, 1, 2))
+    with pytest.raises(ValueError, match="needs 3 local qubits"):
+        make_plan(list(wide), 4, 2)
+
+
+def test_gate_classes():
+    c = dasq.Circuit(5).cp(0.3, 0, 4).crx(0.2, 4, 1).pauli("XZY", (0, 2, 3)).phase_gadget(0.1, (0, 1, 4))
+    assert [set(needs_local(op)) for op in c] == [set(), {1}, {0, 3}, set()]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_relayout_of_k_qubits_is_one_layer_moving_1_minus_2_to_minus_k(k):
+    n, L = 8, 4
+    x = dasq.simulate(dasq.Circuit(n), chunk_qubits=L, method="per-operation").amplitudes
+    pairs = [(L + i, i) for i in range(k)]
+    moved = relayout(x, L, pairs)
+    assert moved.traffic.amplitudes_moved == (1 << n) - (1 << n >> k)
+    layers = moved.x.dask.layers
+    new_layers = [name for name in layers if name not in x.dask.layers]
+    assert len(new_layers) == 1  # pack and assemble tasks live in ONE layer
+    every_task = len(moved.x.dask.layers[new_layers[0]])
+    nb = 1 << (n - L)
+    assert every_task == nb + nb * ((1 << k) - 1)  # one assemble per block + its 2^k - 1 pieces
+
+
+def test_tasks_grow_with_blocks_times_stages_not_gates():
+    n, L = 10, 7
+    short = dasq.Circuit(n).h(0).h(1).cx(0, 1)
+    long = dasq.Circuit(n)
+    for _ in range(300):
+        long.h(0).h(1).cx(0, 1).rz(0.1, 9)
+    counts = []
+    for c in (short, long):
+        state = dasq.simulate(c, chunk_qubits=L)
+        assert len(state.plan.stages) == 1
+        counts.append(len(state.amplitudes.dask))
+    assert counts[0] == counts[1]  # same blocks, same stages: same graph size
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(3, 10), st.integers(0, 2**32 - 1), st.data())
+def test_planned_equals_per_operation_for_random_circuits(n, seed, data):
+    c = random_dense(n, 25, seed)
+    c.pauli_gadget(0.3, "XY", (0, n - 1)).pauli("YZ", (n - 1, 0)).swap(0, n - 1)
+    c.measure(n // 2).h(n // 2).swap(1, n - 1)
+    L = data.draw(st.integers(2, n))
+    fusion = data.draw(st.integers(1, 5))
+    ref = dasq.simulate(c, chunk_qubits=L, method="per-operation", seed=4)
+    planned = dasq.simulate(c, chunk_qubits=L, method="planned", seed=4, fusion_size=fusion)
+    assert planned.measurements == ref.measurements
+    np.testing.assert_allclose(planned.to_numpy(), ref.to_numpy(), atol=1e-10)
+    assert planned.probabilities([0, n - 1]) == pytest.approx(ref.probabilities([0, n - 1]), abs=1e-12)
+    assert planned.expectation("Z" * n) == pytest.approx(ref.expectation("Z" * n), abs=1e-10)
+    assert planned.amplitude(3 % (1 << n)) == pytest.approx(ref.amplitude(3 % (1 << n)), abs=1e-12)
+
+
+def test_sampling_reads_through_the_layout():
+    state = dasq.simulate(ghz(9), chunk_qubits=4)
+    assert state.layout != tuple(range(9))  # the planner moved qubits around
+    assert set(state.sample(300, seed=2)) == {"0" * 9, "1" * 9}
+    assert set(state.sample(300, qubits=[8, 0], seed=2)) == {"00", "11"}
+    probs = state.probabilities([0, 5])
+    assert probs == pytest.approx([0.5, 0, 0, 0.5], abs=1e-12)
+
+
+def test_fusion_groups_respect_the_size_and_order():
+    c = qft(8)
+    plan = make_plan(list(c), 8, 8, fusion_size=3)
+    [stage] = plan.stages
+    groups = stage.groups
+    assert all(len(g.qubits) <= 3 for g in groups)
+    assert [op for g in groups for op in g.ops] == list(stage.ops)
+    assert len(fuse(stage.ops, 8, 1)) > len(groups)  # smaller F: more groups
+    with pytest.raises(ValueError, match="fusion size"):
+        fuse(stage.ops, 8, 0)
+
+
+def test_plan_is_inspectable_on_the_result():
+    state = dasq.simulate(qft(10), chunk_qubits=5)
+    s = state.plan.summary()
+    assert s["stages"] == 2 and s["relayouts"] == 1 and s["qubits_swapped"] == [5]
+    assert s["amplitudes_moved"] == (1 << 10) - (1 << 5)
+    assert state.report.amplitudes_moved == s["amplitudes_moved"]
+    assert "stage 1" in str(state.plan)

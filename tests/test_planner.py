@@ -92,6 +92,23 @@ def test_greedy_stage_count_matches_the_exact_minimum(seed):
     assert greedy == exact, f"greedy {greedy} stages vs exact {exact} (n={n}, L={L}, seed={seed})"
 
 
+def test_greedy_gap_on_h_cx_chains_is_bounded_and_reported(capsys):
+    """On H+CX chains the greedy planner is sometimes one stage over the optimum
+    (benchmarks/README.md reports the rate); it is never more."""
+    gaps = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        c = dasq.Circuit(6)
+        for _ in range(10):
+            a, b = (int(q) for q in rng.permutation(6)[:2])
+            c.h(a).cx(a, b)
+        gaps.append(len(greedy_stages(list(c), 6, 3, None)) - exact_min_stages(list(c), 6, 3))
+    with capsys.disabled():
+        print(f"\ngreedy - exact stages on 20 H+CX chains: {gaps}")
+    assert min(gaps) >= 0 and max(gaps) <= 1
+    assert gaps.count(0) >= 10
+
+
 def test_exact_search_agrees_on_a_hand_made_case():
     # H on 0..3 with L = 2: two stages whatever the order
     c = dasq.Circuit(4).h(0).h(1).h(2).h(3)
@@ -137,7 +154,7 @@ def test_tasks_grow_with_blocks_times_stages_not_gates():
     assert counts[0] == counts[1]  # same blocks, same stages: same graph size
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3, 10), st.integers(0, 2**32 - 1), st.data())
 def test_planned_equals_per_operation_for_random_circuits(n, seed, data):
     c = random_dense(n, 25, seed)

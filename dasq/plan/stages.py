@@ -149,38 +149,100 @@ def _info(ops: Sequence[Operation], L: int) -> list[tuple[frozenset[int], frozen
 def greedy_stages(
     ops: Sequence[Operation], num_qubits: int, L: int, initial_local: frozenset[int] | None
 ) -> list[StageChoice]:
-    """Greedy staging with look-ahead: each stage admits needs in circuit order while
-    they fit, then fills its free local slots with wires already local (no movement),
-    preferring the ones needed soonest. ``initial_local`` None: the first layout is free."""
+    """Greedy staging with look-ahead. Each stage weighs a few candidate local sets
+    (needs admitted first-come while they fit; the wires needed soonest; the wires
+    needed most often in a look-ahead window), keeps the one that runs the most
+    operations (ties: the fewest wires moved), and fills free slots with wires
+    already local. ``initial_local`` None: the first layout is free."""
     info = _info(ops, L)
-    uses: dict[int, list[int]] = {q: [] for q in range(num_qubits)}
-    for i, (_, need) in enumerate(info):
-        for q in need:
-            uses[q].append(i)
-    pointer = dict.fromkeys(range(num_qubits), 0)
+    everyone = frozenset(range(num_qubits))
     done = [False] * len(ops)
     first = 0
     current = initial_local
     stages: list[StageChoice] = []
     while first < len(ops):
-        need, executed = _scan(info, done, first, num_qubits, L, None)
+        best: tuple[int, int] | None = None
+        chosen: tuple[frozenset[int], list[int]] = (frozenset(), [])
+        for local, executed in _options(info, done, first, num_qubits, L, current, everyone):
+            moved = len(local - current) if current is not None else 0
+            score = (len(executed), -moved)
+            if best is None or score > best:
+                best, chosen = score, (local, executed)
+        local, executed = chosen
         for i in executed:
             done[i] = True
         while first < len(ops) and done[first]:
             first += 1
-
-        def next_use(q: int) -> int:
-            lst, p = uses[q], pointer[q]
-            while p < len(lst) and done[lst[p]]:
-                p += 1
-            pointer[q] = p
-            return lst[p] if p < len(lst) else len(ops) + q
-
-        pool = (current if current is not None else frozenset(range(num_qubits))) - need
-        fill = sorted(pool, key=next_use)[: L - len(need)]
-        current = frozenset(need) | frozenset(fill)
-        stages.append(StageChoice(current, tuple(executed)))
+        current = local
+        stages.append(StageChoice(local, tuple(executed)))
     return stages
+
+
+def _options(info, done, first, num_qubits, L, current, everyone) -> list[tuple[frozenset[int], list[int]]]:
+    """Candidate local sets for the next stage, each with the operations it runs."""
+    window = _window(info, done, first, 8 * num_qubits)
+    candidates = [_first_come(info, done, first, num_qubits, L)]
+    candidates += [_top(info, window, L, weight) for weight in (_soonest, _most_used)]
+    out = []
+    for cand in candidates:
+        local = _filled(cand, current, everyone, L, info, window)
+        _, executed = _scan(info, done, first, num_qubits, L, local)
+        out.append((local, executed))
+    return out
+
+
+def _window(info, done, first, size) -> list[int]:
+    """Indices of the next ``size`` operations not yet run."""
+    out = []
+    for i in range(first, len(info)):
+        if not done[i]:
+            out.append(i)
+            if len(out) >= size:
+                break
+    return out
+
+
+def _first_come(info, done, first, num_qubits, L) -> frozenset[int]:
+    need, _ = _scan(info, done, first, num_qubits, L, None)
+    return frozenset(need)
+
+
+def _soonest(rank: int) -> float:
+    return 1.0 if rank == 0 else 0.0
+
+
+def _most_used(rank: int) -> float:
+    return 1.0
+
+
+def _top(info, window, L, weight) -> frozenset[int]:
+    """The L wires with the highest weight over their uses in ``window`` (the k-th use
+    of a wire weighs ``weight(k)``; ties go to the earliest first use)."""
+    score: dict[int, float] = {}
+    first_use: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    for pos, i in enumerate(window):
+        for q in info[i][1]:
+            k = seen.get(q, 0)
+            seen[q] = k + 1
+            score[q] = score.get(q, 0.0) + weight(k) / (1 + pos / len(window))
+            first_use.setdefault(q, pos)
+    ranked = sorted(score, key=lambda q: (-score[q], first_use[q]))
+    return frozenset(ranked[:L])
+
+
+def _filled(chosen, current, everyone, L, info, window) -> frozenset[int]:
+    """Complete a local set to L wires: wires already local first (nothing moves),
+    soonest needed first."""
+    if len(chosen) >= L:
+        return frozenset(chosen)
+    order: dict[int, int] = {}
+    for pos, i in enumerate(window):
+        for q in info[i][1]:
+            order.setdefault(q, pos)
+    pool = (current if current is not None else everyone) - chosen
+    fill = sorted(pool, key=lambda q: (order.get(q, len(window)), q))[: L - len(chosen)]
+    return frozenset(chosen) | frozenset(fill)
 
 
 def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stages: int = 8) -> int:

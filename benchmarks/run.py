@@ -1,0 +1,384 @@
+"""dasq benchmarks (rules: ../shared/BENCHMARKS.md).
+
+    python benchmarks/run.py inmemory --qubits 20 24 26 --circuits qft random --reps 3
+    python benchmarks/run.py relayout --qubits 22 --chunk-qubits 18
+    python benchmarks/run.py planning
+
+Each timed run happens in a fresh subprocess (so its peak RSS is its own),
+contenders alternate A B C A B C, medians and ratios to the fastest peer are
+reported, and the memory bandwidth (a plain copy of the state) is measured in the
+same run. Results go to benchmarks/results/SUITE.json with the machine's details.
+Needs the `bench` extra (qiskit-aer, qsimcirq, psutil).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE.parent))
+
+
+# --------------------------------------------------------------------- one timed run (child)
+def _child(args: argparse.Namespace) -> None:
+    """Build, warm up on a small case, then time one simulation; print JSON."""
+    import resource
+
+    import numpy as np
+
+    from benchmarks import circuits
+
+    threads = int(os.environ.get("BENCH_THREADS", "2"))
+    make = circuits.CIRCUITS[args.circuit]
+
+    def run(n: int) -> tuple[float, np.ndarray | None]:
+        qc = make(n)
+        if args.contender == "dasq":
+            import dasq
+
+            c = circuits.to_dasq(qc)
+            t = time.perf_counter()
+            state = dasq.simulate(c, dtype=args.dtype, fusion_size=args.fusion)
+            out = state.to_numpy(force=True)
+            return time.perf_counter() - t, out
+        if args.contender == "aer":
+            from qiskit_aer import AerSimulator
+
+            sim = AerSimulator(
+                method="statevector",
+                max_parallel_threads=threads,
+                precision="single" if args.dtype == "complex64" else "double",
+            )
+            qc = qc.copy()
+            qc.save_statevector()
+            t = time.perf_counter()
+            out = np.asarray(sim.run(qc).result().get_statevector())
+            return time.perf_counter() - t, out
+        if args.contender == "qsim":
+            import qsimcirq
+
+            cc = circuits.to_cirq(circuits.to_dasq(qc))
+            sim = qsimcirq.QSimSimulator(
+                qsimcirq.QSimOptions(max_fused_gate_size=args.fusion, cpu_threads=threads)
+            )
+            t = time.perf_counter()
+            out = sim.simulate(cc).final_state_vector
+            return time.perf_counter() - t, out
+        raise ValueError(args.contender)
+
+    run(min(10, args.qubits))  # warm-up: imports, numba cache, first-call costs
+    seconds, state = run(args.qubits)
+    result = {"seconds": seconds, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if args.save:
+        np.save(args.save, state)
+    print(json.dumps(result))
+
+
+def _spawn(contender: str, circuit: str, n: int, dtype: str, fusion: int, save: str | None = None) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "_child",
+        "--contender",
+        contender,
+        "--circuit",
+        circuit,
+        "--qubits",
+        str(n),
+        "--dtype",
+        dtype,
+        "--fusion",
+        str(fusion),
+    ]
+    if save:
+        cmd += ["--save", save]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{contender} {circuit} {n} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------- helpers
+def machine() -> dict:
+    import psutil
+
+    versions = {}
+    for mod in ("dasq", "numpy", "dask", "numba", "qiskit", "qiskit_aer", "qsimcirq", "cirq"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # a missing peer is reported, not fatal
+            versions[mod] = None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def copy_bandwidth(n: int, dtype: str) -> float:
+    """Bytes per second of a plain copy of a 2^n state into touched memory (read + write)."""
+    import numpy as np
+
+    a = np.ones(1 << n, dtype=dtype)
+    b = np.ones_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.nbytes / best
+
+
+def plan_passes(circuit: str, n: int) -> dict:
+    """Passes over memory that dasq's plan needs: one per stage and per relayout."""
+    import dasq
+    from benchmarks import circuits
+    from dasq._config import default_chunk_qubits
+    from dasq.plan.plan import make_plan
+
+    c = circuits.to_dasq(circuits.CIRCUITS[circuit](n))
+    plan = make_plan(list(c), n, default_chunk_qubits(n))
+    s = plan.summary()
+    return {
+        "stages": s["stages"],
+        "relayouts": s["relayouts"],
+        "passes": s["stages"] + s["relayouts"],
+        "chunk_qubits": plan.chunk_qubits,
+        "dasq_version": dasq.__version__,
+    }
+
+
+def write(suite: str, payload: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{suite}.json"
+    path.write_text(json.dumps(payload, indent=1))
+    return path
+
+
+# --------------------------------------------------------------------- suites
+def suite_inmemory(args: argparse.Namespace) -> dict:
+    import numpy as np
+
+    rows = []
+    for n in args.qubits:
+        for circuit in args.circuits:
+            for dtype in args.dtypes:
+                contenders = ["dasq", "aer"] + (["qsim"] if dtype == "complex64" else [])
+                # correctness first: fidelity of dasq with Aer
+                tmp = RESULTS / "tmp"
+                tmp.mkdir(parents=True, exist_ok=True)
+                _spawn("dasq", circuit, n, dtype, args.fusion, str(tmp / "dasq.npy"))
+                _spawn("aer", circuit, n, dtype, args.fusion, str(tmp / "aer.npy"))
+                a, b = np.load(tmp / "dasq.npy"), np.load(tmp / "aer.npy")
+                fidelity = float(abs(np.vdot(a, b)) ** 2)
+                del a, b
+                for f in tmp.iterdir():
+                    f.unlink()
+                times: dict[str, list[float]] = {c: [] for c in contenders}
+                rss: dict[str, int] = {}
+                qsim_fusion = {}
+                for _ in range(args.reps):
+                    for c in contenders:
+                        if c == "qsim":  # qsim's fusion size tuned: best of 2..5
+                            best = None
+                            for f in (2, 3, 4, 5):
+                                r = _spawn(c, circuit, n, dtype, f)
+                                if best is None or r["seconds"] < best["seconds"]:
+                                    best, qsim_fusion[len(times[c])] = r, f
+                            r = best
+                        else:
+                            r = _spawn(c, circuit, n, dtype, args.fusion)
+                        times[c].append(r["seconds"])
+                        rss[c] = max(rss.get(c, 0), r["peak_rss"])
+                med = {c: statistics.median(v) for c, v in times.items()}
+                fastest_peer = min(v for c, v in med.items() if c != "dasq")
+                passes = plan_passes(circuit, n)
+                bw = copy_bandwidth(n, dtype)
+                state_bytes = (1 << n) * np.dtype(dtype).itemsize
+                row = {
+                    "circuit": circuit,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "fidelity_dasq_aer": fidelity,
+                    "median_seconds": med,
+                    "all_seconds": times,
+                    "peak_rss": rss,
+                    "ratio_dasq_to_fastest_peer": med["dasq"] / fastest_peer,
+                    "qsim_fusion": sorted(set(qsim_fusion.values())),
+                    "copy_bandwidth_bytes_per_s": bw,
+                    "memory_limit_seconds": passes["passes"] * 2 * state_bytes / bw,
+                    **passes,
+                }
+                rows.append(row)
+                print(
+                    json.dumps(
+                        {
+                            k: row[k]
+                            for k in (
+                                "circuit",
+                                "qubits",
+                                "dtype",
+                                "median_seconds",
+                                "ratio_dasq_to_fastest_peer",
+                                "fidelity_dasq_aer",
+                                "memory_limit_seconds",
+                            )
+                        }
+                    ),
+                    flush=True,
+                )
+    return {"suite": "inmemory", "machine": machine(), "fusion_size": args.fusion, "rows": rows}
+
+
+def suite_relayout(args: argparse.Namespace) -> dict:
+    """Fused (one all-to-all) vs sequential (k pairwise swaps) relayout of k qubits,
+    on a LocalCluster with several worker processes: bytes moved and seconds."""
+    import dask
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    import dasq
+    from dasq.lower.operations import relayout
+
+    n, L = args.qubits[0], args.chunk_qubits
+    rows = []
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        base = dasq.simulate(
+            dasq.Circuit(n).h(0), chunk_qubits=L, dtype="complex64", method="per-operation"
+        ).amplitudes
+        (base,) = dask.persist(base, scheduler=client)
+        wait_all(client, base)
+        for k in range(1, n - L + 1):
+            pairs = [(L + i, L - 1 - i) for i in range(k)]
+            row: dict = {"k": k, "state_amplitudes": 1 << n, "chunk_qubits": L}
+            for how in ("fused", "sequential"):
+                secs, moved = [], 0
+                for _ in range(args.reps):
+                    x, moved = base, 0
+                    t = time.perf_counter()
+                    steps = [pairs] if how == "fused" else [[p] for p in pairs]
+                    for step in steps:
+                        r = relayout(x, L, step)
+                        x, moved = r.x, moved + r.traffic.amplitudes_moved
+                    (y,) = dask.persist(x, scheduler=client)
+                    wait_all(client, y)
+                    secs.append(time.perf_counter() - t)
+                    del y
+                row[how] = {
+                    "amplitudes_moved": moved,
+                    "fraction_of_state": moved / (1 << n),
+                    "median_seconds": statistics.median(secs),
+                }
+            row["expected_fused_fraction"] = 1 - 2.0**-k
+            row["expected_sequential_fraction"] = k / 2
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    _ = np
+    return {"suite": "relayout", "machine": machine(), "workers": args.workers, "rows": rows}
+
+
+def wait_all(client, x) -> None:
+    from distributed import wait
+
+    wait(list(client.futures_of(x)))
+
+
+def suite_planning(args: argparse.Namespace) -> dict:
+    """Seconds to plan 10^3..10^5-gate random circuits; stages against the exact optimum."""
+    import numpy as np
+
+    import dasq
+    from dasq.plan.plan import make_plan
+    from dasq.plan.stages import exact_min_stages, greedy_stages
+
+    rows = []
+    for gates in (1_000, 10_000, 100_000):
+        rng = np.random.default_rng(gates)
+        n, L = 30, 24
+        c = dasq.Circuit(n)
+        for _ in range(gates // 2):
+            a, b = (int(q) for q in rng.permutation(n)[:2])
+            c.ry(float(rng.uniform(0, 3)), a).cx(a, b)
+        t = time.perf_counter()
+        plan = make_plan(list(c), n, L)
+        secs = time.perf_counter() - t
+        rows.append(
+            {
+                "gates": len(c),
+                "qubits": n,
+                "chunk_qubits": L,
+                "plan_seconds": secs,
+                "stages": len(plan.stages),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    optimal = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n, L = 6, 3
+        c = dasq.Circuit(n)
+        for _ in range(10):
+            a, b = (int(q) for q in rng.permutation(n)[:2])
+            c.h(a).cx(a, b)
+        g = len(greedy_stages(list(c), n, L, None))
+        e = exact_min_stages(list(c), n, L)
+        optimal.append({"seed": seed, "greedy": g, "exact": e})
+    print(
+        json.dumps(
+            {"greedy_equals_exact": sum(o["greedy"] == o["exact"] for o in optimal), "cases": len(optimal)}
+        )
+    )
+    return {"suite": "planning", "machine": machine(), "rows": rows, "vs_exact": optimal}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="suite", required=True)
+    ch = sub.add_parser("_child")
+    ch.add_argument("--contender")
+    ch.add_argument("--circuit")
+    ch.add_argument("--qubits", type=int)
+    ch.add_argument("--dtype")
+    ch.add_argument("--fusion", type=int)
+    ch.add_argument("--save")
+    for name in ("inmemory", "relayout", "planning"):
+        s = sub.add_parser(name)
+        s.add_argument("--qubits", type=int, nargs="+", default=[20, 24])
+        s.add_argument("--circuits", nargs="+", default=["qft", "random"])
+        s.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
+        s.add_argument("--reps", type=int, default=3)
+        s.add_argument("--fusion", type=int, default=None)
+        s.add_argument("--chunk-qubits", type=int, default=18)
+        s.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    if args.suite == "_child":
+        _child(args)
+        return
+    if getattr(args, "fusion", None) is None:
+        from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+
+        args.fusion = DEFAULT_FUSION_SIZE
+    payload = {"inmemory": suite_inmemory, "relayout": suite_relayout, "planning": suite_planning}[
+        args.suite
+    ](args)
+    print("wrote", write(args.suite, payload))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from dasq.circuit.operations import Operation
 
-DEFAULT_FUSION_SIZE = 4
+DEFAULT_FUSION_SIZE = 5  # measured best of 2..6 on QFT and random circuits (benchmarks/README.md)
 
 
 @dataclass(frozen=True)

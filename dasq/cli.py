@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=None)
     run.add_argument("--dtype", default="complex128", choices=["complex128", "complex64"])
     run.add_argument("--chunk-qubits", type=int, default=None)
+    run.add_argument(
+        "--method",
+        default="auto",
+        choices=["auto", "planned", "per-operation"],
+        help="stage planner (default) or per-operation lowering",
+    )
+    run.add_argument("--fusion-size", type=int, default=None, help="max qubits of a fused gate")
     run.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
     run.add_argument(
         "--workers",
@@ -75,7 +82,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         start = time.perf_counter()
         state = simulate(
-            body, dtype=args.dtype, chunk_qubits=args.chunk_qubits, seed=args.seed, client=client
+            body,
+            dtype=args.dtype,
+            chunk_qubits=args.chunk_qubits,
+            seed=args.seed,
+            client=client,
+            method=args.method,
+            fusion_size=args.fusion_size,
         )
         counts = state.sample(args.shots, qubits=measured or None, seed=args.seed)
         expectations = {}
@@ -86,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         if client is not None:
             client.close()
     report = state.report
+    plan = state.plan.summary() if state.plan is not None else None
     if args.json:
         print(
             json.dumps(
@@ -95,11 +109,13 @@ def _run(args: argparse.Namespace) -> int:
                     "expectations": {
                         k: (v if isinstance(v, float) else [v.real, v.imag]) for k, v in expectations.items()
                     },
-                    "stages": len(report.records),
+                    "stages": plan["stages"] if plan else len(report.records),
+                    "relayouts": plan["relayouts"] if plan else None,
                     "exchanges": report.exchanges,
                     "amplitudes_moved": report.amplitudes_moved,
                     "chunk_qubits": state.chunk_qubits,
                     "seconds": seconds,
+                    "plan": plan,
                     "report": report.as_dict(),
                 }
             )

@@ -51,6 +51,18 @@ def test_run_json_has_the_documented_fields(capsys):
     assert out["num_qubits"] == 5 and sum(out["counts"].values()) == 64
     assert out["amplitudes_moved"] > 0  # qubits 2..4 are global with 2 local qubits
     assert out["expectations"]["ZZIII:1,XXXXX:0.5"] == pytest.approx(1 + 0.5 * 0.9553364891, abs=1e-5)
+    plan = out["plan"]
+    assert plan["stages"] == out["stages"] >= 2 and len(plan["qubits_swapped"]) == plan["relayouts"]
+    assert plan["amplitudes_moved"] == out["amplitudes_moved"]
+
+
+def test_run_json_per_operation(capsys):
+    assert (
+        main(["run", EXAMPLE, "--shots", "8", "--json", "--chunk-qubits", "3", "--method", "per-operation"])
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["plan"] is None and out["stages"] == len(out["report"]["operations"])
 
 
 @pytest.mark.parametrize(

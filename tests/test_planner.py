@@ -12,9 +12,9 @@ from reference import operator, random_unitary
 
 import dasq
 from dasq.lower.operations import relayout
-from dasq.plan.fusion import fuse
+from dasq.plan.fusion import MAX_DIAGONAL_QUBITS, fuse
 from dasq.plan.plan import make_plan
-from dasq.plan.stages import exact_min_stages, greedy_stages, needs_local
+from dasq.plan.stages import exact_min_stages, greedy_stages, is_diagonal, needs_local
 
 
 def qft(n: int) -> dasq.Circuit:
@@ -185,7 +185,12 @@ def test_fusion_groups_respect_the_size_and_order():
     plan = make_plan(list(c), 8, 8, fusion_size=3)
     [stage] = plan.stages
     groups = stage.groups
-    assert all(len(g.qubits) <= 3 for g in groups)
+    dense = [g for g in groups if not g.diagonal]
+    diagonal = [g for g in groups if g.diagonal]
+    assert all(len(g.qubits) <= 3 for g in dense)
+    assert diagonal and all(len(g.qubits) <= MAX_DIAGONAL_QUBITS for g in diagonal)
+    assert all(is_diagonal(op) for g in diagonal for op in g.ops)
+    assert max(len(g.qubits) for g in diagonal) > 3  # diagonal runs fuse wider than F
     assert [op for g in groups for op in g.ops] == list(stage.ops)
     assert len(fuse(stage.ops, 8, 1)) > len(groups)  # smaller F: more groups
     with pytest.raises(ValueError, match="fusion size"):

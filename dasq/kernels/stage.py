@@ -21,6 +21,17 @@ from dasq.plan.fusion import Group
 DEFAULT_CACHE_QUBITS = 17  # 2^17 amplitudes (1-2 MiB): measured best of 13..17 here
 
 
+def group_diagonal(group: Group, L: int, block_index: int) -> np.ndarray:
+    """The 2^k phases of a diagonal group inside block ``block_index``."""
+    k = len(group.qubits)
+    rel = {q: i for i, q in enumerate(group.qubits)}
+    table = np.ones(1 << k, dtype=np.complex128)
+    for op in group.ops:
+        for action in local_actions(op, L, block_index):
+            table = run_action(table, k, relabel(action, rel))
+    return table
+
+
 def group_matrix(group: Group, L: int, block_index: int) -> np.ndarray:
     """The 2^k x 2^k matrix of a fused group inside block ``block_index``."""
     k = len(group.qubits)
@@ -84,20 +95,28 @@ class StageProgram:
         key = (i, signature)
         kern = self._kernels.get(key)
         if kern is None:
-            kern = _compile(self.groups[i], group_matrix(self.groups[i], self.L, block_index), dtype)
+            group = self.groups[i]
+            if group.diagonal:
+                kern = _compile_diagonal(group, group_diagonal(group, self.L, block_index), dtype)
+            else:
+                kern = _compile(group, group_matrix(group, self.L, block_index), dtype)
             self._kernels[key] = kern
         return kern
+
+
+def _compile_diagonal(group: Group, table: np.ndarray, dtype: np.dtype) -> Any:
+    if np.all(table == 1):
+        return ("skip",)
+    return ("diag", np.array(group.qubits, dtype=np.int64), table.astype(dtype))
 
 
 def _compile(group: Group, matrix: np.ndarray, dtype: np.dtype) -> Any:
     """Pick the cheapest way to apply ``matrix`` on the group's qubits."""
     k = len(group.qubits)
-    qubits = np.array(group.qubits, dtype=np.int64)
     diag = np.diag(matrix)
     if not np.count_nonzero(matrix - np.diag(diag)):
-        if np.all(diag == 1):
-            return ("skip",)
-        return ("diag", qubits, diag.astype(dtype))
+        return _compile_diagonal(group, diag, dtype)
+    qubits = np.array(group.qubits, dtype=np.int64)
     m = matrix.astype(dtype)
     if k == 1:
         return ("1q", int(qubits[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])

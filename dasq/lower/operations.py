@@ -38,6 +38,7 @@ from dasq.circuit.operations import (
     pauli_masks,
 )
 from dasq.kernels import cpu
+from dasq.kernels.specialize import bit, controls_met, pauli_action, reduce_diagonal, split_controls
 from dasq.lower.graph import BlockSpec, BlockTask, Piece, block_layer
 from dasq.lower.report import Traffic
 
@@ -49,18 +50,8 @@ class Lowered:
         self.x, self.path, self.traffic = x, path, traffic
 
 
-def _bit(value: int, b: int) -> int:
-    return (value >> b) & 1
-
-
-def _split_controls(op: Operation, L: int) -> tuple[dict[int, int], dict[int, int]]:
-    local = {q: s for q, s in zip(op.controls, op.control_states) if q < L}
-    glob = {q - L: s for q, s in zip(op.controls, op.control_states) if q >= L}
-    return local, glob
-
-
 def _active(num_blocks: int, global_controls: dict[int, int]) -> list[bool]:
-    return [all(_bit(c, b) == s for b, s in global_controls.items()) for c in range(num_blocks)]
+    return [controls_met(global_controls, c) for c in range(num_blocks)]
 
 
 def lower_operation(x: da.Array, op: Operation, num_qubits: int, L: int) -> Lowered:
@@ -89,24 +80,17 @@ def lower_operation(x: da.Array, op: Operation, num_qubits: int, L: int) -> Lowe
 
 # --------------------------------------------------------------------- diagonal
 def _diagonal(x: da.Array, values: np.ndarray, targets: Sequence[int], op: Operation, L: int) -> Lowered:
-    lc, gc = _split_controls(op, L)
-    local_t = [t for t in targets if t < L]
-    local_j = [j for j, t in enumerate(targets) if t < L]
-    global_tj = [(j, t - L) for j, t in enumerate(targets) if t >= L]
+    lc, gc = split_controls(op, L)
     specs: list[BlockSpec] = []
     for c, on in enumerate(_active(x.numblocks[0], gc)):
         if not on:
             specs.append(c)
             continue
-        base = sum(_bit(c, b) << j for j, b in global_tj)
-        idx = np.full(1 << len(local_j), base)
-        for i, j in enumerate(local_j):
-            idx |= ((np.arange(idx.size) >> i) & 1) << j
-        reduced = np.asarray(values)[idx]
+        local_t, reduced = reduce_diagonal(values, targets, L, c)
         if not lc and np.all(reduced == 1):
             specs.append(c)  # identity on this block: keep its key
             continue
-        kernel = partial(cpu.diagonal, L=L, values=reduced, targets=tuple(local_t), controls=lc)
+        kernel = partial(cpu.diagonal, L=L, values=reduced, targets=local_t, controls=lc)
         specs.append(BlockTask(kernel, c))
     y, t = block_layer(x, L, specs, "diag")
     return Lowered(y, "diagonal", t)
@@ -114,7 +98,7 @@ def _diagonal(x: da.Array, values: np.ndarray, targets: Sequence[int], op: Opera
 
 # --------------------------------------------------------------------- dense
 def _local_dense(x: da.Array, op: Unitary, L: int) -> Lowered:
-    lc, gc = _split_controls(op, L)
+    lc, gc = split_controls(op, L)
     kernel = partial(cpu.dense, L=L, matrix=op.matrix, targets=op.targets, controls=lc)
     specs = [BlockTask(kernel, c) if on else c for c, on in enumerate(_active(x.numblocks[0], gc))]
     y, t = block_layer(x, L, specs, "local")
@@ -123,7 +107,7 @@ def _local_dense(x: da.Array, op: Unitary, L: int) -> Lowered:
 
 def _one_target_global(x: da.Array, op: Unitary, L: int) -> Lowered:
     """Alg. 6-8: blocks c and c ^ bit meet; only control-satisfying amplitudes travel."""
-    lc, gc = _split_controls(op, L)
+    lc, gc = split_controls(op, L)
     tb = op.targets[0] - L
     m = op.matrix
     fixed = tuple(lc.items())
@@ -132,7 +116,7 @@ def _one_target_global(x: da.Array, op: Unitary, L: int) -> Lowered:
         if not on:
             specs.append(c)
             continue
-        b = _bit(c, tb)
+        b = bit(c, tb)
         kernel = partial(
             cpu.combine, L=L, controls=lc, own_coeff=complex(m[b, b]), partner_coeff=complex(m[b, 1 - b])
         )
@@ -214,7 +198,7 @@ def relayout(
         if not active[c]:
             specs.append(c)
             continue
-        mine = tuple(_bit(c, b) for b in gbits)
+        mine = tuple(bit(c, b) for b in gbits)
         pieces, values = [], []
         for v in product((0, 1), repeat=len(pairs)):
             if v == mine:
@@ -237,57 +221,38 @@ def relayout(
 def _pauli(
     x: da.Array, op: Operation, L: int, label: str, targets: Sequence[int], gadget_theta: float | None
 ) -> Lowered:
-    """Pauli tensors (theta None) and exp(-i theta/2 P) gadgets.
-
-    P|j> = i^#Y (-1)^popcount(j & (Y|Z)) |j ^ (X|Y)>, so new[i] = coeff(i ^ f) old[i ^ f].
-    The local part (flips, signs) runs in the kernel; the global part picks the
-    partner block and a sign.
-    """
-    lc, gc = _split_controls(op, L)
-    xm, ym, zm = pauli_masks(label, tuple(targets))
-    flip, yz = xm | ym, ym | zm
-    local_mask = (1 << L) - 1
-    flip_g, yz_g = flip >> L, yz >> L
-    flip_bits = tuple(b for b in range(L) if (flip >> b) & 1)
-    sign_bits = tuple(b for b in range(L) if (yz >> b) & 1)
-    y_phase = 1j ** bin(ym).count("1")
+    """Pauli tensors (theta None) and exp(-i theta/2 P) gadgets: the local part runs in
+    the kernel; X/Y on global qubits pick the partner block c ^ mask."""
+    lc, gc = split_controls(op, L)
     fixed = tuple(lc.items())
-    diagonal = flip == 0
-    specs: list[BlockSpec] = []
+    flip_g = pauli_action(label, targets, L, gadget_theta, 0)[4]
+    xm, ym, _ = pauli_masks(label, tuple(targets))
     path = (
         "diagonal"
-        if diagonal
+        if not (xm | ym)
         else ("local" if flip_g == 0 else ("pair-exchange" if (lc or gadget_theta is not None) else "rename"))
     )
+    specs: list[BlockSpec] = []
     for c, on in enumerate(_active(x.numblocks[0], gc)):
         if not on:
             specs.append(c)
             continue
         src = c ^ flip_g
-        coeff = y_phase * (-1) ** bin(src & yz_g).count("1")
-        if gadget_theta is None:
-            own, other = 0.0, coeff
-        else:
-            own, other = np.cos(gadget_theta / 2), -1j * np.sin(gadget_theta / 2) * coeff
+        own, other, flips, signs, _ = pauli_action(label, targets, L, gadget_theta, src)
+        trivial = gadget_theta is None and other == 1 and not flips and not signs
         kernel = partial(
             cpu.combine,
             L=L,
             controls=lc,
-            own_coeff=complex(own),
-            partner_coeff=complex(other),
-            flip_bits=flip_bits,
-            sign_bits=sign_bits,
+            own_coeff=own,
+            partner_coeff=other,
+            flip_bits=flips,
+            sign_bits=signs,
         )
-        if flip_g == 0:
-            if gadget_theta is None and coeff == 1 and not (flip & local_mask) and not sign_bits:
-                specs.append(c)
-            else:
-                specs.append(BlockTask(kernel, c))
-        elif path == "rename":
-            if coeff == 1 and not flip_bits and not sign_bits:
-                specs.append(src)  # pure relabelling of blocks
-            else:
-                specs.append(BlockTask(kernel, src))  # computed where block src lives
+        if path == "rename" or (flip_g == 0 and not lc):
+            specs.append(src if trivial else BlockTask(kernel, src))  # runs where src lives
+        elif flip_g == 0:
+            specs.append(BlockTask(kernel, c))
         else:
             specs.append(BlockTask(kernel, c, (Piece(src, fixed),)))
     y, t = block_layer(x, L, specs, "pauli")
@@ -296,7 +261,7 @@ def _pauli(
 
 # --------------------------------------------------------------------- SWAP
 def _swap(x: da.Array, op: Swap, L: int) -> Lowered:
-    lc, gc = _split_controls(op, L)
+    lc, gc = split_controls(op, L)
     a, b = sorted(op.targets)
     active = _active(x.numblocks[0], gc)
     if b < L:
@@ -312,7 +277,7 @@ def _swap(x: da.Array, op: Swap, L: int) -> Lowered:
     fixed = tuple(lc.items())
     specs = []
     for c, on in enumerate(active):
-        if not on or _bit(c, ga) == _bit(c, gb):
+        if not on or bit(c, ga) == bit(c, gb):
             specs.append(c)
         elif not lc:
             specs.append(c ^ both)

@@ -59,22 +59,13 @@ def to_dasq(qc) -> dasq.Circuit:
     return dasq.Circuit.from_qiskit(qc)
 
 
-def _full_matrix(op) -> tuple[np.ndarray, list[int]]:
+def _full_matrix(op, num_qubits: int) -> tuple[np.ndarray, list[int]]:
     """Matrix of an operation on (targets + controls), little-endian over that list."""
-    from dasq.kernels.specialize import local_actions, run_action
+    from dasq.kernels.stage import group_matrix
+    from dasq.plan.fusion import Group
 
     qubits = list(op.targets) + list(op.controls)
-    k = len(qubits)
-    rel = {q: i for i, q in enumerate(qubits)}
-    from dataclasses import replace
-
-    local = replace(
-        op, targets=tuple(rel[q] for q in op.targets), controls=tuple(rel[q] for q in op.controls)
-    )
-    batch = np.eye(1 << k, dtype=complex).reshape(-1)
-    for action in local_actions(local, 2 * k, 0):
-        batch = run_action(batch, 2 * k, action)
-    return batch.reshape(1 << k, 1 << k).T, qubits
+    return group_matrix(Group(tuple(qubits), (op,)), num_qubits, 0), qubits
 
 
 def to_cirq(circuit: dasq.Circuit):
@@ -86,7 +77,7 @@ def to_cirq(circuit: dasq.Circuit):
     for op in circuit:
         if op.name in ("barrier", "measure"):
             continue
-        m, qubits = _full_matrix(op)
+        m, qubits = _full_matrix(op, n)
         # cirq's matrix index is big-endian over the listed qubits: list them reversed
         ops.append(cirq.MatrixGate(m).on(*[line[n - 1 - q] for q in reversed(qubits)]))
     return cirq.Circuit(ops)

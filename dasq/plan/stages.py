@@ -13,7 +13,7 @@ all their targets local; Pauli strings and gadgets need only their X/Y positions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -178,7 +178,18 @@ def greedy_stages(
     return stages
 
 
-def _options(info, done, first, num_qubits, L, current, everyone) -> list[tuple[frozenset[int], list[int]]]:
+Info = Sequence[tuple[frozenset[int], frozenset[int]]]
+
+
+def _options(
+    info: Info,
+    done: list[bool],
+    first: int,
+    num_qubits: int,
+    L: int,
+    current: frozenset[int] | None,
+    everyone: frozenset[int],
+) -> list[tuple[frozenset[int], list[int]]]:
     """Candidate local sets for the next stage, each with the operations it runs."""
     window = _window(info, done, first, 8 * num_qubits)
     candidates = [_first_come(info, done, first, num_qubits, L)]
@@ -191,7 +202,7 @@ def _options(info, done, first, num_qubits, L, current, everyone) -> list[tuple[
     return out
 
 
-def _window(info, done, first, size) -> list[int]:
+def _window(info: Info, done: list[bool], first: int, size: int) -> list[int]:
     """Indices of the next ``size`` operations not yet run."""
     out = []
     for i in range(first, len(info)):
@@ -202,7 +213,7 @@ def _window(info, done, first, size) -> list[int]:
     return out
 
 
-def _first_come(info, done, first, num_qubits, L) -> frozenset[int]:
+def _first_come(info: Info, done: list[bool], first: int, num_qubits: int, L: int) -> frozenset[int]:
     need, _ = _scan(info, done, first, num_qubits, L, None)
     return frozenset(need)
 
@@ -215,7 +226,7 @@ def _most_used(rank: int) -> float:
     return 1.0
 
 
-def _top(info, window, L, weight) -> frozenset[int]:
+def _top(info: Info, window: list[int], L: int, weight: Callable[[int], float]) -> frozenset[int]:
     """The L wires with the highest weight over their uses in ``window`` (the k-th use
     of a wire weighs ``weight(k)``; ties go to the earliest first use)."""
     score: dict[int, float] = {}
@@ -231,7 +242,14 @@ def _top(info, window, L, weight) -> frozenset[int]:
     return frozenset(ranked[:L])
 
 
-def _filled(chosen, current, everyone, L, info, window) -> frozenset[int]:
+def _filled(
+    chosen: frozenset[int],
+    current: frozenset[int] | None,
+    everyone: frozenset[int],
+    L: int,
+    info: Info,
+    window: list[int],
+) -> frozenset[int]:
     """Complete a local set to L wires: wires already local first (nothing moves),
     soonest needed first."""
     if len(chosen) >= L:

@@ -239,7 +239,7 @@ class StateVector:
             traffic += flip.traffic
         elif isinstance(op, Measure):
             self.measurements.append((qubit, outcome))
-        self.report.records.append(OperationRecord(index, op.describe(), op.name, traffic))
+        self.report.records.append(OperationRecord(index, f"{op.name} {qubit}", op.name, traffic))
 
     def _collapse(self, position: int) -> tuple[int, Traffic]:
         """Measure the qubit at ``position``: draw a seeded outcome and project."""

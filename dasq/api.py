@@ -102,7 +102,7 @@ def _initial_amplitudes(initial: Any, n: int, L: int, dtype: str) -> da.Array:
     if isinstance(initial, StateVector):
         if initial.num_qubits != n:
             raise ValueError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")
-        return initial.amplitudes.astype(dtype).rechunk(1 << L)
+        return initial.amplitudes.astype(dtype).rechunk(1 << L, method="tasks")
     if isinstance(initial, (np.ndarray, da.Array, list, tuple)):
         arr = initial if isinstance(initial, da.Array) else np.asarray(initial)
         if arr.shape != (size,):
@@ -116,7 +116,7 @@ def _initial_amplitudes(initial: Any, n: int, L: int, dtype: str) -> da.Array:
             if abs(norm - 1) > NORM_ATOL:
                 raise ValueError(f"initial amplitudes must be normalised, their norm is {norm:.6g}")
             return da.from_array(arr.astype(dtype), chunks=1 << L)
-        return arr.astype(dtype).rechunk(1 << L)
+        return arr.astype(dtype).rechunk(1 << L, method="tasks")
     raise TypeError(
         "initial must be None, a basis-state int, an array of amplitudes or a StateVector, "
         f"got {type(initial).__name__}"

@@ -159,7 +159,7 @@ def _many_target_global(x: da.Array, op: Unitary, num_qubits: int, L: int) -> Lo
 
 def _merged(x: da.Array, op: Unitary, num_qubits: int, L: int, k: int) -> Lowered:
     """Blocks smaller than the gate: merge 2^(k-L) blocks, apply, split back."""
-    big = x.rechunk(1 << k)
+    big = x.rechunk(1 << k, method="tasks")  # never chosen silently (DESIGN.md)
     inner = (
         _many_target_global(big, op, num_qubits, k)
         if any(t >= k for t in op.targets)
@@ -170,7 +170,7 @@ def _merged(x: da.Array, op: Unitary, num_qubits: int, L: int, k: int) -> Lowere
         amplitudes_moved=(1 << num_qubits) - (1 << num_qubits >> (k - L)),
     )
     traffic += inner.traffic
-    return Lowered(inner.x.rechunk(1 << L), "merge", traffic)
+    return Lowered(inner.x.rechunk(1 << L, method="tasks"), "merge", traffic)
 
 
 def relayout(

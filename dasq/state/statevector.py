@@ -376,7 +376,7 @@ class StateVector:
             raise ValueError(f"states have {self._n} and {other.num_qubits} qubits")
         x, y = self.amplitudes, other.amplitudes
         if y.chunks != x.chunks:
-            y = y.rechunk(x.chunks)
+            y = y.rechunk(x.chunks, method="tasks")
         return complex(self._compute(_vdot(x, y))[0])
 
     def fidelity(self, other: StateVector) -> float:

@@ -1,7 +1,8 @@
 """Defaults that depend on the machine, overridable through ``dask.config``.
 
 Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM) and
-``dasq.chunk-qubits`` (default local qubits per block, None = chosen here).
+``dasq.chunk-qubits`` (default local qubits per block, None = chosen here) and
+``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Any
 
 import dask.array as da
@@ -12,8 +13,10 @@ from dasq import _config
 from dasq.circuit.circuit import Circuit
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.state.statevector import StateVector
+from dasq.storage.run import parse_memory_limit, simulate_to_store
 
 NORM_ATOL = 1e-6
+IN_MEMORY_COPIES = 3  # a planned in-memory run holds about three copies of the state
 
 
 def simulate(
@@ -30,6 +33,8 @@ def simulate(
     progress: bool = False,
     method: str = "auto",
     fusion_size: int | None = None,
+    compression: str | None = None,
+    keep_bits: int | None = None,
 ) -> StateVector:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
@@ -42,17 +47,53 @@ def simulate(
     relayout between stages); "per-operation" lowers every operation on its own
     (the reference, with the communication of the seed paper's algorithms);
     "auto" (default) plans unless an operation is wider than the blocks.
+
+    ``store="path.zarr"`` runs out of core: the state lives in a zarr group on disk,
+    each stage streams it block by block within ``memory_limit`` (bytes or "4GiB";
+    default a quarter of RAM) of working memory, and an interrupted run continues
+    with :func:`dasq.resume`. Stored chunks carry a crc32c checksum;
+    ``compression`` ("zstd" or "blosc") is lossless, ``keep_bits`` (mantissa bits
+    kept) is lossy bit rounding whose cost is in ``state.storage_fidelity``.
+    Without ``store``, ``memory_limit`` only refuses runs that cannot fit.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     if density:
         raise NotImplementedError("density-matrix simulation is not available yet")
-    if store is not None or memory_limit is not None:
-        raise NotImplementedError("out-of-core simulation (store=, memory_limit=) is not available yet")
     n = circuit.num_qubits
     dt = _check_dtype(dtype)
-    L = _check_chunk_qubits(chunk_qubits, n)
     fusion = DEFAULT_FUSION_SIZE if fusion_size is None else _check_fusion_size(fusion_size)
+    if store is not None:
+        if not isinstance(store, (str, os.PathLike)):
+            raise TypeError(f"store must be a path (str or os.PathLike), got {type(store).__name__}")
+        if method == "per-operation":
+            raise ValueError(
+                "out-of-core runs always use the stage planner; method='per-operation' is in-memory only"
+            )
+        return simulate_to_store(
+            circuit,
+            store=store,
+            memory_limit=memory_limit,
+            dtype=dt,
+            basis=_check_basis(initial, n, store=True),
+            chunk_qubits=None if chunk_qubits is None else _check_chunk_qubits(chunk_qubits, n),
+            client=client,
+            progress=progress,
+            fusion_size=fusion,
+            compression=compression,
+            keep_bits=keep_bits,
+        )
+    if compression is not None or keep_bits is not None:
+        raise ValueError("compression= and keep_bits= apply to stored states; pass store= as well")
+    L = _check_chunk_qubits(chunk_qubits, n)
+    if memory_limit is not None:
+        limit = parse_memory_limit(memory_limit)
+        need = IN_MEMORY_COPIES * (1 << n) * np.dtype(dt).itemsize
+        if need > limit:
+            raise ValueError(
+                f"an in-memory run of {n} qubits needs about {need / 2**30:.3g} GiB, over memory_limit "
+                f"{limit / 2**30:.3g} GiB; pass store='state.zarr' to stream the state from disk"
+            )
     options = {
         "client": client,
         "seed": seed,
@@ -62,13 +103,25 @@ def simulate(
         "dtype": dt,
     }
     if initial is None or (isinstance(initial, numbers.Integral) and not isinstance(initial, bool)):
-        index = 0 if initial is None else int(initial)
-        if not 0 <= index < (1 << n):
-            raise ValueError(f"initial basis state {index} out of range 0..{(1 << n) - 1}")
-        state = StateVector(None, n, L, basis=index, **options)  # laid out by the planner
+        state = StateVector(None, n, L, basis=_check_basis(initial, n), **options)  # laid out by the planner
     else:
         state = StateVector(_initial_amplitudes(initial, n, L, dt), n, L, **options)
     return state.apply(circuit)
+
+
+def _check_basis(initial: Any, n: int, store: bool = False) -> int:
+    if initial is None:
+        return 0
+    if isinstance(initial, bool) or not isinstance(initial, numbers.Integral):
+        if store:
+            raise ValueError(
+                "out-of-core runs start from a basis state: initial must be None or an int, "
+                f"got {type(initial).__name__}"
+            )
+        raise TypeError(f"initial must be None or an int here, got {type(initial).__name__}")
+    if not 0 <= initial < (1 << n):
+        raise ValueError(f"initial basis state {initial} out of range 0..{(1 << n) - 1}")
+    return int(initial)
 
 
 def _check_fusion_size(value: Any) -> int:

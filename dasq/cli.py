@@ -12,6 +12,8 @@ from dasq.api import simulate
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.operations import Barrier, Measure
 from dasq.state.observables import PauliSum
+from dasq.state.statevector import StateVector
+from dasq.storage.run import info, resume
 
 
 def split_final_measurements(circuit: Circuit) -> tuple[Circuit, list[int]]:
@@ -63,22 +65,37 @@ def _parser() -> argparse.ArgumentParser:
         help="start a local distributed cluster with this many worker processes",
     )
     run.add_argument("--scheduler", default=None, help="address of a running dask scheduler")
-    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--store", default=None, help="run out of core in this zarr store (PATH.zarr)")
+    run.add_argument("--memory-limit", default=None, help="working memory for a stored run, e.g. 4GiB")
+    run.add_argument("--compression", default=None, choices=["zstd", "blosc"], help="lossless chunk codec")
+    run.add_argument("--keep-bits", type=int, default=None, help="lossy: mantissa bits kept in stored chunks")
+    _add_output_options(run)
+    resume = sub.add_parser("resume", help="finish an interrupted stored run, then print counts")
+    resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
+    resume.add_argument("--shots", type=int, default=1024)
+    resume.add_argument("--seed", type=int, default=None)
+    resume.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
+    _add_output_options(resume)
+    info = sub.add_parser("info", help="describe a stored state or run")
+    info.add_argument("store", help="path of the zarr store (PATH.zarr)")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar per stage (default: on for stored runs in a terminal)",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
     circuit = Circuit.from_qasm(args.circuit)
     body, measured = split_final_measurements(circuit)
-    client = None
-    if args.scheduler or args.workers:
-        from distributed import Client, LocalCluster
-
-        client = (
-            Client(args.scheduler)
-            if args.scheduler
-            else Client(LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None))
-        )
+    client = _client(args)
     try:
         start = time.perf_counter()
         state = simulate(
@@ -89,22 +106,81 @@ def _run(args: argparse.Namespace) -> int:
             client=client,
             method=args.method,
             fusion_size=args.fusion_size,
+            store=args.store,
+            memory_limit=args.memory_limit,
+            compression=args.compression,
+            keep_bits=args.keep_bits,
+            progress=_progress(args, stored=args.store is not None),
         )
-        counts = state.sample(args.shots, qubits=measured or None, seed=args.seed)
-        expectations = {}
-        if args.observable:
-            expectations[args.observable] = state.expectation(PauliSum.from_string(args.observable))
-        seconds = time.perf_counter() - start
+        _report(args, state, measured, start)
     finally:
         if client is not None:
             client.close()
+    return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    state = resume(args.store, progress=_progress(args, stored=True))
+    _report(args, state, [], start)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    facts = info(args.store)
+    if args.json:
+        print(json.dumps(facts))
+        return 0
+    gib = 2**30
+    n, L = facts["num_qubits"], facts["chunk_qubits"]
+    print(f"store        {facts['path']}")
+    print(f"qubits       {facts['num_qubits']} ({facts['dtype']})")
+    print(f"blocks       {1 << (n - L)} of 2^{L} amplitudes, chunks of 2^{facts['storage_chunk_qubits']}")
+    print(f"layout       {facts['layout']}")
+    state = "complete" if facts["complete"] else "incomplete: run `dasq resume` on it"
+    print(f"stages       {facts['stages_done']}/{facts['stages_total']} done ({state})")
+    print(f"codec        {facts['codec']}")
+    if facts["codec"].get("keep_bits") is not None:
+        print(f"fidelity     {facts['storage_fidelity']:.9f} (kept by lossy storage)")
+    print(
+        f"on disk      {facts['size_on_disk'] / gib:.3f} GiB; "
+        f"a run needs up to {facts['disk_needed'] / gib:.3f} GiB"
+    )
+    if facts["stage_seconds"]:
+        print("stage s      " + " ".join(f"{t:.2f}" for t in facts["stage_seconds"]))
+    return 0
+
+
+def _client(args: argparse.Namespace) -> object | None:
+    if not (args.scheduler or args.workers):
+        return None
+    from distributed import Client, LocalCluster
+
+    if args.scheduler:
+        return Client(args.scheduler)
+    return Client(LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None))
+
+
+def _progress(args: argparse.Namespace, stored: bool) -> bool:
+    if args.progress is not None:
+        return bool(args.progress)
+    return stored and sys.stderr.isatty()
+
+
+def _report(args: argparse.Namespace, state: StateVector, measured: list[int], start: float) -> None:
+    """Print counts (and expectations) of ``state``, as text or one JSON object."""
+    counts = state.sample(args.shots, qubits=measured or None, seed=args.seed)
+    expectations = {}
+    if args.observable:
+        expectations[args.observable] = state.expectation(PauliSum.from_string(args.observable))
+    seconds = time.perf_counter() - start
     report = state.report
     plan = state.plan.summary() if state.plan is not None else None
     if args.json:
         print(
             json.dumps(
                 {
-                    "num_qubits": circuit.num_qubits,
+                    "num_qubits": state.num_qubits,
                     "counts": dict(sorted(counts.items())),
                     "expectations": {
                         k: (v if isinstance(v, float) else [v.real, v.imag]) for k, v in expectations.items()
@@ -115,17 +191,20 @@ def _run(args: argparse.Namespace) -> int:
                     "amplitudes_moved": report.amplitudes_moved,
                     "chunk_qubits": state.chunk_qubits,
                     "seconds": seconds,
+                    "store": state.store,
+                    "storage_fidelity": state.storage_fidelity,
                     "plan": plan,
                     "report": report.as_dict(),
                 }
             )
         )
-    else:
-        for label, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            print(f"{label} {n}")
-        for k, v in expectations.items():
-            print(f"<{k}> = {v}")
-    return 0
+        return
+    for label, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{label} {n}")
+    for k, v in expectations.items():
+        print(f"<{k}> = {v}")
+    if state.store is not None and state.storage_fidelity < 1:
+        print(f"fidelity kept by lossy storage: {state.storage_fidelity:.9f}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "resume":
+            return _resume(args)
+        if args.command == "info":
+            return _info(args)
     except (ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
         print(f"dasq: error: {exc}", file=sys.stderr)
         return 2

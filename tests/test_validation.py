@@ -92,7 +92,7 @@ def test_circuit_size_errors():
         ({"initial": np.array([np.nan] + [0] * 7)}, ValueError, "NaN"),
         ({"initial": "zero"}, TypeError, "initial must be"),
         ({"density": True}, NotImplementedError, "density"),
-        ({"store": "x.zarr"}, NotImplementedError, "out-of-core"),
+        ({"store": 5}, TypeError, "store must be a path"),
     ],
 )
 def test_simulate_errors(kwargs, exc, match):

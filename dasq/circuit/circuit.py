@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import html
 from collections.abc import Iterator, Sequence
 from os import PathLike
@@ -101,6 +103,22 @@ class Circuit:
             for q in qs:
                 level[q] = top + step
         return max(level, default=0)
+
+    def fingerprint(self) -> str:
+        """A SHA-256 of the qubit count, global phase and every operation's fields:
+        equal for equal circuits, so a stored run can tell whether it is resumed
+        with the circuit it started."""
+        digest = hashlib.sha256(f"{self._num_qubits};{self.global_phase!r}".encode())
+        for op in self._ops:
+            digest.update(type(op).__name__.encode())
+            for f in dataclasses.fields(op):
+                value = getattr(op, f.name)
+                if isinstance(value, np.ndarray):
+                    digest.update(f"{f.name}:{value.dtype.str}{value.shape}".encode())
+                    digest.update(np.ascontiguousarray(value).tobytes())
+                else:
+                    digest.update(f"{f.name}={value!r};".encode())
+        return digest.hexdigest()
 
     def count_ops(self) -> dict[str, int]:
         counts: dict[str, int] = {}

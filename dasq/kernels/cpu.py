@@ -200,3 +200,11 @@ def sample_indices(block: np.ndarray, shots: int, seed: int) -> np.ndarray:
     cdf = np.cumsum(p)
     u = np.random.default_rng(seed).random(shots) * cdf[-1]
     return np.minimum(np.searchsorted(cdf, u, side="right"), p.size - 1)
+
+
+def permute_bits(block: np.ndarray, *, perm: Sequence[int]) -> np.ndarray:
+    """A new block whose index bit q is the input's index bit ``perm[q]``."""
+    L = len(perm)
+    tensor = block.reshape((2,) * L)
+    axes = [L - 1 - perm[L - 1 - a] for a in range(L)]
+    return np.ascontiguousarray(np.transpose(tensor, axes)).reshape(-1)

@@ -71,8 +71,10 @@ class StageProgram:
                 runs.append((low, [i]))
         return runs
 
-    def __call__(self, block: np.ndarray, block_index: int) -> np.ndarray:
-        out = block.copy()
+    def __call__(self, block: np.ndarray, block_index: int, *, copy: bool = True) -> np.ndarray:
+        """The block after every group; ``copy=False`` works on ``block`` itself (the
+        caller owns it), saving one block of memory."""
+        out = block.copy() if copy else block
         for low, members in self._runs:
             if low:
                 step = 1 << self.cache_qubits

@@ -13,6 +13,7 @@ from functools import partial
 import dask.array as da
 import numpy as np
 
+from dasq.kernels.cpu import permute_bits
 from dasq.kernels.stage import StageProgram
 from dasq.lower.graph import BlockSpec, BlockTask, basis_state, block_layer
 from dasq.lower.operations import Lowered, relayout
@@ -74,14 +75,7 @@ def to_logical(x: da.Array, L: int, layout: Sequence[int]) -> Lowered:
         if local_perm == tuple(range(L)):
             specs.append(src)
         else:
-            specs.append(BlockTask(partial(_permute_local, L=L, perm=local_perm), src))
+            specs.append(BlockTask(partial(permute_bits, perm=local_perm), src))
     y, t = block_layer(x, L, specs, "unlayout")
     traffic += t
     return Lowered(y, "relayout", traffic)
-
-
-def _permute_local(block: np.ndarray, *, L: int, perm: tuple[int, ...]) -> np.ndarray:
-    """out bit q = in bit perm[q] (tensor axes: bit b lives on axis L-1-b)."""
-    tensor = block.reshape((2,) * L)
-    axes = [L - 1 - perm[L - 1 - a] for a in range(L)]
-    return np.ascontiguousarray(np.transpose(tensor, axes)).reshape(-1)

@@ -74,6 +74,8 @@ class StateVector:
         self._method = method
         self._fusion_size = fusion_size
         self._cache_qubits = cache_qubits
+        self.store: str | None = None  # the zarr group holding the amplitudes, if stored
+        self.storage_fidelity = 1.0  # fidelity kept by lossy storage (1: lossless)
 
     # ----------------------------------------------------------------- properties
     @property
@@ -383,6 +385,20 @@ class StateVector:
         """|<self|other>|^2 / (<self|self><other|other>)."""
         overlap = self.inner(other)
         return float(abs(overlap) ** 2 / (self.norm() ** 2 * other.norm() ** 2))
+
+    # ----------------------------------------------------------------- storage
+    def to_zarr(self, path: str) -> None:
+        """Save the amplitudes (in their stored layout) as a dasq zarr store at ``path``."""
+        from dasq.storage.run import save_state
+
+        save_state(self, path)
+
+    @classmethod
+    def from_zarr(cls, path: str, *, client: Any = None) -> StateVector:
+        """The state in a dasq zarr store (saved or a completed run), read lazily."""
+        from dasq.storage.run import open_state
+
+        return open_state(path, client=client)
 
 
 def _abs2(x: da.Array) -> da.Array:

@@ -1,0 +1,192 @@
+"""The zarr v3 group that holds a stored state, and reading/writing its blocks.
+
+Amplitudes are stored as an interleaved float view (re, im, re, im, ...) so that
+float codecs (bit rounding) apply; chunks of 2^S amplitudes end in a crc32c
+checksum. A run uses two arrays in turn ("a" and "b"): each stage reads one and
+writes the other, so a crash can never damage the state of the last completed
+stage (see benchmarks/README.md for why this beat an in-place journal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+
+from dasq.storage.manifest import MANIFEST, StoreError
+
+ARRAYS = ("a", "b")
+COMPRESSIONS = (None, "zstd", "blosc")
+FLOAT_OF = {"complex64": "float32", "complex128": "float64"}
+MANTISSA_BITS = {"complex64": 23, "complex128": 52}
+CRC_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How chunks are encoded: optional lossy bit rounding, optional lossless
+    compression, and always a crc32c checksum."""
+
+    compression: str | None = None
+    keep_bits: int | None = None
+
+    def check(self, dtype: str) -> Codec:
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+        if self.keep_bits is not None:
+            top = MANTISSA_BITS[dtype]
+            if isinstance(self.keep_bits, bool) or not isinstance(self.keep_bits, int):
+                raise TypeError(f"keep_bits must be an int, got {self.keep_bits!r}")
+            if not 1 <= self.keep_bits <= top:
+                raise ValueError(f"keep_bits must be between 1 and {top} for {dtype}, got {self.keep_bits}")
+        return self
+
+    def as_dict(self) -> dict:
+        return {"compression": self.compression, "keep_bits": self.keep_bits, "checksum": "crc32c"}
+
+    def filters(self) -> list:
+        if self.keep_bits is None:
+            return []
+        from zarr.codecs.numcodecs import BitRound
+
+        with warnings.catch_warnings():  # "not in the zarr v3 spec": dasq reads what it writes
+            warnings.simplefilter("ignore")
+            return [BitRound(keepbits=self.keep_bits)]
+
+    def compressors(self, dtype: str) -> list:
+        out: list = []
+        if self.compression == "zstd":
+            out.append(ZstdCodec(level=1))
+        elif self.compression == "blosc":
+            out.append(
+                BloscCodec(
+                    cname="zstd", clevel=1, shuffle="shuffle", typesize=np.dtype(FLOAT_OF[dtype]).itemsize
+                )
+            )
+        out.append(Crc32cCodec())
+        return out
+
+
+def state_bytes(num_qubits: int, dtype: str) -> int:
+    return (1 << num_qubits) * np.dtype(dtype).itemsize
+
+
+def disk_needed(num_qubits: int, dtype: str, storage_qubits: int) -> int:
+    """Bytes a run needs on disk at most: two uncompressed arrays plus checksums."""
+    chunks = 1 << max(0, num_qubits - storage_qubits)
+    return len(ARRAYS) * (state_bytes(num_qubits, dtype) + chunks * CRC_BYTES)
+
+
+def size_on_disk(path: str | os.PathLike) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def check_disk_space(path: Path, needed: int) -> None:
+    """Refuse before starting when the filesystem holding ``path`` is short of ``needed``."""
+    probe = path if path.exists() else path.parent
+    free = shutil.disk_usage(probe).free
+    have = size_on_disk(path) if path.exists() else 0
+    if free + have < needed:
+        raise StoreError(
+            f"not enough disk for {path}: the run needs {needed / 2**30:.3g} GiB "
+            f"(two copies of the state), {free / 2**30:.3g} GiB is free"
+            + (f" and the store already holds {have / 2**30:.3g} GiB" if have else "")
+        )
+
+
+def check_writable(path: Path) -> None:
+    parent = path.parent
+    if not parent.is_dir():
+        raise StoreError(f"cannot create {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot create {path}: {parent} is not writable")
+
+
+def create_arrays(path: Path, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec) -> None:
+    """The group and its two (empty) amplitude arrays."""
+    group = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
+    group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
+    size = 2 << num_qubits
+    chunk = 2 << storage_qubits
+    for name in ARRAYS:
+        group.create_array(
+            name,
+            shape=(size,),
+            chunks=(chunk,),
+            dtype=FLOAT_OF[dtype],
+            filters=codec.filters(),
+            compressors=codec.compressors(dtype),
+            fill_value=0.0,
+            config={"write_empty_chunks": True},
+        )
+
+
+@lru_cache(maxsize=16)
+def _open(path: str, name: str) -> zarr.Array:
+    return zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
+
+
+def open_array(path: str, name: str) -> zarr.Array:
+    try:
+        return _open(str(path), name)
+    except FileNotFoundError:  # zarr's NodeNotFoundError is one
+        raise StoreError(f"{path} has no array {name!r}; is it a dasq store?") from None
+
+
+def read_amplitudes(path: str, name: str, start: int, count: int, dtype: str) -> np.ndarray:
+    """Amplitudes [start, start + count) of array ``name``; a failed checksum names the chunk."""
+    arr = open_array(path, name)
+    try:
+        floats = arr[2 * start : 2 * (start + count)]
+    except ValueError as exc:
+        if "checksum" not in str(exc):
+            raise
+        raise StoreError(_corrupt_chunk(arr, path, name, start, count)) from None
+    return floats.view(dtype)
+
+
+def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int) -> str:
+    chunk = arr.chunks[0]
+    first, last = (2 * start) // chunk, (2 * (start + count) - 1) // chunk
+    for ci in range(first, last + 1):
+        try:
+            arr[ci * chunk : (ci + 1) * chunk]
+        except ValueError:
+            return (
+                f"corrupted chunk {Path(path) / name / 'c' / str(ci)}: its crc32c checksum does not match "
+                "its data (the file was changed or damaged on disk)"
+            )
+    return f"corrupted data in {Path(path) / name} between amplitudes {start} and {start + count}"
+
+
+def write_amplitudes(path: str, name: str, start: int, block: np.ndarray) -> None:
+    arr = open_array(path, name)
+    floats = block.view(arr.dtype)
+    arr[2 * start : 2 * start + floats.size] = floats
+
+
+def remove_partial_files(path: Path) -> None:
+    """Temporary chunk files that a killed writer left behind (zarr writes by rename)."""
+    for root, _, files in os.walk(path):
+        for name in files:
+            if name.endswith(".partial") or name.endswith(".tmp"):
+                os.unlink(os.path.join(root, name))
+
+
+def sync_to_disk() -> None:
+    """Flush written chunks before the manifest says they are complete."""
+    if hasattr(os, "sync"):
+        os.sync()

@@ -1,0 +1,424 @@
+"""Out-of-core runs (store=, memory_limit=): same amplitudes as in memory, bounded
+memory, crash-safe resume, integrity, refusal of mismatched stores."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
+from reference import operator
+from test_random_circuits import circuits
+
+import dask
+
+import dasq
+from dasq.cli import main
+from dasq.plan.stages import needs_local
+from dasq.storage import stream
+from dasq.storage.manifest import Manifest
+
+ITEM = {"complex128": 16, "complex64": 8}
+
+
+def random_circuit(n: int, layers: int, seed: int) -> dasq.Circuit:
+    """Layers of random one-qubit unitaries and CX bricks, plus long-range phases:
+    wide enough that small blocks need several stages and relayouts."""
+    rng = np.random.default_rng(seed)
+    c = dasq.Circuit(n)
+    for layer in range(layers):
+        for q in range(n):
+            c.u(*rng.uniform(0, 6.3, 3), q)
+        for q in range(layer % 2, n - 1, 2):
+            c.cx(q, q + 1)
+        a, b = (int(v) for v in rng.choice(n, 2, replace=False))
+        c.cp(float(rng.uniform(0, 6.3)), a, b)
+        a, b = (int(v) for v in rng.choice(n, 2, replace=False))
+        c.swap(a, b)
+    return c
+
+
+def ooc(L: int, dtype: str = "complex128") -> dict:
+    """Blocks of 2^L amplitudes and memory for two workers."""
+    return {"memory_limit": 2 * 4 * ITEM[dtype] << L, "chunk_qubits": L}
+
+
+@pytest.fixture(autouse=True)
+def _small_storage_chunks():
+    """Chunks as small as the relayouts allow, so small states gather many chunks."""
+    with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
+        yield
+
+
+def reference_state(circuit: dasq.Circuit) -> np.ndarray:
+    return dasq.simulate(circuit, dtype="complex128").to_numpy()
+
+
+# --------------------------------------------------------------- correctness
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(circuits(), hst.data())
+def test_random_circuits_match_the_dense_reference_out_of_core(case, data):
+    n, circuit, mats = case
+    want = np.zeros(1 << n, dtype=complex)
+    want[0] = 1
+    for m, t, c, s in mats:
+        want = operator(m, t, c, s, n) @ want
+    min_local = max((len(needs_local(op)) for op in circuit), default=0)
+    L = data.draw(hst.integers(max(min_local, 1) if n else 0, n))
+    with tempfile.TemporaryDirectory() as tmp:
+        state = dasq.simulate(circuit, store=Path(tmp) / "s.zarr", **ooc(L))
+        np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+@pytest.mark.parametrize("compression", [None, "zstd", "blosc"])
+def test_out_of_core_equals_in_memory(tmp_path, dtype, compression):
+    c = random_circuit(11, 6, seed=3)
+    want = dasq.simulate(c, dtype=dtype).to_numpy()
+    state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(6, dtype), dtype=dtype, compression=compression)
+    assert state.chunk_qubits <= 6 and state.plan.summary()["relayouts"] >= 1
+    tol = 1e-12 if dtype == "complex128" else 1e-5
+    np.testing.assert_allclose(state.to_numpy(), want, atol=tol)
+    # every read-out streams from the store
+    assert state.probabilities([0, 3]) == pytest.approx(dasq.simulate(c).probabilities([0, 3]), abs=10 * tol)
+    assert state.expectation("Z" * 11) == pytest.approx(dasq.simulate(c).expectation("Z" * 11), abs=10 * tol)
+    assert dasq.info(tmp_path / "s.zarr")["codec"]["compression"] == compression
+
+
+def test_basis_initial_state_and_global_phase(tmp_path):
+    c = random_circuit(9, 3, seed=5)
+    c.global_phase = 0.7
+    want = dasq.simulate(c, initial=37).to_numpy()
+    got = dasq.simulate(c, initial=37, store=tmp_path / "s.zarr", **ooc(5)).to_numpy()
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_the_relayout_is_folded_into_reads_one_read_and_one_write_per_stage(tmp_path):
+    c = random_circuit(11, 6, seed=1)
+    state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(6))
+    m = Manifest.read(tmp_path / "s.zarr")
+    stages = state.plan.stages
+    assert len(stages) == m.stages_total >= 3
+    # storage chunks are small enough that every relayout gathers whole chunks
+    assert m.storage_qubits == m.chunk_qubits - max(len(s.pairs) for s in stages)
+    # no separate relayout passes: one record (one pass) per stage
+    assert len(state.report.records) == len(stages)
+
+
+def test_empty_circuit_stores_the_basis_state(tmp_path):
+    state = dasq.simulate(dasq.Circuit(5), initial=6, store=tmp_path / "s.zarr", **ooc(3))
+    want = np.zeros(32)
+    want[6] = 1
+    np.testing.assert_allclose(state.to_numpy(), want)
+
+
+def test_to_zarr_and_from_zarr_round_trip(tmp_path):
+    c = random_circuit(8, 4, seed=2)
+    state = dasq.simulate(c, chunk_qubits=5)
+    state.to_zarr(tmp_path / "saved.zarr")
+    back = dasq.StateVector.from_zarr(tmp_path / "saved.zarr")
+    np.testing.assert_allclose(back.to_numpy(), state.to_numpy(), atol=1e-15)
+    assert dasq.info(tmp_path / "saved.zarr")["complete"]
+    with pytest.raises(dasq.StoreError, match="exists"):
+        state.to_zarr(tmp_path / "saved.zarr")
+
+
+# --------------------------------------------------------------- lossy storage
+def test_lossy_bit_rounding_reports_the_fidelity_it_cost(tmp_path):
+    c = random_circuit(10, 5, seed=4)
+    exact = dasq.simulate(c)
+    state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(6), keep_bits=8)
+    true_fidelity = abs(np.vdot(exact.to_numpy(), state.to_numpy())) ** 2 / state.norm() ** 2
+    assert 0.99 < state.storage_fidelity < 1 - 1e-9
+    assert state.storage_fidelity == pytest.approx(true_fidelity, abs=5 * (1 - true_fidelity))
+    assert dasq.info(tmp_path / "s.zarr")["storage_fidelity"] == state.storage_fidelity
+
+
+# --------------------------------------------------------------- memory
+RSS_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import dasq
+    from tests_helpers import circuit_for_rss
+
+    def rss(field):
+        for line in open("/proc/self/status"):
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+
+    # warm up on a small copy of the run: imports, JIT-compiled kernels, thread pools
+    limit, n = int(sys.argv[2]), int(sys.argv[3])
+    dasq.simulate(circuit_for_rss(14), store=sys.argv[1] + "/warm.zarr", memory_limit=limit >> (n - 14))
+    base = rss("VmRSS")
+    state = dasq.simulate(circuit_for_rss(n), store=sys.argv[1] + "/big.zarr", memory_limit=limit)
+    print(json.dumps({"base": base, "peak": rss("VmHWM"), "stages": len(state.plan.stages),
+                      "L": state.chunk_qubits, "norm": state.norm()}))
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
+def test_peak_memory_stays_under_the_budget_for_a_state_8x_larger(tmp_path):
+    n, limit = 24, 32 << 20  # 256 MiB of complex128 amplitudes, 32 MiB of working memory
+    assert (16 << n) == 8 * limit
+    (tmp_path / "tests_helpers.py").write_text(
+        "import dasq\n"
+        "def circuit_for_rss(n):\n"
+        "    c = dasq.Circuit(n)\n"
+        "    for q in range(n): c.h(q)\n"
+        "    for q in range(n - 1): c.cx(q, q + 1)\n"
+        "    for q in range(n): c.cp(0.1 * q, q, n - 1 - q)\n"
+        "    return c\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, str(tmp_path), str(limit), str(n)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    facts = json.loads(out.stdout)
+    assert facts["stages"] >= 2 and facts["norm"] == pytest.approx(1)
+    working = facts["peak"] - facts["base"]
+    assert working < limit, f"working memory {working / 2**20:.1f} MiB over the {limit / 2**20} MiB budget"
+
+
+# --------------------------------------------------------------- crash safety
+KILL_CIRCUIT = {"n": 10, "layers": 6, "seed": 7}
+KILL_L = 6  # 16 blocks per stage
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    from dask.callbacks import Callback
+    import dasq
+    sys.path.insert(0, sys.argv[3])
+    from test_outofcore import KILL_CIRCUIT, KILL_L, ooc, random_circuit
+
+    after = int(sys.argv[2])
+    done = [0]
+
+    def posttask(key, result, dsk, state, worker_id):
+        if isinstance(key, str) and key.startswith("dasq-block-"):
+            done[0] += 1
+            if done[0] >= after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    with Callback(posttask=posttask):
+        dasq.simulate(random_circuit(**KILL_CIRCUIT), store=sys.argv[1], **ooc(KILL_L))
+    """
+)
+
+
+def _kill_command(store: Path, after_blocks: int) -> list[str]:
+    return [sys.executable, "-c", KILL_SCRIPT, str(store), str(after_blocks), str(Path(__file__).parent)]
+
+
+@pytest.fixture(scope="module")
+def killed_circuit_reference():
+    return reference_state(random_circuit(**KILL_CIRCUIT))
+
+
+@pytest.mark.parametrize("after_blocks", [1, 9, 16, 17, 30, 50])
+def test_sigkill_at_several_points_then_resume_gives_the_same_amplitudes(
+    tmp_path, after_blocks, killed_circuit_reference
+):
+    # 16 blocks per stage: kills land mid-stage 1, at the end of stage 1 (before or
+    # after its manifest), just after stage 2 began, mid-stage 2 and later
+    store = tmp_path / "s.zarr"
+    proc = subprocess.run(_kill_command(store, after_blocks), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    m = Manifest.read(store)
+    assert not m.complete and m.stages_total >= 4
+    assert m.stages_done == (after_blocks - 1) // 16 or m.stages_done == after_blocks // 16
+    np.testing.assert_allclose(dasq.resume(store).to_numpy(), killed_circuit_reference, atol=1e-12)
+
+
+def test_sigkill_at_random_instants_then_resume(tmp_path, killed_circuit_reference):
+    rng = np.random.default_rng(0)
+    resumed = 0
+    for trial in range(3):
+        store = tmp_path / f"s{trial}.zarr"
+        proc = subprocess.Popen(_kill_command(store, 10**9), stderr=subprocess.DEVNULL)
+        # wait until the run has started streaming, then kill at a random instant
+        for _ in range(600):
+            if (store / "dasq-manifest.json").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        time.sleep(float(rng.uniform(0, 0.3)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (store / "dasq-manifest.json").exists():
+            np.testing.assert_allclose(dasq.resume(store).to_numpy(), killed_circuit_reference, atol=1e-12)
+            resumed += 1
+    assert resumed >= 1
+
+
+def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, monkeypatch):
+    store = tmp_path / "s.zarr"
+    c = random_circuit(**KILL_CIRCUIT)
+    real_write = stream.write_amplitudes
+    calls = [0]
+
+    def full_after_20(*args):
+        calls[0] += 1
+        if calls[0] > 20:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(*args)
+
+    monkeypatch.setattr(stream, "write_amplitudes", full_after_20)
+    with pytest.raises(dasq.StoreError, match="stage 2 could not be written.*disk is full.*intact.*resume"):
+        dasq.simulate(c, store=store, **ooc(KILL_L))
+    assert Manifest.read(store).stages_done == 1
+    monkeypatch.setattr(stream, "write_amplitudes", real_write)
+    np.testing.assert_allclose(dasq.resume(store).to_numpy(), reference_state(c), atol=1e-12)
+
+
+# --------------------------------------------------------------- integrity and refusals
+def test_a_flipped_byte_in_a_chunk_is_detected_and_named(tmp_path):
+    store = tmp_path / "s.zarr"
+    state = dasq.simulate(random_circuit(10, 4, seed=1), store=store, **ooc(6))
+    m = Manifest.read(store)
+    chunk = store / m.current / "c" / "3"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(dasq.StoreError, match=r"corrupted chunk .*/c/3.*crc32c"):
+        state.to_numpy()
+    with pytest.raises(dasq.StoreError, match=r"corrupted chunk .*/c/3"):
+        dasq.StateVector.from_zarr(store).norm()
+
+
+def test_resume_refuses_a_different_circuit_or_a_non_store(tmp_path):
+    store = tmp_path / "s.zarr"
+    c = random_circuit(9, 3, seed=1)
+    dasq.simulate(c, store=store, **ooc(5))
+    other = random_circuit(9, 3, seed=2)
+    with pytest.raises(dasq.StoreError, match="different circuit"):
+        dasq.simulate(other, store=store, **ooc(5))
+    with pytest.raises(dasq.StoreError, match="different circuit"):
+        dasq.resume(store, circuit=other)
+    with pytest.raises(dasq.StoreError, match="dtype complex128"):
+        dasq.simulate(c, store=store, dtype="complex64")
+    # the same circuit again simply opens the finished run
+    np.testing.assert_allclose(dasq.simulate(c, store=store).to_numpy(), reference_state(c), atol=1e-12)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file").write_text("x")
+    with pytest.raises(dasq.StoreError, match="not a dasq store"):
+        dasq.resume(tmp_path / "junk")
+    with pytest.raises(dasq.StoreError, match="exists and is not a dasq store"):
+        dasq.simulate(c, store=tmp_path / "junk")
+    with pytest.raises(dasq.StoreError, match="no such directory"):
+        dasq.resume(tmp_path / "missing.zarr")
+    (tmp_path / "bad.zarr").mkdir()
+    (tmp_path / "bad.zarr" / "dasq-manifest.json").write_text('{"format": "something else"}')
+    with pytest.raises(dasq.StoreError, match="not a dasq manifest"):
+        dasq.resume(tmp_path / "bad.zarr")
+
+
+def test_incomplete_runs_cannot_be_opened_as_states(tmp_path):
+    store = tmp_path / "s.zarr"
+    proc = subprocess.run(_kill_command(store, 20), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL
+    with pytest.raises(dasq.StoreError, match=r"incomplete \(1/\d+ stages\).*resume"):
+        dasq.StateVector.from_zarr(store)
+    assert dasq.info(store)["stages_done"] == 1
+
+
+def test_refuses_when_disk_space_is_short(tmp_path, monkeypatch):
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=1000))
+    with pytest.raises(dasq.StoreError, match=r"not enough disk .*GiB"):
+        dasq.simulate(random_circuit(10, 2, seed=0), store=tmp_path / "s.zarr", **ooc(6))
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_unwritable_paths_give_one_clear_error(tmp_path):
+    with pytest.raises(dasq.StoreError, match="does not exist"):
+        dasq.simulate(dasq.Circuit(3).h(0), store=tmp_path / "no" / "such" / "s.zarr")
+    if os.geteuid() != 0:  # root may write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        with pytest.raises(dasq.StoreError, match="not writable"):
+            dasq.simulate(dasq.Circuit(3).h(0), store=ro / "s.zarr")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"memory_limit": "lots"}, ValueError, "4GiB"),
+        ({"memory_limit": -5}, ValueError, "positive"),
+        ({"memory_limit": 64}, ValueError, "too small"),
+        ({"compression": "lz77"}, ValueError, "compression must be one of"),
+        ({"keep_bits": 60}, ValueError, "between 1 and 52"),
+        ({"initial": np.ones(8) / 8**0.5}, ValueError, "basis state"),
+        ({"method": "per-operation"}, ValueError, "planner"),
+    ],
+)
+def test_bad_out_of_core_arguments(tmp_path, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        dasq.simulate(dasq.Circuit(3).h(0).cx(0, 2), store=tmp_path / "s.zarr", **kwargs)
+
+
+def test_mid_circuit_measurement_is_refused_out_of_core(tmp_path):
+    with pytest.raises(ValueError, match="mid-circuit"):
+        dasq.simulate(dasq.Circuit(3).h(0).measure(0).h(0), store=tmp_path / "s.zarr")
+
+
+def test_memory_limit_without_store_refuses_a_state_that_cannot_fit():
+    with pytest.raises(ValueError, match="store="):
+        dasq.simulate(dasq.Circuit(20).h(0), memory_limit="1MiB")
+    assert dasq.simulate(dasq.Circuit(4).h(0), memory_limit="1MiB").norm() == pytest.approx(1)
+    with pytest.raises(ValueError, match="pass store="):
+        dasq.simulate(dasq.Circuit(4).h(0), compression="zstd")
+
+
+def test_progress_bar_shows_stages(tmp_path, capsys):
+    dasq.simulate(random_circuit(10, 4, seed=1), store=tmp_path / "s.zarr", **ooc(6), progress=True)
+    err = capsys.readouterr().err
+    assert "stage 1/" in err and "blocks" in err and "B/s" in err
+
+
+# --------------------------------------------------------------- command line
+def test_cli_run_info_resume(tmp_path, capsys):
+    qasm = tmp_path / "ghz.qasm"
+    qasm.write_text(
+        'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[10];\ncreg c[10];\nh q[0];\n'
+        + "".join(f"cx q[{i}],q[{i + 1}];\n" for i in range(9))
+        + "measure q -> c;\n"
+    )
+    store = tmp_path / "ghz.zarr"
+    assert (
+        main(["run", str(qasm), "--store", str(store), "--memory-limit", "32KiB", "--shots", "200", "--json"])
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["counts"]) == {"0" * 10, "1" * 10} and out["store"] == str(store.absolute())
+    assert main(["info", str(store)]) == 0
+    text = capsys.readouterr().out
+    assert "qubits       10 (complex128)" in text and "(complete)" in text and "crc32c" in text
+    assert main(["info", str(store), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["stages_done"] == facts["stages_total"] and facts["size_on_disk"] > 0
+    assert main(["resume", str(store), "--shots", "100", "--seed", "3"]) == 0
+    lines = capsys.readouterr().out.split()
+    assert set(lines[::2]) <= {"0" * 10, "1" * 10}
+    assert main(["info", str(tmp_path / "nope.zarr")]) == 2
+    assert "not a dasq store" in capsys.readouterr().err
+    assert main(["run", str(qasm), "--store", str(store), "--memory-limit", "lots"]) == 2
+    assert "memory_limit" in capsys.readouterr().err

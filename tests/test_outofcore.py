@@ -15,14 +15,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 from reference import operator
 from test_random_circuits import circuits
-
-import dask
 
 import dasq
 from dasq.cli import main
@@ -281,7 +280,7 @@ def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, mo
         return real_write(*args)
 
     monkeypatch.setattr(stream, "write_amplitudes", full_after_20)
-    with pytest.raises(dasq.StoreError, match="stage 2 could not be written.*disk is full.*intact.*resume"):
+    with pytest.raises(dasq.StoreError, match=r"stage 2 could not be written.*disk is full.*intact.*resume"):
         dasq.simulate(c, store=store, **ooc(KILL_L))
     assert Manifest.read(store).stages_done == 1
     monkeypatch.setattr(stream, "write_amplitudes", real_write)

@@ -55,6 +55,20 @@ def quantum_volume(n: int, seed: int = 11):
 CIRCUITS = {"qft": qft, "ghz": ghz, "random": random, "qv": quantum_volume}
 
 
+def random_shallow(n: int):
+    """Random circuit of depth 10 (out-of-core sizes: fewer stages, same gate mix)."""
+    return random(n, depth=10)
+
+
+OUT_OF_CORE = {"qft": qft, "random": random_shallow}
+
+
+def qft_amplitudes(n: int, indices: list[int]) -> list[complex]:
+    """Exact amplitudes of :func:`qft` (QFT of the input with every third qubit set)."""
+    x = sum(1 << q for q in range(0, n, 3))
+    return [complex(np.exp(2j * np.pi * ((x * k) % (1 << n)) / (1 << n)) / np.sqrt(1 << n)) for k in indices]
+
+
 def to_dasq(qc) -> dasq.Circuit:
     return dasq.Circuit.from_qiskit(qc)
 

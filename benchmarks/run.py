@@ -3,6 +3,7 @@
     python benchmarks/run.py inmemory --qubits 20 24 26 --circuits qft random --reps 3
     python benchmarks/run.py relayout --qubits 22 --chunk-qubits 18
     python benchmarks/run.py planning
+    python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -355,6 +356,126 @@ def suite_planning(args: argparse.Namespace) -> dict:
     return {"suite": "planning", "machine": machine(), "rows": rows, "vs_exact": optimal}
 
 
+# --------------------------------------------------------------------- out of core
+def _ooc_child(args: argparse.Namespace) -> None:
+    """One stored run in this process: warm up small, run, check, print JSON."""
+    import shutil
+
+    import numpy as np
+
+    import dasq
+    from benchmarks import circuits
+
+    make = circuits.OUT_OF_CORE[args.circuit]
+    warm = Path(args.store).with_suffix(".warm.zarr")
+    shutil.rmtree(warm, ignore_errors=True)
+    dasq.simulate(circuits.to_dasq(make(16)), store=warm, dtype=args.dtype, memory_limit=args.memory_limit)
+    shutil.rmtree(warm)
+    c = circuits.to_dasq(make(args.qubits))
+    t = time.perf_counter()
+    state = dasq.simulate(c, store=args.store, dtype=args.dtype, memory_limit=args.memory_limit)
+    seconds = time.perf_counter() - t
+    peak = peak_rss()
+    info = dasq.info(args.store)
+    rng = np.random.default_rng(0)
+    indices = [int(i) for i in rng.integers(0, 1 << args.qubits, size=8)]
+    amplitudes = [state.amplitude(i) for i in indices]
+    check: dict = {"norm": state.norm(), "indices": indices}
+    if args.circuit == "qft":
+        want = circuits.qft_amplitudes(args.qubits, indices)
+        check["max_error"] = float(max(abs(a - w) for a, w in zip(amplitudes, want)))
+    else:
+        check["amplitudes"] = [[a.real, a.imag] for a in amplitudes]
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_rss": peak,
+                "stages": info["stages_total"],
+                "stage_seconds": info["stage_seconds"],
+                "chunk_qubits": info["chunk_qubits"],
+                "storage_chunk_qubits": info["storage_chunk_qubits"],
+                "workers": info["workers"],
+                "size_on_disk": info["size_on_disk"],
+                "qubits_swapped": state.plan.summary()["qubits_swapped"],
+                "check": check,
+            }
+        )
+    )
+
+
+def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
+    """Seconds to write ``nbytes`` sequentially, then to read them back while writing
+    the same bytes to a second file (one stage's I/O floor), flushed to disk."""
+    import numpy as np
+
+    src, dst = directory / "stream-src.bin", directory / "stream-dst.bin"
+    buf = np.random.default_rng(0).integers(0, 255, size=block, dtype=np.uint8).tobytes()
+    t = time.perf_counter()
+    with open(src, "wb") as f:
+        for _ in range(nbytes // block):
+            f.write(buf)
+        f.flush()
+        os.fsync(f.fileno())
+    write_s = time.perf_counter() - t
+    t = time.perf_counter()
+    with open(src, "rb", buffering=0) as fin, open(dst, "wb") as fout:
+        while chunk := fin.read(block):
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    read_write_s = time.perf_counter() - t
+    src.unlink()
+    dst.unlink()
+    return {"bytes": nbytes, "write_s": write_s, "read_write_s": read_write_s}
+
+
+def suite_outofcore(args: argparse.Namespace) -> dict:
+    """Stored runs (complex64 by default) under a memory limit, beside the disk floor."""
+    import shutil
+
+    from dasq.storage.run import parse_memory_limit
+
+    work = Path(args.directory).absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    limit = parse_memory_limit(args.memory_limit)
+    rows = []
+    for n in args.qubits:
+        for dtype in args.dtypes:
+            state = (1 << n) * (8 if dtype == "complex64" else 16)
+            floor = disk_streaming(work, state)
+            print(
+                f"n={n} {dtype}: write {floor['write_s']:.1f}s, read+write {floor['read_write_s']:.1f}s",
+                flush=True,
+            )
+            for circuit in args.circuits:
+                store = work / f"{circuit}-{n}.zarr"
+                shutil.rmtree(store, ignore_errors=True)
+                cmd = [sys.executable, __file__, "_ooc", "--circuit", circuit, "--qubits", str(n)]
+                cmd += ["--dtype", dtype, "--store", str(store), "--memory-limit", str(limit)]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=4 * 3600)
+                shutil.rmtree(store, ignore_errors=True)
+                if out.returncode != 0:
+                    raise RuntimeError(f"{circuit} {n} failed:\n{out.stderr[-3000:]}")
+                run = json.loads(out.stdout.strip().splitlines()[-1])
+                per_stage = statistics.median(run["stage_seconds"])
+                row = {
+                    "circuit": circuit,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "state_bytes": state,
+                    "memory_limit": limit,
+                    **run,
+                    "disk": floor,
+                    "seconds_per_stage": per_stage,
+                    "ratio_to_disk_floor": per_stage / floor["read_write_s"],
+                }
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "check"}), flush=True)
+                write("outofcore", {"suite": "outofcore", "machine": machine(), "rows": rows})  # so far
+    return {"suite": "outofcore", "machine": machine(), "rows": rows}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="suite", required=True)
@@ -365,6 +486,20 @@ def main() -> None:
     ch.add_argument("--dtype")
     ch.add_argument("--fusion", type=int)
     ch.add_argument("--save")
+    oc = sub.add_parser("_ooc")
+    oc.add_argument("--circuit")
+    oc.add_argument("--qubits", type=int)
+    oc.add_argument("--dtype")
+    oc.add_argument("--store")
+    oc.add_argument("--memory-limit", type=int)
+    ooc = sub.add_parser("outofcore")
+    ooc.add_argument("--qubits", type=int, nargs="+", default=[30, 31, 32])
+    ooc.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    ooc.add_argument("--dtypes", nargs="+", default=["complex64"])
+    ooc.add_argument("--memory-limit", default="4GiB")
+    ooc.add_argument(
+        "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
+    )
     for name in ("inmemory", "relayout", "planning"):
         s = sub.add_parser(name)
         s.add_argument("--qubits", type=int, nargs="+", default=[20, 24])
@@ -378,13 +513,20 @@ def main() -> None:
     if args.suite == "_child":
         _child(args)
         return
+    if args.suite == "_ooc":
+        _ooc_child(args)
+        return
     if getattr(args, "fusion", None) is None:
         from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 
         args.fusion = DEFAULT_FUSION_SIZE
-    payload = {"inmemory": suite_inmemory, "relayout": suite_relayout, "planning": suite_planning}[
-        args.suite
-    ](args)
+    suites = {
+        "inmemory": suite_inmemory,
+        "relayout": suite_relayout,
+        "planning": suite_planning,
+        "outofcore": suite_outofcore,
+    }
+    payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))
 
 

@@ -421,3 +421,12 @@ def test_cli_run_info_resume(tmp_path, capsys):
     assert "not a dasq store" in capsys.readouterr().err
     assert main(["run", str(qasm), "--store", str(store), "--memory-limit", "lots"]) == 2
     assert "memory_limit" in capsys.readouterr().err
+
+
+def test_a_store_recreated_at_the_same_path_is_not_read_with_stale_metadata(tmp_path):
+    store = tmp_path / "s.zarr"
+    dasq.simulate(random_circuit(8, 2, seed=1), store=store, **ooc(5)).norm()
+    shutil.rmtree(store)
+    c = random_circuit(9, 3, seed=2)
+    got = dasq.simulate(c, store=store, **ooc(6)).to_numpy()
+    np.testing.assert_allclose(got, reference_state(c), atol=1e-12)

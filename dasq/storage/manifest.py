@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class Manifest:
     workers: int = 1
     stage_seconds: list[float] = field(default_factory=list)
     fidelity: float = 1.0  # product of per-stage fidelities kept by lossy storage
+    store_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # new for every store created
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 

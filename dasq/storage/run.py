@@ -249,6 +249,7 @@ def _execute(
             basis_position=physical_index(basis, stage.layout) if s == 0 else 0,
             phase=phase if s == len(stages) - 1 else 1.0,
             keep_bits=manifest.codec.get("keep_bits"),
+            store_id=manifest.store_id,
         )
         start = time.perf_counter()
         try:
@@ -342,9 +343,18 @@ def open_state(
             f"finish it with dasq.resume({str(path)!r}) or `dasq resume {path}`"
         )
     L, n = manifest.chunk_qubits, manifest.num_qubits
-    name = f"dasq-stored-{dask.base.tokenize(str(path), manifest.current, manifest.stage_seconds)}"
+    token = dask.base.tokenize(str(path), manifest.current, manifest.store_id, manifest.stages_done)
+    name = f"dasq-stored-{token}"
     graph = {
-        (name, c): (st.read_amplitudes, str(path), manifest.current, c << L, 1 << L, manifest.dtype)
+        (name, c): (
+            st.read_amplitudes,
+            str(path),
+            manifest.current,
+            c << L,
+            1 << L,
+            manifest.dtype,
+            manifest.store_id,
+        )
         for c in range(1 << (n - L))
     }
     x = da.Array(
@@ -394,15 +404,7 @@ def save_state(state: StateVector, store: str | os.PathLike) -> None:
     n, L, dtype = state.num_qubits, state.chunk_qubits, state.dtype.name
     st.check_disk_space(path, st.disk_needed(n, dtype, L) // 2)
     st.create_arrays(path, n, dtype, L, st.Codec())
-    x = state._stored()
-    target = st.open_array(str(path), st.ARRAYS[0])
-    floats = x.map_blocks(
-        lambda b: b.view(b.real.dtype), chunks=(tuple(2 * c for c in x.chunks[0]),), dtype=target.dtype
-    )
-    kwargs = {"scheduler": state._client} if state._client is not None else {}
-    floats.store(target, lock=False, **kwargs)
-    st.sync_to_disk()
-    Manifest(
+    manifest = Manifest(
         num_qubits=n,
         dtype=dtype,
         chunk_qubits=L,
@@ -410,9 +412,18 @@ def save_state(state: StateVector, store: str | os.PathLike) -> None:
         layout=list(state.layout),
         circuit_hash=None,
         stages_total=0,
-        current=st.ARRAYS[0],
         codec=st.Codec().as_dict(),
-    ).write(path)
+    )
+    x = state._stored()
+    target = st.open_array(str(path), st.ARRAYS[0], manifest.store_id)
+    floats = x.map_blocks(
+        lambda b: b.view(b.real.dtype), chunks=(tuple(2 * c for c in x.chunks[0]),), dtype=target.dtype
+    )
+    kwargs = {"scheduler": state._client} if state._client is not None else {}
+    floats.store(target, lock=False, **kwargs)
+    st.sync_to_disk()
+    manifest.current = st.ARRAYS[0]
+    manifest.write(path)
 
 
 def info(store: str | os.PathLike) -> dict:

@@ -135,20 +135,24 @@ def create_arrays(path: Path, num_qubits: int, dtype: str, storage_qubits: int, 
 
 
 @lru_cache(maxsize=16)
-def _open(path: str, name: str) -> zarr.Array:
+def _open(path: str, name: str, store_id: str) -> zarr.Array:
     return zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
 
 
-def open_array(path: str, name: str) -> zarr.Array:
+def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
+    """The opened array, cached per process; ``store_id`` (from the manifest) keeps a
+    store re-created at the same path from being served stale metadata."""
     try:
-        return _open(str(path), name)
+        return _open(str(path), name, store_id)
     except FileNotFoundError:  # zarr's NodeNotFoundError is one
         raise StoreError(f"{path} has no array {name!r}; is it a dasq store?") from None
 
 
-def read_amplitudes(path: str, name: str, start: int, count: int, dtype: str) -> np.ndarray:
+def read_amplitudes(
+    path: str, name: str, start: int, count: int, dtype: str, store_id: str = ""
+) -> np.ndarray:
     """Amplitudes [start, start + count) of array ``name``; a failed checksum names the chunk."""
-    arr = open_array(path, name)
+    arr = open_array(path, name, store_id)
     try:
         floats = arr[2 * start : 2 * (start + count)]
     except ValueError as exc:
@@ -172,8 +176,8 @@ def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int
     return f"corrupted data in {Path(path) / name} between amplitudes {start} and {start + count}"
 
 
-def write_amplitudes(path: str, name: str, start: int, block: np.ndarray) -> None:
-    arr = open_array(path, name)
+def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> None:
+    arr = open_array(path, name, store_id)
     floats = block.view(arr.dtype)
     arr[2 * start : 2 * start + floats.size] = floats
 

@@ -40,6 +40,7 @@ class BlockWork:
     basis_position: int = 0  # stored index of the basis amplitude (source None)
     phase: complex = 1.0
     keep_bits: int | None = None
+    store_id: str = ""
 
 
 def run_block(work: BlockWork, c: int) -> np.ndarray:
@@ -67,7 +68,7 @@ def run_block(work: BlockWork, c: int) -> np.ndarray:
         overlap = np.vdot(out, rounded)
         stats[1:4] = overlap.real, overlap.imag, float(np.vdot(rounded, rounded).real)
         del rounded
-    write_amplitudes(work.store, work.target, c << work.L, out)
+    write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes
     return stats
 
@@ -82,7 +83,7 @@ def _gather(work: BlockWork, c: int) -> np.ndarray:
         for i, b in enumerate(work.gather_bits):
             src = (src & ~(1 << b)) | (((v >> i) & 1) << b)
         out[v * piece : (v + 1) * piece] = read_amplitudes(
-            work.store, work.source, (src << work.L) + offset, piece, work.dtype
+            work.store, work.source, (src << work.L) + offset, piece, work.dtype, work.store_id
         )
     return out
 

@@ -430,3 +430,19 @@ def test_a_store_recreated_at_the_same_path_is_not_read_with_stale_metadata(tmp_
     c = random_circuit(9, 3, seed=2)
     got = dasq.simulate(c, store=store, **ooc(6)).to_numpy()
     np.testing.assert_allclose(got, reference_state(c), atol=1e-12)
+
+
+def test_the_out_of_core_example_runs_and_resumes(tmp_path):
+    script = Path(__file__).parent.parent / "examples" / "out_of_core.py"
+    store = tmp_path / "qft.zarr"
+    for _ in range(2):  # the second run finds the finished store and only opens it
+        out = subprocess.run(
+            [sys.executable, str(script), "12", "64KiB", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        line = out.stdout.strip().splitlines()[-1]
+        got, want = line.split("amplitude 12345: ")[1].split(" (exact ")
+        assert got == want.split(")")[0]

@@ -86,8 +86,47 @@ def planning(d: dict) -> str:
     return "\n".join(out)
 
 
+def outofcore(d: dict) -> str:
+    cold = {(r["qubits"], r["dtype"]): r for r in (_load("diskfloor") or {"rows": []})["rows"]}
+    out = [
+        f"Machine: {machine_line(d['machine'])}",
+        "",
+        "| circuit | qubits | state GiB | memory limit GiB | peak RSS GiB | blocks | stages | qubits swapped "
+        "| s per stage | disk floor s: in-run / cold | stage / floor (per stage) | total s | check |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    gib = 2**30
+    for r in d["rows"]:
+        check = r["check"]
+        verdict = (
+            f"max err {check['max_error']:.1e}, norm {check['norm']:.6f}"
+            if "max_error" in check
+            else f"norm {check['norm']:.6f}"
+        )
+        in_run = r["disk"]["read_write_s"]
+        cold_floor = cold.get((r["qubits"], r["dtype"]), {}).get("read_write_s")
+        floor = cold_floor if cold_floor is not None else in_run
+        floors = f"{in_run:.0f} / " + (f"{cold_floor:.0f}" if cold_floor is not None else "n/a")
+        stages = " + ".join(f"{t:.0f}" for t in r["stage_seconds"])
+        ratios = " / ".join(f"{t / floor:.1f}" for t in r["stage_seconds"])
+        state, limit = r["state_bytes"] / gib, r["memory_limit"] / gib
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {state:.0f} | {limit:.0f} "
+            f"| {r['peak_rss'] / gib:.2f} | {1 << (r['qubits'] - r['chunk_qubits'])} x 2^{r['chunk_qubits']} "
+            f"| {r['stages']} | {r['qubits_swapped']} | {stages} | {floors} | {ratios} "
+            f"| {r['seconds']:.0f} | {verdict} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
-    for name, render in (("inmemory", inmemory), ("relayout", relayout), ("planning", planning)):
+    suites = (
+        ("inmemory", inmemory),
+        ("relayout", relayout),
+        ("planning", planning),
+        ("outofcore", outofcore),
+    )
+    for name, render in suites:
         d = _load(name)
         if d is not None and (len(sys.argv) == 1 or name in sys.argv[1:]):
             print(f"### {name}\n\n{render(d)}\n")

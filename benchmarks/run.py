@@ -4,6 +4,7 @@
     python benchmarks/run.py relayout --qubits 22 --chunk-qubits 18
     python benchmarks/run.py planning
     python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
+    python benchmarks/run.py diskfloor --qubits 30 31 32
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -404,9 +405,11 @@ def _ooc_child(args: argparse.Namespace) -> None:
     )
 
 
-def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
+def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20, cold: bool = False) -> dict:
     """Seconds to write ``nbytes`` sequentially, then to read them back while writing
-    the same bytes to a second file (one stage's I/O floor), flushed to disk."""
+    the same bytes to a second file (one stage's I/O floor), flushed to disk. With
+    ``cold`` the written file is dropped from the page cache first, so the read
+    comes from the disk (otherwise a state smaller than RAM is read from memory)."""
     import numpy as np
 
     src, dst = directory / "stream-src.bin", directory / "stream-dst.bin"
@@ -417,6 +420,8 @@ def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
             f.write(buf)
         f.flush()
         os.fsync(f.fileno())
+        if cold:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     write_s = time.perf_counter() - t
     t = time.perf_counter()
     with open(src, "rb", buffering=0) as fin, open(dst, "wb") as fout:
@@ -427,7 +432,20 @@ def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
     read_write_s = time.perf_counter() - t
     src.unlink()
     dst.unlink()
-    return {"bytes": nbytes, "write_s": write_s, "read_write_s": read_write_s}
+    return {"bytes": nbytes, "write_s": write_s, "read_write_s": read_write_s, "cold": cold}
+
+
+def suite_diskfloor(args: argparse.Namespace) -> dict:
+    """The disk floor alone, read cold, for the sizes of the outofcore suite."""
+    work = Path(args.directory).absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in args.qubits:
+        for dtype in args.dtypes:
+            nbytes = (1 << n) * (8 if dtype == "complex64" else 16)
+            rows.append({"qubits": n, "dtype": dtype, **disk_streaming(work, nbytes, cold=True)})
+            print(json.dumps(rows[-1]), flush=True)
+    return {"suite": "diskfloor", "machine": machine(), "rows": rows}
 
 
 def suite_outofcore(args: argparse.Namespace) -> dict:
@@ -443,7 +461,7 @@ def suite_outofcore(args: argparse.Namespace) -> dict:
     for n in args.qubits:
         for dtype in args.dtypes:
             state = (1 << n) * (8 if dtype == "complex64" else 16)
-            floor = disk_streaming(work, state)
+            floor = disk_streaming(work, state, cold=True)
             print(
                 f"n={n} {dtype}: write {floor['write_s']:.1f}s, read+write {floor['read_write_s']:.1f}s",
                 flush=True,
@@ -492,6 +510,11 @@ def main() -> None:
     oc.add_argument("--dtype")
     oc.add_argument("--store")
     oc.add_argument("--memory-limit", type=int)
+    for name in ("diskfloor",):
+        f = sub.add_parser(name)
+        f.add_argument("--qubits", type=int, nargs="+", default=[30, 31, 32])
+        f.add_argument("--dtypes", nargs="+", default=["complex64"])
+        f.add_argument("--directory", default=str(RESULTS / "tmp"))
     ooc = sub.add_parser("outofcore")
     ooc.add_argument("--qubits", type=int, nargs="+", default=[30, 31, 32])
     ooc.add_argument("--circuits", nargs="+", default=["qft", "random"])
@@ -525,6 +548,7 @@ def main() -> None:
         "relayout": suite_relayout,
         "planning": suite_planning,
         "outofcore": suite_outofcore,
+        "diskfloor": suite_diskfloor,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

@@ -60,7 +60,17 @@ def random_shallow(n: int):
     return random(n, depth=10)
 
 
-OUT_OF_CORE = {"qft": qft, "random": random_shallow}
+def hadamards(n: int):
+    """H on every qubit: two stages with almost no arithmetic, so the streaming
+    machinery (gather, relayout, write) is what the time measures."""
+    from qiskit import QuantumCircuit
+
+    qc = QuantumCircuit(n)
+    qc.h(range(n))
+    return qc
+
+
+OUT_OF_CORE = {"qft": qft, "random": random_shallow, "hadamards": hadamards}
 
 
 def qft_amplitudes(n: int, indices: list[int]) -> list[complex]:

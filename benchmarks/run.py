@@ -382,8 +382,12 @@ def _ooc_child(args: argparse.Namespace) -> None:
     indices = [int(i) for i in rng.integers(0, 1 << args.qubits, size=8)]
     amplitudes = [state.amplitude(i) for i in indices]
     check: dict = {"norm": state.norm(), "indices": indices}
-    if args.circuit == "qft":
-        want = circuits.qft_amplitudes(args.qubits, indices)
+    if args.circuit in ("qft", "hadamards"):
+        want = (
+            circuits.qft_amplitudes(args.qubits, indices)
+            if args.circuit == "qft"
+            else [2 ** (-args.qubits / 2)] * len(indices)
+        )
         check["max_error"] = float(max(abs(a - w) for a, w in zip(amplitudes, want)))
     else:
         check["amplitudes"] = [[a.real, a.imag] for a in amplitudes]
@@ -457,7 +461,8 @@ def suite_outofcore(args: argparse.Namespace) -> dict:
     work = Path(args.directory).absolute()
     work.mkdir(parents=True, exist_ok=True)
     limit = parse_memory_limit(args.memory_limit)
-    rows = []
+    previous = RESULTS / "outofcore.json"
+    rows = json.loads(previous.read_text())["rows"] if args.append and previous.exists() else []
     for n in args.qubits:
         for dtype in args.dtypes:
             state = (1 << n) * (8 if dtype == "complex64" else 16)
@@ -520,6 +525,7 @@ def main() -> None:
     ooc.add_argument("--circuits", nargs="+", default=["qft", "random"])
     ooc.add_argument("--dtypes", nargs="+", default=["complex64"])
     ooc.add_argument("--memory-limit", default="4GiB")
+    ooc.add_argument("--append", action="store_true", help="keep the rows already in outofcore.json")
     ooc.add_argument(
         "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )

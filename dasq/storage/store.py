@@ -57,8 +57,8 @@ class Codec:
             return []
         from zarr.codecs.numcodecs import BitRound
 
-        with warnings.catch_warnings():  # "not in the zarr v3 spec": dasq reads what it writes
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
             return [BitRound(keepbits=self.keep_bits)]
 
     def compressors(self, dtype: str) -> list:
@@ -122,21 +122,25 @@ def create_arrays(path: Path, num_qubits: int, dtype: str, storage_qubits: int, 
     size = 2 << num_qubits
     chunk = 2 << storage_qubits
     for name in ARRAYS:
-        group.create_array(
-            name,
-            shape=(size,),
-            chunks=(chunk,),
-            dtype=FLOAT_OF[dtype],
-            filters=codec.filters(),
-            compressors=codec.compressors(dtype),
-            fill_value=0.0,
-            config={"write_empty_chunks": True},
-        )
+        with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
+            warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
+            group.create_array(
+                name,
+                shape=(size,),
+                chunks=(chunk,),
+                dtype=FLOAT_OF[dtype],
+                filters=codec.filters(),
+                compressors=codec.compressors(dtype),
+                fill_value=0.0,
+                config={"write_empty_chunks": True},
+            )
 
 
 @lru_cache(maxsize=16)
 def _open(path: str, name: str, store_id: str) -> zarr.Array:
-    return zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
+    with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
+        warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
+        return zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:

@@ -75,7 +75,7 @@ def simulate(
             store=store,
             memory_limit=memory_limit,
             dtype=dt,
-            basis=_check_basis(initial, n, store=True),
+            basis=_check_basis(initial, n),
             chunk_qubits=None if chunk_qubits is None else _check_chunk_qubits(chunk_qubits, n),
             client=client,
             progress=progress,
@@ -109,16 +109,15 @@ def simulate(
     return state.apply(circuit)
 
 
-def _check_basis(initial: Any, n: int, store: bool = False) -> int:
+def _check_basis(initial: Any, n: int) -> int:
+    """The basis-state index of ``initial`` (None or an int in range)."""
     if initial is None:
         return 0
     if isinstance(initial, bool) or not isinstance(initial, numbers.Integral):
-        if store:
-            raise ValueError(
-                "out-of-core runs start from a basis state: initial must be None or an int, "
-                f"got {type(initial).__name__}"
-            )
-        raise TypeError(f"initial must be None or an int here, got {type(initial).__name__}")
+        raise ValueError(
+            "out-of-core runs start from a basis state: initial must be None or an int, "
+            f"got {type(initial).__name__}"
+        )
     if not 0 <= initial < (1 << n):
         raise ValueError(f"initial basis state {initial} out of range 0..{(1 << n) - 1}")
     return int(initial)

@@ -74,17 +74,16 @@ def choose_blocks(
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
     holding BLOCK_COPIES blocks, stay within ``memory_limit``."""
     per_amplitude = BLOCK_COPIES * np.dtype(dtype).itemsize
+
+    def largest(workers: int) -> int:
+        fits = max(1, memory_limit // (workers * per_amplitude))
+        return min(num_qubits, MAX_BLOCK_QUBITS, int(math.log2(fits)))
+
     if chunk_qubits is None:
-        L = min(
-            num_qubits, MAX_BLOCK_QUBITS, int(math.log2(max(1, memory_limit // (workers * per_amplitude))))
-        )
-        while min_local > L and workers > 1:
+        L = largest(workers)
+        while min_local > L and workers > 1:  # fewer, larger blocks in flight for a wide gate
             workers -= 1
-            L = min(
-                num_qubits,
-                MAX_BLOCK_QUBITS,
-                int(math.log2(max(1, memory_limit // (workers * per_amplitude)))),
-            )
+            L = largest(workers)
     else:
         L = chunk_qubits
     need = per_amplitude << L

@@ -21,7 +21,7 @@ from dasq.kernels.cpu import permute_bits
 from dasq.kernels.stage import StageProgram
 from dasq.storage.store import read_amplitudes, write_amplitudes
 
-STATS = 6  # norm^2, overlap with rounded (re, im), rounded norm^2, bytes read, bytes written
+STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ def run_block(work: BlockWork, c: int) -> np.ndarray:
         out *= work.phase
     if work.write_perm is not None:
         out = permute_bits(out, perm=work.write_perm)
-    stats[0] = float(np.vdot(out, out).real)
-    if work.keep_bits is not None:
+    if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
+        stats[0] = float(np.vdot(out, out).real)
         rounded = rounded_copy(out, work.keep_bits)
         overlap = np.vdot(out, rounded)
         stats[1:4] = overlap.real, overlap.imag, float(np.vdot(rounded, rounded).real)

@@ -154,10 +154,11 @@ def copy_bandwidth(n: int, dtype: str) -> float:
 
 def plan_passes(circuit: str, n: int) -> dict:
     """Passes over memory that dasq's plan needs: one per stage and per relayout."""
+    from dasq.plan.plan import make_plan
+
     import dasq
     from benchmarks import circuits
     from dasq._config import default_chunk_qubits
-    from dasq.plan.plan import make_plan
 
     c = circuits.to_dasq(circuits.CIRCUITS[circuit](n))
     plan = make_plan(list(c), n, default_chunk_qubits(n))
@@ -258,10 +259,10 @@ def suite_relayout(args: argparse.Namespace) -> dict:
     on a LocalCluster with several worker processes: bytes moved and seconds."""
     import dask
     import numpy as np
+    from dasq.lower.operations import relayout
     from distributed import Client, LocalCluster
 
     import dasq
-    from dasq.lower.operations import relayout
 
     n, L = args.qubits[0], args.chunk_qubits
     rows = []
@@ -312,9 +313,9 @@ def wait_all(client, x) -> None:
 def suite_planning(args: argparse.Namespace) -> dict:
     """Seconds to plan 10^3..10^5-gate random circuits; stages against the exact optimum."""
     import numpy as np
+    from dasq.plan.plan import make_plan
 
     import dasq
-    from dasq.plan.plan import make_plan
     from dasq.plan.stages import exact_min_stages, greedy_stages
 
     rows = []

@@ -1,12 +1,25 @@
 """dasq: full-state quantum circuit simulation on chunked Dask arrays."""
 
-from dasq.api import simulate
+from dasq.api import info, plan, resume, simulate
 from dasq.circuit.circuit import Circuit
+from dasq.errors import DasqError, StoreError, ValidationError
+from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
-from dasq.storage.manifest import StoreError
-from dasq.storage.run import info, resume
 
 __version__ = "0.1.0"
 
-__all__ = ["Circuit", "PauliSum", "StateVector", "StoreError", "__version__", "info", "resume", "simulate"]
+__all__ = [
+    "Circuit",
+    "DasqError",
+    "PauliSum",
+    "PhysicalPlan",
+    "StateVector",
+    "StoreError",
+    "ValidationError",
+    "__version__",
+    "info",
+    "plan",
+    "resume",
+    "simulate",
+]

@@ -8,12 +8,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-from dasq.api import simulate
+from dasq.api import info, resume, simulate
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.operations import Barrier, Measure
+from dasq.circuit.kinds import Measure
+from dasq.errors import DasqError
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
-from dasq.storage.run import info, resume
 
 
 def split_final_measurements(circuit: Circuit) -> tuple[Circuit, list[int]]:
@@ -28,7 +28,7 @@ def split_final_measurements(circuit: Circuit) -> tuple[Circuit, list[int]]:
     keep = [True] * len(ops)
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
-        if isinstance(op, Barrier):
+        if op.is_barrier:
             continue
         if isinstance(op, Measure) and op.targets[0] not in touched_later:
             terminal.add(op.targets[0])
@@ -175,7 +175,7 @@ def _report(args: argparse.Namespace, state: StateVector, measured: list[int], s
         expectations[args.observable] = state.expectation(PauliSum.from_string(args.observable))
     seconds = time.perf_counter() - start
     report = state.report
-    plan = state.plan.summary() if state.plan is not None else None
+    plan = state.plan.to_json() if state.plan is not None else None
     if args.json:
         print(
             json.dumps(
@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _resume(args)
         if args.command == "info":
             return _info(args)
-    except (ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
+    except (DasqError, ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
         print(f"dasq: error: {exc}", file=sys.stderr)
         return 2
     return 1  # pragma: no cover - argparse rejects unknown commands

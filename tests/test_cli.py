@@ -62,7 +62,10 @@ def test_run_json_per_operation(capsys):
         == 0
     )
     out = json.loads(capsys.readouterr().out)
-    assert out["plan"] is None and out["stages"] == len(out["report"]["operations"])
+    plan = out["plan"]
+    assert plan["method"] == "per-operation" and out["stages"] == plan["stages"]
+    assert all("operation" in step for step in plan["steps"])  # every step lowers one operation
+    assert len(out["report"]["steps"]) == len(plan["steps"])
 
 
 @pytest.mark.parametrize(

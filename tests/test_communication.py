@@ -19,11 +19,15 @@ LOCAL, GLOBAL = (0, 2, 3), (4, 5, 6)
 
 
 def _traffic(build):
+    """The one operation's record: its steps' traffic counted from the graph, which
+    must also equal the traffic the plan predicts without building a graph."""
     c = dasq.Circuit(N)
     build(c)
     state = dasq.simulate(c, chunk_qubits=L, method="per-operation")
-    assert len(state.report.records) == 1
-    return state.report.records[0]
+    assert {r.origin for r in state.report.records} == {0}
+    rec = state.report.for_operation(0)
+    assert rec.traffic == state.plan.traffic
+    return rec
 
 
 @pytest.mark.parametrize("t", LOCAL + GLOBAL)
@@ -45,9 +49,9 @@ def test_s_control_one_target_moves_sigma_over_2s(controls):
 
 def test_global_controls_leave_unselected_blocks_without_a_task():
     rec = _traffic(lambda c: c.h(0, controls=(5, 6)))
-    assert rec.traffic.tasks == (1 << (N - L)) // 4  # only blocks with bits 5 and 6 set
+    assert rec.tasks == (1 << (N - L)) // 4  # only blocks with bits 5 and 6 set
     rec = _traffic(lambda c: c.x(4, controls=(5, 6)))
-    assert rec.traffic.tasks == 0 and rec.traffic.amplitudes_renamed == SIGMA // 4
+    assert rec.tasks == 0 and rec.traffic.amplitudes_renamed == SIGMA // 4
 
 
 @pytest.mark.parametrize(
@@ -120,5 +124,6 @@ def test_report_totals_and_json_view():
     assert r.amplitudes_moved == SIGMA + SIGMA // 2
     assert r.exchanges == 2
     d = r.as_dict()
-    assert d["amplitudes_moved"] == r.amplitudes_moved and len(d["operations"]) == 3
+    assert d["amplitudes_moved"] == r.amplitudes_moved and len(d["steps"]) == 3
+    assert [s["path"] for s in d["steps"]] == ["pair-exchange", "swap-exchange", "diagonal"]
     assert "pair-exchange" in str(r)

@@ -26,8 +26,7 @@ from test_random_circuits import circuits
 
 import dasq
 from dasq.cli import main
-from dasq.plan.stages import needs_local
-from dasq.storage import stream
+from dasq.storage import store as store_module
 from dasq.storage.manifest import Manifest
 
 ITEM = {"complex128": 16, "complex64": 8}
@@ -75,7 +74,7 @@ def test_random_circuits_match_the_dense_reference_out_of_core(case, data):
     want[0] = 1
     for m, t, c, s in mats:
         want = operator(m, t, c, s, n) @ want
-    min_local = max((len(needs_local(op)) for op in circuit), default=0)
+    min_local = max((len(op.needs_local()) for op in circuit), default=0)
     L = data.draw(hst.integers(max(min_local, 1) if n else 0, n))
     with tempfile.TemporaryDirectory() as tmp:
         state = dasq.simulate(circuit, store=Path(tmp) / "s.zarr", **ooc(L))
@@ -112,7 +111,7 @@ def test_the_relayout_is_folded_into_reads_one_read_and_one_write_per_stage(tmp_
     stages = state.plan.stages
     assert len(stages) == m.stages_total >= 3
     # storage chunks are small enough that every relayout gathers whole chunks
-    assert m.storage_qubits == m.chunk_qubits - max(len(s.pairs) for s in stages)
+    assert m.storage_qubits == m.chunk_qubits - max(len(r.pairs) for r in state.plan.relayouts)
     # no separate relayout passes: one record (one pass) per stage
     assert len(state.report.records) == len(stages)
 
@@ -213,7 +212,7 @@ KILL_SCRIPT = textwrap.dedent(
     done = [0]
 
     def posttask(key, result, dsk, state, worker_id):
-        if isinstance(key, str) and key.startswith("dasq-block-"):
+        if isinstance(key, tuple) and str(key[0]).startswith("dasq-stream-"):
             done[0] += 1
             if done[0] >= after:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -271,7 +270,7 @@ def test_sigkill_at_random_instants_then_resume(tmp_path, killed_circuit_referen
 def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, monkeypatch):
     store = tmp_path / "s.zarr"
     c = random_circuit(**KILL_CIRCUIT)
-    real_write = stream.write_amplitudes
+    real_write = store_module.write_amplitudes
     calls = [0]
 
     def full_after_20(*args):
@@ -280,11 +279,11 @@ def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, mo
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(*args)
 
-    monkeypatch.setattr(stream, "write_amplitudes", full_after_20)
+    monkeypatch.setattr(store_module, "write_amplitudes", full_after_20)
     with pytest.raises(dasq.StoreError, match=r"stage 2 could not be written.*disk is full.*intact.*resume"):
         dasq.simulate(c, store=store, **ooc(KILL_L))
     assert Manifest.read(store).stages_done == 1
-    monkeypatch.setattr(stream, "write_amplitudes", real_write)
+    monkeypatch.setattr(store_module, "write_amplitudes", real_write)
     np.testing.assert_allclose(dasq.resume(store).to_numpy(), reference_state(c), atol=1e-12)
 
 

@@ -73,7 +73,7 @@ def test_control_states_forms_agree():
 
 
 def test_circuit_size_errors():
-    with pytest.raises(ValueError, match=">= 1"):
+    with pytest.raises(dasq.ValidationError, match="between 1 and 62"):
         dasq.Circuit(0)
     with pytest.raises(TypeError, match="int"):
         dasq.Circuit(2.5)

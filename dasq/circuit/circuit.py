@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import html
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from os import PathLike
+from typing import Any
 
 import numpy as np
 
-from dasq.circuit import gates
-from dasq.circuit.operations import (
+from dasq.circuit import library
+from dasq.circuit.kinds import (
     Barrier,
     Diagonal,
     Measure,
@@ -23,15 +24,7 @@ from dasq.circuit.operations import (
     Swap,
     Unitary,
 )
-from dasq.circuit.validation import (
-    check_angle,
-    check_diagonal,
-    check_matrix,
-    check_num_qubits,
-    check_operands,
-    check_pauli_label,
-    check_qubit,
-)
+from dasq.circuit.validation import check_angle, check_name, check_num_qubits, check_pauli_label, check_qubits
 
 Qubits = int | Sequence[int]
 ControlStates = Sequence[int] | int | str | None
@@ -42,7 +35,9 @@ class Circuit:
 
     Every gate method takes keyword ``controls`` (qubits) and ``control_states``
     (a sequence of 0/1 per control, an int whose bit j belongs to ``controls[j]``,
-    or a Qiskit-style bit string); the default state of a control is 1.
+    or a Qiskit-style bit string); the default state of a control is 1. Every
+    record, from a builder or from ``append``, is checked by the validation layer
+    (``dasq.ValidationError`` for bad values, ``TypeError`` for wrong types).
     """
 
     def __init__(self, num_qubits: int, global_phase: float = 0.0) -> None:
@@ -69,18 +64,26 @@ class Circuit:
         return self._ops[index]
 
     def append(self, op: Operation) -> Circuit:
-        """Append an operation record (validated against this circuit's size)."""
+        """Append an operation record, validated against this circuit (qubits in range,
+        shapes that fit the targets, unitarity...)."""
         if not isinstance(op, Operation):
             raise TypeError(f"expected a dasq operation, got {type(op).__name__}")
-        for q in op.qubits:
-            check_qubit(q, self._num_qubits)
-        self._ops.append(op)
+        self._ops.append(op.validated(self._num_qubits))
+        return self
+
+    def rename_last(self, name: str) -> Circuit:
+        """Give the last operation another name (conversions keep their source's gate names)."""
+        self._ops[-1] = replace(self._ops[-1], name=check_name(name))
         return self
 
     def compose(self, other: Circuit) -> Circuit:
         """Append all operations of ``other`` (same or fewer qubits)."""
+        if not isinstance(other, Circuit):
+            raise TypeError(f"expected a dasq.Circuit, got {type(other).__name__}")
         if other.num_qubits > self.num_qubits:
-            raise ValueError(
+            from dasq.errors import ValidationError
+
+            raise ValidationError(
                 f"cannot compose a {other.num_qubits}-qubit circuit onto {self.num_qubits} qubits"
             )
         for op in other:
@@ -97,9 +100,9 @@ class Circuit:
         """Number of layers when each operation waits for the last one on its qubits."""
         level = [0] * self._num_qubits
         for op in self._ops:
-            qs = range(self._num_qubits) if isinstance(op, Barrier) else op.qubits
+            qs = range(self._num_qubits) if op.is_barrier else op.qubits
             top = max((level[q] for q in qs), default=0)
-            step = 0 if isinstance(op, Barrier) else 1
+            step = 0 if op.is_barrier else 1
             for q in qs:
                 level[q] = top + step
         return max(level, default=0)
@@ -110,14 +113,7 @@ class Circuit:
         with the circuit it started."""
         digest = hashlib.sha256(f"{self._num_qubits};{self.global_phase!r}".encode())
         for op in self._ops:
-            digest.update(type(op).__name__.encode())
-            for f in dataclasses.fields(op):
-                value = getattr(op, f.name)
-                if isinstance(value, np.ndarray):
-                    digest.update(f"{f.name}:{value.dtype.str}{value.shape}".encode())
-                    digest.update(np.ascontiguousarray(value).tobytes())
-                else:
-                    digest.update(f"{f.name}={value!r};".encode())
+            op.update_digest(digest)
         return digest.hexdigest()
 
     def count_ops(self) -> dict[str, int]:
@@ -150,6 +146,17 @@ class Circuit:
         )
 
     # ----------------------------------------------------------------- generic builders
+    def _add(
+        self,
+        kind: type[Operation],
+        targets: object,
+        controls: object = (),
+        control_states: object = None,
+        **fields: Any,
+    ) -> Circuit:
+        self._ops.append(kind.create(self._num_qubits, targets, controls, control_states, **fields))
+        return self
+
     def unitary(
         self,
         matrix: object,
@@ -161,9 +168,7 @@ class Circuit:
         params: tuple[float, ...] = (),
     ) -> Circuit:
         """Any dense unitary; bit j of the matrix index belongs to ``targets[j]``."""
-        t, c, s = check_operands(targets, controls, control_states, self._num_qubits)
-        m = check_matrix(matrix, len(t))
-        return self._push(Unitary(t, c, s, name, params, matrix=m))
+        return self._add(Unitary, targets, controls, control_states, name=name, params=params, matrix=matrix)
 
     def diagonal(
         self,
@@ -176,9 +181,7 @@ class Circuit:
         params: tuple[float, ...] = (),
     ) -> Circuit:
         """A diagonal unitary given by its 2^k entries (index bit j -> ``targets[j]``)."""
-        t, c, s = check_operands(targets, controls, control_states, self._num_qubits)
-        d = check_diagonal(values, len(t))
-        return self._push(Diagonal(t, c, s, name, params, values=d))
+        return self._add(Diagonal, targets, controls, control_states, name=name, params=params, values=values)
 
     def pauli(
         self,
@@ -191,18 +194,13 @@ class Circuit:
         lab = check_pauli_label(label)
         if targets is None:
             if len(lab) != self._num_qubits:
-                raise ValueError(
+                from dasq.errors import ValidationError
+
+                raise ValidationError(
                     f"Pauli label {label!r} without targets must have {self._num_qubits} characters"
                 )
-            targets = range(self._num_qubits)
-        t, c, s = check_operands(
-            tuple(targets) if not isinstance(targets, int) else targets,
-            controls,
-            control_states,
-            self._num_qubits,
-        )
-        check_pauli_label(lab, len(t))
-        return self._pauli_op(lab, t, c, s, "pauli")
+            targets = tuple(range(self._num_qubits))
+        return self._pauli_op("pauli", lab, targets, controls, control_states)
 
     def phase_gadget(
         self,
@@ -213,8 +211,9 @@ class Circuit:
     ) -> Circuit:
         """exp(-i theta/2 Z x ... x Z) on ``targets``."""
         th = check_angle(theta, "theta")
-        t, c, s = check_operands(targets, controls, control_states, self._num_qubits)
-        return self._push(PhaseGadget(t, c, s, "phase_gadget", (th,), theta=th))
+        return self._add(
+            PhaseGadget, targets, controls, control_states, name="phase_gadget", params=(th,), theta=th
+        )
 
     def pauli_gadget(
         self,
@@ -228,20 +227,21 @@ class Circuit:
         th = check_angle(theta, "theta")
         lab = check_pauli_label(label)
         if targets is None:
-            targets = range(len(lab))
-        t, c, s = check_operands(
-            tuple(targets) if not isinstance(targets, int) else targets,
+            targets = tuple(range(len(lab)))
+        return self._add(
+            PauliGadget,
+            targets,
             controls,
             control_states,
-            self._num_qubits,
+            name="pauli_gadget",
+            params=(th,),
+            theta=th,
+            label=lab,
         )
-        check_pauli_label(lab, len(t))
-        return self._push(PauliGadget(t, c, s, "pauli_gadget", (th,), theta=th, label=lab))
 
     def measure(self, qubit: int) -> Circuit:
         """Mid-circuit Z measurement: the state collapses on a seeded random outcome."""
-        q = check_qubit(qubit, self._num_qubits)
-        return self._push(Measure((q,), name="measure"))
+        return self._add(Measure, qubit, name="measure")
 
     def measure_all(self) -> Circuit:
         for q in range(self._num_qubits):
@@ -249,18 +249,18 @@ class Circuit:
         return self
 
     def reset(self, qubit: int) -> Circuit:
-        q = check_qubit(qubit, self._num_qubits)
-        return self._push(Reset((q,), name="reset"))
+        """Return ``qubit`` to |0> (a measurement, then a flip when the outcome is 1)."""
+        return self._add(Reset, qubit, name="reset")
 
     def barrier(self) -> Circuit:
-        return self._push(Barrier(tuple(range(self._num_qubits)), name="barrier"))
+        return self._add(Barrier, tuple(range(self._num_qubits)), name="barrier")
 
     # ----------------------------------------------------------------- one-qubit gates
     def _fixed(
         self,
         name: str,
         matrix: np.ndarray,
-        q: int,
+        q: Qubits,
         controls: Qubits,
         cs: ControlStates,
         params: tuple[float, ...] = (),
@@ -279,16 +279,16 @@ class Circuit:
         return self.diagonal(values, q, controls, cs, name=name, params=params)
 
     def h(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._fixed("h", gates.H, q, controls, control_states)
+        return self._fixed("h", library.H, q, controls, control_states)
 
     def x(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("x", "X", q, controls, control_states)
+        return self._pauli_op("x", "X", q, controls, control_states)
 
     def y(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("y", "Y", q, controls, control_states)
+        return self._pauli_op("y", "Y", q, controls, control_states)
 
     def z(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("z", "Z", q, controls, control_states)
+        return self._pauli_op("z", "Z", q, controls, control_states)
 
     def s(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
         return self._diag("s", np.array([1, 1j]), q, controls, control_states)
@@ -297,37 +297,37 @@ class Circuit:
         return self._diag("sdg", np.array([1, -1j]), q, controls, control_states)
 
     def t(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._diag("t", gates.phase_diagonal(np.pi / 4), q, controls, control_states)
+        return self._diag("t", library.phase_diagonal(np.pi / 4), q, controls, control_states)
 
     def tdg(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._diag("tdg", gates.phase_diagonal(-np.pi / 4), q, controls, control_states)
+        return self._diag("tdg", library.phase_diagonal(-np.pi / 4), q, controls, control_states)
 
     def sx(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        return self._fixed("sx", gates.SX, q, controls, control_states)
+        return self._fixed("sx", library.SX, q, controls, control_states)
 
     def rx(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._fixed("rx", gates.rx(th), q, controls, control_states, (th,))
+        return self._fixed("rx", library.rx(th), q, controls, control_states, (th,))
 
     def ry(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._fixed("ry", gates.ry(th), q, controls, control_states, (th,))
+        return self._fixed("ry", library.ry(th), q, controls, control_states, (th,))
 
     def rz(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._diag("rz", gates.rz_diagonal(th), q, controls, control_states, (th,))
+        return self._diag("rz", library.rz_diagonal(th), q, controls, control_states, (th,))
 
     def p(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._diag("p", gates.phase_diagonal(th), q, controls, control_states, (th,))
+        return self._diag("p", library.phase_diagonal(th), q, controls, control_states, (th,))
 
     def u(
         self,
@@ -340,92 +340,86 @@ class Circuit:
         control_states: ControlStates = None,
     ) -> Circuit:
         angles = tuple(check_angle(a, n) for a, n in ((theta, "theta"), (phi, "phi"), (lam, "lam")))
-        return self._fixed("u", gates.u(*angles), q, controls, control_states, angles)
+        return self._fixed("u", library.u(*angles), q, controls, control_states, angles)
 
     # ----------------------------------------------------------------- controlled gates
     def cx(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("cx", "X", targ, (ctrl,), control_states)
+        return self._pauli_op("cx", "X", targ, (ctrl,), control_states)
 
     def cy(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("cy", "Y", targ, (ctrl,), control_states)
+        return self._pauli_op("cy", "Y", targ, (ctrl,), control_states)
 
     def cz(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("cz", "Z", targ, (ctrl,), control_states)
+        return self._pauli_op("cz", "Z", targ, (ctrl,), control_states)
 
     def cp(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._diag("cp", gates.phase_diagonal(th), targ, (ctrl,), control_states, (th,))
+        return self._diag("cp", library.phase_diagonal(th), targ, (ctrl,), control_states, (th,))
 
     def crx(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._fixed("crx", gates.rx(th), targ, (ctrl,), control_states, (th,))
+        return self._fixed("crx", library.rx(th), targ, (ctrl,), control_states, (th,))
 
     def cry(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._fixed("cry", gates.ry(th), targ, (ctrl,), control_states, (th,))
+        return self._fixed("cry", library.ry(th), targ, (ctrl,), control_states, (th,))
 
     def crz(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
-        return self._diag("crz", gates.rz_diagonal(th), targ, (ctrl,), control_states, (th,))
+        return self._diag("crz", library.rz_diagonal(th), targ, (ctrl,), control_states, (th,))
 
     def swap(self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
-        t, c, s = check_operands((a, b), controls, control_states, self._num_qubits)
-        return self._push(Swap(t, c, s, "swap" if not c else "cswap"))
+        return self._add(Swap, (a, b), controls, control_states, name="cswap" if controls else "swap")
 
     def iswap(
         self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
-        return self.unitary(gates.ISWAP, (a, b), controls, control_states, name="iswap")
+        return self.unitary(library.ISWAP, (a, b), controls, control_states, name="iswap")
 
     def ccx(self, c1: int, c2: int, t: int, *, control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("ccx", "X", t, (c1, c2), control_states)
+        return self._pauli_op("ccx", "X", t, (c1, c2), control_states)
 
     def cswap(self, ctrl: int, a: int, b: int, *, control_states: ControlStates = None) -> Circuit:
         return self.swap(a, b, controls=(ctrl,), control_states=control_states)
 
     def mcx(self, ctrls: Sequence[int], t: int, *, control_states: ControlStates = None) -> Circuit:
-        return self._named_pauli("mcx", "X", t, tuple(ctrls), control_states)
+        return self._pauli_op("mcx", "X", t, tuple(ctrls), control_states)
 
     # ----------------------------------------------------------------- helpers
-    def _named_pauli(self, name: str, label: str, q: int, controls: Qubits, cs: ControlStates) -> Circuit:
-        t, c, s = check_operands(q, controls, cs, self._num_qubits)
-        return self._pauli_op(label, t, c, s, name)
-
     def _pauli_op(
-        self, label: str, t: tuple[int, ...], c: tuple[int, ...], s: tuple[int, ...], name: str
+        self, name: str, label: str, targets: Qubits, controls: Qubits, cs: ControlStates
     ) -> Circuit:
-        if set(label) <= {"I", "Z"}:
-            # Z-only strings are diagonal: keep them as such so they never communicate.
-            z_targets = tuple(q for j, q in enumerate(t) if label[-1 - j] == "Z")
-            if not z_targets:
-                return self  # identity (the controls cannot change anything)
+        """Z-only strings are stored as diagonals, so they never communicate; identities vanish."""
+        t = check_qubits(targets, self._num_qubits, "targets")
+        lab = check_pauli_label(label, len(t))
+        if set(lab) <= {"I", "Z"}:
+            z_targets = tuple(q for j, q in enumerate(t) if lab[-1 - j] == "Z")
+            if not z_targets:  # the identity: nothing to do whatever the controls
+                check_qubits(controls, self._num_qubits, "controls")
+                return self
             values = np.array(
                 [(-1.0) ** bin(i).count("1") for i in range(1 << len(z_targets))], dtype=complex
             )
-            return self._push(Diagonal(z_targets, c, s, name, values=values))
-        return self._push(PauliString(t, c, s, name, label=label))
-
-    def _push(self, op: Operation) -> Circuit:
-        self._ops.append(op)
-        return self
+            return self._add(Diagonal, z_targets, controls, cs, name=name, values=values)
+        return self._add(PauliString, t, controls, cs, name=name, label=lab)
 
     # ----------------------------------------------------------------- interop
     @classmethod
     def from_qasm(cls, text_or_path: str | PathLike[str]) -> Circuit:
         """Parse OpenQASM 2 or 3 (text or a file path); needs the ``qiskit`` extra."""
-        from dasq.circuit.interop import circuit_from_qasm
+        from dasq.circuit import qiskit_io
 
-        return circuit_from_qasm(text_or_path)
+        return qiskit_io.circuit_from_qasm(text_or_path, cls)
 
     @classmethod
     def from_qiskit(cls, qc: object) -> Circuit:
         """Convert a qiskit.QuantumCircuit (standard gates stay structured)."""
-        from dasq.circuit.interop import circuit_from_qiskit
+        from dasq.circuit import qiskit_io
 
-        return circuit_from_qiskit(qc)
+        return qiskit_io.circuit_from_qiskit(qc, cls)
 
     def to_qiskit(self) -> object:
         """A qiskit.QuantumCircuit with the same action (needs the ``qiskit`` extra)."""
-        from dasq.circuit.interop import circuit_to_qiskit
+        from dasq.circuit import qiskit_io
 
-        return circuit_to_qiskit(self)
+        return qiskit_io.circuit_to_qiskit(self)

@@ -1,4 +1,8 @@
-"""Checks on user input, each failing with one clear ValueError/TypeError.
+"""The one validation layer: every entry point (builder, append, QASM, Qiskit,
+records read from a store, simulate and the read-outs) checks its input here.
+
+Wrong types raise ``TypeError``; wrong values raise ``dasq.ValidationError`` (a
+``ValueError``). Messages say what was wrong and what is allowed.
 
 Unitarity tolerance: a matrix M counts as unitary when every entry of
 M^dagger M - I has modulus <= ``UNITARY_ATOL`` (1e-8), the same for diagonal
@@ -12,77 +16,97 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from dasq.errors import ValidationError
+
 UNITARY_ATOL = 1e-8
 UNITARY_ATOL_SINGLE = 1e-5
 PAULI_CHARS = frozenset("IXYZ")
+DTYPES = ("complex128", "complex64")
+MAX_QUBITS = 62  # basis indices are int64 throughout
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(value: object, what: str, low: int | None = None, high: int | None = None) -> int:
+    """An int within [low, high] (either bound may be None)."""
+    if not is_int(value):
+        raise TypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
+    v = int(value)  # type: ignore[call-overload]
+    if (low is not None and v < low) or (high is not None and v > high):
+        if high is None:
+            allowed = f">= {low}"
+        elif low is None:
+            allowed = f"<= {high}"
+        else:
+            allowed = f"between {low} and {high}"
+        raise ValidationError(f"{what} must be {allowed}, got {v}")
+    return v
 
 
 def check_num_qubits(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"number of qubits must be an int, got {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"number of qubits must be >= 1, got {n}")
-    return int(n)
+    return check_int(n, "number of qubits", 1, MAX_QUBITS)
 
 
 def check_qubit(q: object, num_qubits: int, what: str = "qubit") -> int:
-    if isinstance(q, bool) or not isinstance(q, numbers.Integral):
+    if not is_int(q):
         raise TypeError(f"{what} must be an int, got {q!r} ({type(q).__name__})")
-    if not 0 <= q < num_qubits:
-        raise ValueError(f"{what} {q} is out of range: the circuit has qubits 0..{num_qubits - 1}")
-    return int(q)
+    if not 0 <= q < num_qubits:  # type: ignore[operator]
+        raise ValidationError(f"{what} {q} is out of range: the circuit has qubits 0..{num_qubits - 1}")
+    return int(q)  # type: ignore[call-overload]
 
 
 def check_qubits(qs: object, num_qubits: int, what: str) -> tuple[int, ...]:
-    if isinstance(qs, numbers.Integral) and not isinstance(qs, bool):
+    """Distinct qubits from an int or a sequence of ints."""
+    if is_int(qs):
         qs = (qs,)
     if not isinstance(qs, Iterable) or isinstance(qs, (str, bytes)):
         raise TypeError(f"{what} must be an int or a sequence of ints, got {qs!r}")
-    out = tuple(check_qubit(q, num_qubits, what[:-1] if what.endswith("s") else what) for q in qs)
+    single = what[:-1] if what.endswith("s") else what
+    out = tuple(check_qubit(q, num_qubits, single) for q in qs)
     if len(set(out)) != len(out):
-        raise ValueError(f"repeated qubit in {what}: {list(out)}")
+        raise ValidationError(f"repeated qubit in {what}: {list(out)}")
     return out
 
 
 def check_operands(
-    targets: object,
-    controls: object,
-    control_states: object,
-    num_qubits: int,
+    targets: object, controls: object, control_states: object, num_qubits: int
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Targets, controls and control states, validated together."""
     t = check_qubits(targets, num_qubits, "targets")
     if not t:
-        raise ValueError("an operation needs at least one target qubit")
+        raise ValidationError("an operation needs at least one target qubit")
     c = check_qubits(controls if controls is not None else (), num_qubits, "controls")
     both = set(t) & set(c)
     if both:
-        raise ValueError(f"qubit(s) {sorted(both)} used as both control and target")
+        raise ValidationError(f"qubit(s) {sorted(both)} used as both control and target")
     return t, c, check_control_states(control_states, len(c))
 
 
 def check_control_states(states: object, num_controls: int) -> tuple[int, ...]:
+    """Control states from None (all 1), a 0/1 sequence, an int (bit j -> controls[j]) or a
+    Qiskit-style bit string (rightmost character -> controls[0])."""
     if states is None:
         return (1,) * num_controls
     if isinstance(states, str):
-        # Qiskit-style bit string: rightmost character belongs to controls[0]
         if len(states) != num_controls or set(states) - {"0", "1"}:
-            raise ValueError(
+            raise ValidationError(
                 f"control_states string must have {num_controls} characters of 0/1, got {states!r}"
             )
         return tuple(int(ch) for ch in reversed(states))
-    if isinstance(states, numbers.Integral) and not isinstance(states, bool):
-        if not 0 <= states < (1 << num_controls):
-            raise ValueError(f"control_states integer {states} does not fit {num_controls} control(s)")
-        return tuple((int(states) >> j) & 1 for j in range(num_controls))
+    if is_int(states):
+        if not 0 <= states < (1 << num_controls):  # type: ignore[operator]
+            raise ValidationError(f"control_states integer {states} does not fit {num_controls} control(s)")
+        return tuple((int(states) >> j) & 1 for j in range(num_controls))  # type: ignore[call-overload]
     if not isinstance(states, Sequence):
         raise TypeError(f"control_states must be a sequence of 0/1, an int or a str, got {states!r}")
     out = tuple(states)
     if len(out) != num_controls:
-        raise ValueError(f"control_states has {len(out)} entries for {num_controls} control(s)")
+        raise ValidationError(f"control_states has {len(out)} entries for {num_controls} control(s)")
     for s in out:
-        if s not in (0, 1) or isinstance(s, float):
-            raise ValueError(f"control states must be 0 or 1, got {list(out)}")
+        if not is_int(s) or s not in (0, 1):
+            raise ValidationError(f"control states must be 0 or 1, got {list(out)}")
     return tuple(int(s) for s in out)
 
 
@@ -91,11 +115,12 @@ def check_angle(theta: object, what: str = "angle") -> float:
         raise TypeError(f"{what} must be a real number, got {theta!r}")
     value = float(theta)
     if not np.isfinite(value):
-        raise ValueError(f"{what} must be finite, got {value}")
+        raise ValidationError(f"{what} must be finite, got {value}")
     return value
 
 
-def _as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
+def as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
+    """``data`` as a finite complex128 array, and the unitarity tolerance its precision allows."""
     try:
         arr = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
@@ -105,33 +130,40 @@ def _as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
     single = arr.dtype in (np.float32, np.complex64, np.float16)
     arr = arr.astype(np.complex128)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{what} contains NaN or infinity")
+        raise ValidationError(f"{what} contains NaN or infinity")
     return arr, UNITARY_ATOL_SINGLE if single else UNITARY_ATOL
 
 
 def check_matrix(matrix: object, num_targets: int, *, require_unitary: bool = True) -> np.ndarray:
-    """A 2^k x 2^k complex matrix for k targets, unitary unless told otherwise."""
-    m, atol = _as_complex_array(matrix, "matrix")
+    """A read-only 2^k x 2^k complex matrix for k targets, unitary unless told otherwise."""
+    m, atol = as_complex_array(matrix, "matrix")
     dim = 1 << num_targets
     if m.shape != (dim, dim):
-        raise ValueError(f"matrix for {num_targets} target(s) must have shape ({dim}, {dim}), got {m.shape}")
+        raise ValidationError(
+            f"matrix for {num_targets} target(s) must have shape ({dim}, {dim}), got {m.shape}"
+        )
     if require_unitary:
         err = np.max(np.abs(m.conj().T @ m - np.eye(dim)))
         if err > atol:
-            raise ValueError(f"matrix is not unitary: max |M^dagger M - I| = {err:.3g} > tolerance {atol:g}")
+            raise ValidationError(
+                f"matrix is not unitary: max |M^dagger M - I| = {err:.3g} > tolerance {atol:g}"
+            )
     m.setflags(write=False)
     return m
 
 
 def check_diagonal(values: object, num_targets: int, *, require_unitary: bool = True) -> np.ndarray:
-    d, atol = _as_complex_array(values, "diagonal")
+    """A read-only vector of the 2^k diagonal entries for k targets."""
+    d, atol = as_complex_array(values, "diagonal")
     dim = 1 << num_targets
     if d.shape != (dim,):
-        raise ValueError(f"diagonal for {num_targets} target(s) must have {dim} entries, got shape {d.shape}")
+        raise ValidationError(
+            f"diagonal for {num_targets} target(s) must have {dim} entries, got shape {d.shape}"
+        )
     if require_unitary:
         err = np.max(np.abs(np.abs(d) - 1.0))
         if err > atol:
-            raise ValueError(f"diagonal is not unitary: max ||d| - 1| = {err:.3g} > tolerance {atol:g}")
+            raise ValidationError(f"diagonal is not unitary: max ||d| - 1| = {err:.3g} > tolerance {atol:g}")
     d.setflags(write=False)
     return d
 
@@ -140,9 +172,92 @@ def check_pauli_label(label: object, num_targets: int | None = None) -> str:
     if not isinstance(label, str):
         raise TypeError(f"Pauli label must be a str such as 'XZ', got {label!r}")
     lab = label.upper()
-    bad = set(lab) - PAULI_CHARS
-    if not lab or bad:
-        raise ValueError(f"Pauli label {label!r} must be a non-empty string of I, X, Y, Z")
+    if not lab or set(lab) - PAULI_CHARS:
+        raise ValidationError(f"Pauli label {label!r} must be a non-empty string of I, X, Y, Z")
     if num_targets is not None and len(lab) != num_targets:
-        raise ValueError(f"Pauli label {label!r} has {len(lab)} characters for {num_targets} target(s)")
+        raise ValidationError(f"Pauli label {label!r} has {len(lab)} characters for {num_targets} target(s)")
     return lab
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"operation name must be a str, got {name!r}")
+    return name
+
+
+def check_params(params: object) -> tuple[float, ...]:
+    if not isinstance(params, Iterable) or isinstance(params, (str, bytes)):
+        raise TypeError(f"params must be a sequence of real numbers, got {params!r}")
+    return tuple(check_angle(p, "parameter") for p in params)
+
+
+# --------------------------------------------------------------------- run options
+def check_dtype(dtype: object) -> str:
+    try:
+        name = np.dtype(dtype).name  # type: ignore[call-overload]
+    except TypeError:
+        name = None
+    if name not in DTYPES:
+        raise ValidationError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return name
+
+
+def check_chunk_qubits(chunk_qubits: object, num_qubits: int) -> int:
+    if not is_int(chunk_qubits):
+        raise TypeError(f"chunk_qubits must be an int, got {chunk_qubits!r}")
+    return check_int(chunk_qubits, "chunk_qubits", 0, num_qubits)
+
+
+def check_fusion_size(value: object) -> int:
+    if not is_int(value):
+        raise TypeError(f"fusion_size must be an int, got {value!r}")
+    return check_int(value, "fusion_size", 1, 10)
+
+
+def check_index(index: object, num_qubits: int, what: str = "index") -> int:
+    """A basis-state index of a ``num_qubits``-qubit state."""
+    if not is_int(index):
+        raise TypeError(f"{what} must be an int, got {index!r}")
+    if not 0 <= index < (1 << num_qubits):  # type: ignore[operator]
+        raise ValidationError(f"{what} {index} is out of range 0..{(1 << num_qubits) - 1}")
+    return int(index)  # type: ignore[call-overload]
+
+
+def check_basis(index: object, num_qubits: int) -> int:
+    return check_index(index, num_qubits, "initial basis state")
+
+
+def check_shots(shots: object) -> int:
+    if not is_int(shots) or shots < 0:  # type: ignore[operator]
+        raise ValidationError(f"shots must be a non-negative int, got {shots!r}")
+    return int(shots)  # type: ignore[call-overload]
+
+
+def check_choice(value: object, choices: Sequence[str], what: str) -> str:
+    if value not in choices:
+        raise ValidationError(f"{what} must be one of {tuple(choices)}, got {value!r}")
+    return str(value)
+
+
+def check_memory_limit(memory_limit: object) -> int:
+    """Bytes from an int or a string such as "4GiB" / "512 MB"."""
+    from dask.utils import parse_bytes
+
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (numbers.Integral, str)):
+        raise TypeError(f"memory_limit must be bytes (int) or a string like '4GiB', got {memory_limit!r}")
+    try:
+        value = parse_bytes(memory_limit) if isinstance(memory_limit, str) else int(memory_limit)
+    except (ValueError, TypeError):
+        raise ValidationError(
+            f"memory_limit must be bytes (int) or a string like '4GiB', got {memory_limit!r}"
+        ) from None
+    if value <= 0:
+        raise ValidationError(f"memory_limit must be positive, got {memory_limit!r}")
+    return value
+
+
+def check_readout_qubits(qubits: object, num_qubits: int) -> tuple[int, ...]:
+    """Qubits for a read-out: None (all), an int, or distinct ints."""
+    if qubits is None:
+        return tuple(range(num_qubits))
+    return check_qubits(qubits, num_qubits, "qubits")

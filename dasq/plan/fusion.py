@@ -6,7 +6,7 @@ qubits; a group becomes one matrix applied in one pass. Runs of diagonal
 operations go further: up to ``MAX_DIAGONAL_QUBITS`` qubits fuse into one diagonal
 (a table of 2^D phases), applied in one pass. Global
 controls and global diagonal targets are constants inside a block, so they are
-resolved per block when the group's matrix is built (see kernels/stage.py).
+resolved per block when the group's matrix is built (see engine/program.py).
 An operation wider than F stays alone and runs with its own kernel.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dasq.circuit.operations import Operation
-from dasq.plan.stages import is_diagonal
+from dasq.circuit.kinds import Operation
+from dasq.errors import ValidationError
 
 MAX_DIAGONAL_QUBITS = 12
 DEFAULT_FUSION_SIZE = 5  # measured best of 2..6 on QFT and random circuits (benchmarks/README.md)
@@ -45,7 +45,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
     qubits (diagonals join them while they fit), and diagonal runs of at most
     ``MAX_DIAGONAL_QUBITS``."""
     if max_qubits < 1:
-        raise ValueError(f"fusion size must be >= 1, got {max_qubits}")
+        raise ValidationError(f"fusion size must be >= 1, got {max_qubits}")
     groups: list[Group] = []
     current: set[int] = set()
     members: list[Operation] = []
@@ -60,7 +60,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
     for op in ops:
         fp = footprint(op, L)
         union = len(current | fp)
-        if is_diagonal(op) and len(fp) <= MAX_DIAGONAL_QUBITS:
+        if op.is_diagonal and len(fp) <= MAX_DIAGONAL_QUBITS:
             if members and (union <= max_qubits or (diagonal_run and union <= MAX_DIAGONAL_QUBITS)):
                 current |= fp
                 members.append(op)

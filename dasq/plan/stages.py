@@ -14,33 +14,11 @@ all their targets local; Pauli strings and gadgets need only their X/Y positions
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import combinations
 
-import numpy as np
-
-from dasq.circuit.operations import (
-    Barrier,
-    Diagonal,
-    Measure,
-    Operation,
-    PauliGadget,
-    PauliString,
-    PhaseGadget,
-    Reset,
-    Swap,
-    Unitary,
-    pauli_masks,
-)
-
-
-def remap(op: Operation, mapping: Sequence[int]) -> Operation:
-    """The same operation with every qubit q replaced by ``mapping[q]``."""
-    return replace(
-        op,
-        targets=tuple(mapping[q] for q in op.targets),
-        controls=tuple(mapping[q] for q in op.controls),
-    )
+from dasq.circuit.kinds import Operation
+from dasq.errors import ValidationError
 
 
 def absorb_swaps(
@@ -50,41 +28,20 @@ def absorb_swaps(
 
     Returns (operation on wires, original operation) pairs and ``wire_of[q]``: the
     wire that holds logical qubit q at the end. No amplitude moves for a SWAP
-    (Atlas's "no swap" rule).
+    (Atlas's "no swap" rule). Barriers are dropped.
     """
     wire_of = list(range(num_qubits))
     out: list[tuple[Operation, Operation]] = []
     for op in ops:
-        if isinstance(op, Barrier):
+        if op.is_barrier:
             continue
-        if isinstance(op, Swap) and not op.controls:
-            a, b = op.targets
+        swapped = op.absorbed_swap()
+        if swapped is not None:
+            a, b = swapped
             wire_of[a], wire_of[b] = wire_of[b], wire_of[a]
             continue
-        out.append((remap(op, wire_of), op))
+        out.append((op.remap(wire_of), op))
     return out, wire_of
-
-
-def is_diagonal(op: Operation) -> bool:
-    if isinstance(op, (Diagonal, PhaseGadget)):
-        return True
-    if isinstance(op, Unitary):
-        m = op.matrix
-        return not np.count_nonzero(m - np.diag(np.diag(m)))
-    if isinstance(op, (PauliString, PauliGadget)):
-        x, y, _ = pauli_masks(op.label, op.targets)
-        return not (x | y)
-    return False
-
-
-def needs_local(op: Operation) -> frozenset[int]:
-    """The qubits that must be local for ``op`` to run inside one block."""
-    if isinstance(op, (Measure, Reset)) or is_diagonal(op):
-        return frozenset()
-    if isinstance(op, (PauliString, PauliGadget)):
-        x, y, _ = pauli_masks(op.label, op.targets)
-        return frozenset(q for q in op.targets if ((x | y) >> q) & 1)
-    return frozenset(op.targets)
 
 
 @dataclass(frozen=True)
@@ -136,9 +93,9 @@ def _scan(
 def _info(ops: Sequence[Operation], L: int) -> list[tuple[frozenset[int], frozenset[int]]]:
     info = []
     for op in ops:
-        need = needs_local(op)
+        need = op.needs_local()
         if len(need) > L:
-            raise ValueError(
+            raise ValidationError(
                 f"operation {op.describe()!r} needs {len(need)} local qubits but blocks hold "
                 f"{L}; use chunk_qubits >= {len(need)} (or method='per-operation')"
             )
@@ -292,4 +249,4 @@ def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stag
         seen.clear()
         if solve(tuple([False] * m), depth):
             return depth
-    raise ValueError(f"more than {max_stages} stages needed")
+    raise ValidationError(f"more than {max_stages} stages needed")

@@ -2,7 +2,8 @@
 
 One small JSON file, replaced atomically (write a temporary file, fsync it,
 rename it over the old one, fsync the directory), so after a crash it describes
-either the previous completed stage or the new one, never a mix.
+either the previous completed stage or the new one, never a mix. It is plain
+JSON: reading a store never runs code from it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dasq.errors import StoreError
+
 MANIFEST = "dasq-manifest.json"
 FORMAT = "dasq-state"
-FORMAT_VERSION = 1
-
-
-class StoreError(ValueError):
-    """A stored state that cannot be used as asked (missing, mismatched, corrupted)."""
+FORMAT_VERSION = 2  # 1: dasq 0.1, whose run file was a pickle (never read now)
 
 
 @dataclass
@@ -38,6 +37,9 @@ class Manifest:
     workers: int = 1
     stage_seconds: list[float] = field(default_factory=list)
     fidelity: float = 1.0  # product of per-stage fidelities kept by lossy storage
+    basis: int = 0  # the run's initial basis state
+    fusion_size: int = 0  # the planner's fusion size (0: a saved state, not a run)
+    plan_digest: str | None = None  # digest of the physical plan the run follows
     store_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # new for every store created
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
@@ -62,10 +64,14 @@ class Manifest:
             raise StoreError(f"{path} cannot be read as a dasq manifest: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise StoreError(f"{path} is not a dasq manifest")
-        if data.get("format_version") != FORMAT_VERSION:
+        version = data.get("format_version")
+        if version == 1:
             raise StoreError(
-                f"{path} has format version {data.get('format_version')}; this dasq reads {FORMAT_VERSION}"
+                f"{directory} was written by dasq 0.1 (store format 1, which kept the run as a pickle); "
+                "this dasq never unpickles store files: run the circuit again into a new store"
             )
+        if version != FORMAT_VERSION:
+            raise StoreError(f"{path} has format version {version!r}; this dasq reads {FORMAT_VERSION}")
         try:
             return cls(**data)
         except TypeError as exc:

@@ -10,6 +10,7 @@ stage (see benchmarks/README.md for why this beat an in-place journal).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import warnings
@@ -21,9 +22,12 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from dasq.storage.manifest import MANIFEST, StoreError
+from dasq.errors import StoreError, ValidationError
+from dasq.storage.manifest import MANIFEST, write_atomic
 
 ARRAYS = ("a", "b")
+RUN_RECORD = "dasq-circuit.json"  # the circuit of a run, as JSON (dasq.circuit.record)
+OPERANDS = "operands"  # the record's matrices and diagonals, an interleaved float64 array
 COMPRESSIONS = (None, "zstd", "blosc")
 FLOAT_OF = {"complex64": "float32", "complex128": "float64"}
 MANTISSA_BITS = {"complex64": 23, "complex128": 52}
@@ -40,13 +44,15 @@ class Codec:
 
     def check(self, dtype: str) -> Codec:
         if self.compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+            raise ValidationError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
         if self.keep_bits is not None:
             top = MANTISSA_BITS[dtype]
             if isinstance(self.keep_bits, bool) or not isinstance(self.keep_bits, int):
                 raise TypeError(f"keep_bits must be an int, got {self.keep_bits!r}")
             if not 1 <= self.keep_bits <= top:
-                raise ValueError(f"keep_bits must be between 1 and {top} for {dtype}, got {self.keep_bits}")
+                raise ValidationError(
+                    f"keep_bits must be between 1 and {top} for {dtype}, got {self.keep_bits}"
+                )
         return self
 
     def as_dict(self) -> dict:
@@ -105,6 +111,19 @@ def check_disk_space(path: Path, needed: int) -> None:
             f"(two copies of the state), {free / 2**30:.3g} GiB is free"
             + (f" and the store already holds {have / 2**30:.3g} GiB" if have else "")
         )
+
+
+def new_store_path(path: str | os.PathLike[str]) -> Path:
+    """An absolute path where a new store may be created (absent, or an empty directory)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}")
+    target = Path(path).expanduser().absolute()
+    if (target / MANIFEST).exists():
+        raise StoreError(f"{target} exists and holds a dasq store; choose another path or delete it")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise StoreError(f"{target} exists and is not a dasq store; choose another path or delete it")
+    check_writable(target)
+    return target
 
 
 def check_writable(path: Path) -> None:
@@ -198,3 +217,67 @@ def sync_to_disk() -> None:
     """Flush written chunks before the manifest says they are complete."""
     if hasattr(os, "sync"):
         os.sync()
+
+
+def write_run_record(path: Path, record: dict, operands: np.ndarray) -> None:
+    """The circuit of a run: its JSON record and its operand numbers (crc32c-checked)."""
+    floats = np.ascontiguousarray(operands, dtype=np.complex128).view(np.float64)
+    group = zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3)
+    arr = group.create_array(
+        OPERANDS,
+        shape=floats.shape,
+        chunks=(max(1, floats.size),),
+        dtype="float64",
+        compressors=[Crc32cCodec()],
+        fill_value=0.0,
+    )
+    if floats.size:
+        arr[:] = floats
+    write_atomic(path / RUN_RECORD, json.dumps(record).encode())
+
+
+def read_run_record(path: Path) -> tuple[object, np.ndarray]:
+    """(JSON record, operands) of a run; a StoreError when either cannot be read."""
+    try:
+        record = json.loads((path / RUN_RECORD).read_text())
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path / RUN_RECORD} cannot be read: {exc}") from None
+    try:
+        arr = zarr.open_array(zarr.storage.LocalStore(path), path=OPERANDS, mode="r", zarr_format=3)
+        floats = np.asarray(arr[:], dtype=np.float64)
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+    ) as exc:  # zarr's missing-node error is a KeyError/FileNotFoundError
+        raise StoreError(f"{path / OPERANDS} cannot be read: {exc}") from None
+    if floats.size % 2:
+        raise StoreError(f"{path / OPERANDS} does not hold complex numbers")
+    return record, floats.view(np.complex128)
+
+
+def describe_store(path: str | os.PathLike[str]) -> dict:
+    """What ``dasq info`` prints: the manifest, the disk it uses and the disk a run needs."""
+    from dasq.storage.manifest import Manifest
+
+    where = Path(path).expanduser().absolute()
+    m = Manifest.read(where)
+    return {
+        "path": str(where),
+        "num_qubits": m.num_qubits,
+        "dtype": m.dtype,
+        "chunk_qubits": m.chunk_qubits,
+        "storage_chunk_qubits": m.storage_qubits,
+        "layout": m.layout,
+        "stages_done": m.stages_done,
+        "stages_total": m.stages_total,
+        "complete": m.complete,
+        "circuit_hash": m.circuit_hash,
+        "codec": m.codec,
+        "memory_limit": m.memory_limit,
+        "workers": m.workers,
+        "stage_seconds": m.stage_seconds,
+        "storage_fidelity": m.fidelity,
+        "size_on_disk": size_on_disk(where),
+        "disk_needed": disk_needed(m.num_qubits, m.dtype, m.storage_qubits),
+    }

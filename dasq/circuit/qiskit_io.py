@@ -1,29 +1,20 @@
-"""OpenQASM and Qiskit interop. Parsing is Qiskit's (qiskit.qasm2 / qiskit.qasm3)."""
+"""OpenQASM and Qiskit interop. Parsing is Qiskit's (qiskit.qasm2 / qiskit.qasm3).
+
+The Circuit class is handed in by its caller (``Circuit.from_qiskit`` passes
+itself), so this module never imports the builder and the builder imports this
+one only when asked to convert.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from dasq.circuit.operations import (
-    Barrier,
-    Diagonal,
-    Measure,
-    PauliGadget,
-    PauliString,
-    PhaseGadget,
-    Reset,
-    Swap,
-    Unitary,
-)
-
-if TYPE_CHECKING:
-    from dasq.circuit.circuit import Circuit
+from dasq.errors import ValidationError
 
 QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
 
@@ -42,7 +33,7 @@ def _read_source(text_or_path: str | PathLike[str]) -> str:
     ):
         path = os.fspath(text_or_path)
         if not os.path.isfile(path):
-            raise ValueError(f"not an OpenQASM program nor an existing file: {path!r}")
+            raise ValidationError(f"not an OpenQASM program nor an existing file: {path!r}")
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     if not isinstance(text_or_path, str):
@@ -50,7 +41,7 @@ def _read_source(text_or_path: str | PathLike[str]) -> str:
     return text_or_path
 
 
-def circuit_from_qasm(text_or_path: str | PathLike[str]) -> Circuit:
+def circuit_from_qasm(text_or_path: str | PathLike[str], circuit_cls: Any) -> Any:
     text = _read_source(text_or_path)
     _import_qiskit()
     head = text.lstrip().upper()
@@ -74,31 +65,29 @@ def circuit_from_qasm(text_or_path: str | PathLike[str]) -> Circuit:
         where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", text_msg, re.S)
         if where:
             line, col, rest = where.groups()
-            raise ValueError(f"invalid OpenQASM at line {line}, column {col}: {rest}") from None
-        raise ValueError(f"invalid OpenQASM: {text_msg}") from None
-    return circuit_from_qiskit(qc)
+            raise ValidationError(f"invalid OpenQASM at line {line}, column {col}: {rest}") from None
+        raise ValidationError(f"invalid OpenQASM: {text_msg}") from None
+    return circuit_from_qiskit(qc, circuit_cls)
 
 
 _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id"}
 
 
-def circuit_from_qiskit(qc: Any) -> Circuit:
-    from dasq.circuit.circuit import Circuit
-
+def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
     qiskit = _import_qiskit()
     if not isinstance(qc, qiskit.QuantumCircuit):
         raise TypeError(f"expected a qiskit.QuantumCircuit, got {type(qc).__name__}")
     phase = qc.global_phase
     if not isinstance(phase, (int, float)):
-        raise ValueError("the circuit has unbound parameters in its global phase")
-    out = Circuit(qc.num_qubits, float(phase))
+        raise ValidationError("the circuit has unbound parameters in its global phase")
+    out = circuit_cls(qc.num_qubits, float(phase))
     for inst in qc.data:
         qubits = [qc.find_bit(q).index for q in inst.qubits]
         _append_instruction(out, inst.operation, qubits)
     return out
 
 
-def _append_instruction(out: Circuit, op: Any, qubits: list[int]) -> None:
+def _append_instruction(out: Any, op: Any, qubits: list[int]) -> None:
     name = op.name
     if name == "measure":
         out.measure(qubits[0])
@@ -112,13 +101,13 @@ def _append_instruction(out: Circuit, op: Any, qubits: list[int]) -> None:
     if name in ("id", "delay"):
         return
     if any(_is_unbound(p) for p in getattr(op, "params", ())):
-        raise ValueError(f"instruction {name!r} has unbound parameters {op.params}")
+        raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and hasattr(op, "base_gate"):
         before = len(out)
         _append_gate(out, op.base_gate, qubits[num_ctrl:], qubits[:num_ctrl], op.ctrl_state)
         if len(out) == before + 1:  # keep Qiskit's name ("cx", not "x") on the record
-            out._ops[-1] = replace(out._ops[-1], name=name)
+            out.rename_last(name)
         return
     _append_gate(out, op, qubits, (), None)
 
@@ -129,7 +118,7 @@ def _is_unbound(p: Any) -> bool:
     return isinstance(p, ParameterExpression) and bool(p.parameters)
 
 
-def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state: Any) -> None:
+def _append_gate(out: Any, op: Any, targets: list[int], controls: Any, state: Any) -> None:
     name = op.name
     kw = {"controls": tuple(controls), "control_states": state}
     params = [float(p) for p in op.params] if name in ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
@@ -154,7 +143,7 @@ def _append_gate(out: Circuit, op: Any, targets: list[int], controls: Any, state
         try:
             matrix = _matrix_of(op)
         except Exception:
-            raise ValueError(
+            raise ValidationError(
                 f"unsupported instruction {name!r}: it has no matrix (classical control flow "
                 "and other non-unitary instructions are not simulated)"
             ) from None
@@ -174,45 +163,13 @@ def _matrix_of(op: Any) -> np.ndarray:
         return np.asarray(Operator(op).data, dtype=complex)
 
 
-def circuit_to_qiskit(circuit: Circuit) -> Any:
+def circuit_to_qiskit(circuit: Any) -> Any:
+    """A QuantumCircuit with one classical bit per qubit; each kind gives its instruction."""
     qiskit = _import_qiskit()
-    from qiskit.circuit.library import (
-        DiagonalGate,
-        PauliEvolutionGate,
-        PauliGate,
-        SwapGate,
-        UnitaryGate,
-    )
-    from qiskit.quantum_info import SparsePauliOp
-
     n = circuit.num_qubits
     qc = qiskit.QuantumCircuit(n, n, global_phase=circuit.global_phase)
     for op in circuit:
-        if isinstance(op, Measure):
-            qc.measure(op.targets[0], op.targets[0])
-            continue
-        if isinstance(op, Reset):
-            qc.reset(op.targets[0])
-            continue
-        if isinstance(op, Barrier):
-            qc.barrier()
-            continue
-        if isinstance(op, Unitary):
-            gate = UnitaryGate(op.matrix, label=op.name)
-        elif isinstance(op, Diagonal):
-            gate = DiagonalGate(list(op.values))
-        elif isinstance(op, PauliString):
-            gate = PauliGate(op.label)
-        elif isinstance(op, PhaseGadget):
-            gate = PauliEvolutionGate(SparsePauliOp("Z" * len(op.targets)), time=op.theta / 2)
-        elif isinstance(op, PauliGadget):
-            gate = PauliEvolutionGate(SparsePauliOp(op.label), time=op.theta / 2)
-        elif isinstance(op, Swap):
-            gate = SwapGate()
-        else:  # pragma: no cover - every record type is listed above
-            raise TypeError(f"cannot convert {op!r}")
-        if op.controls:
-            state = sum(s << j for j, s in enumerate(op.control_states))
-            gate = gate.control(len(op.controls), ctrl_state=state)
-        qc.append(gate, list(op.controls) + list(op.targets))
+        inst = op.to_qiskit()
+        clbits = list(op.targets) if inst.name == "measure" else []
+        qc.append(inst, list(op.controls) + list(op.targets), clbits)
     return qc

@@ -1,0 +1,1 @@
+"""Backends: what happens to one block (numpy + numba on CPU; cupy next)."""

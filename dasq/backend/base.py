@@ -1,0 +1,147 @@
+"""What a backend does to ONE block: the only code that touches amplitudes.
+
+The engine decides which blocks meet and builds the graph; a backend creates
+blocks, applies actions and compiled groups, permutes and packs bits, and
+reduces a block to the few numbers a read-out needs. A run chooses its backend
+once (``get_backend``), and the graph's ``meta`` comes from it, so a GPU backend
+is one more subclass. Kernels receive arrays and plain numbers (or the small
+frozen action records of ``dasq.circuit.actions``), never operation records.
+
+A block of 2^L amplitudes is viewed as an L-dimensional tensor of shape (2,)*L in
+C order, so local bit b lives on axis L-1-b. ``Controls`` pin local bits
+((bit, value), ...). Methods named ``apply_*`` work in place on a block the caller
+owns; the others return new arrays and never modify their inputs (Dask may hand
+one block to several tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Controls = tuple[tuple[int, int], ...]
+
+
+class Kernel:
+    """A fused group compiled for one backend and dtype (small frozen dataclasses)."""
+
+
+@dataclass(frozen=True)
+class SkipKernel(Kernel):
+    """The group is the identity inside this block."""
+
+
+class Backend:
+    """Interface of a block backend. ``xp`` is its array namespace (numpy, cupy)."""
+
+    name: str = "abstract"
+    xp: Any = np
+
+    # ------------------------------------------------------------ creation
+    def meta(self, dtype: str) -> Any:
+        """An empty array of the backend's type: Dask's ``meta`` for its blocks."""
+        return self.xp.empty(0, dtype=dtype)
+
+    def empty(self, size: int, dtype: str) -> Any:
+        return self.xp.empty(size, dtype=dtype)
+
+    def basis_block(self, size: int, hot: int, dtype: str) -> Any:
+        """A block of zeros with a single 1 at ``hot`` (-1: no 1 in this block)."""
+        out = self.xp.zeros(size, dtype=dtype)
+        if hot >= 0:
+            out[hot] = 1
+        return out
+
+    def from_host(self, array: np.ndarray, dtype: str) -> Any:
+        return self.xp.asarray(array, dtype=dtype)
+
+    def to_host(self, block: Any) -> np.ndarray:
+        return np.asarray(block)
+
+    # ------------------------------------------------------------ actions (in place)
+    def apply_dense(
+        self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
+    ) -> None:
+        raise NotImplementedError
+
+    def apply_diagonal(
+        self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
+    ) -> None:
+        raise NotImplementedError
+
+    def apply_combine(
+        self,
+        block: Any,
+        partner: Any,
+        L: int,
+        controls: Controls,
+        own: complex,
+        other: complex,
+        flips: Sequence[int],
+        signs: Sequence[int],
+    ) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ compiled groups
+    def compile_matrix(self, qubits: Sequence[int], matrix: np.ndarray, dtype: str) -> Kernel:
+        raise NotImplementedError
+
+    def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
+        raise NotImplementedError
+
+    def run_kernel(self, kernel: Kernel, view: Any) -> None:
+        """Apply a compiled group in place to ``view`` (a block or a cache-sized slice)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ bits
+    def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
+        """A new block whose local bit q is the input's local bit ``order[q]``."""
+        raise NotImplementedError
+
+    def pack(self, block: Any, L: int, fixed: Controls) -> Any:
+        """The amplitudes whose local bits equal ``fixed``, contiguous (what is sent)."""
+        raise NotImplementedError
+
+    def place(self, block: Any, L: int, fixed: Controls, piece: Any) -> None:
+        """Write ``piece`` where the local bits of ``block`` equal ``fixed`` (in place)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ reductions (results on the host)
+    def norm2(self, block: Any) -> float:
+        raise NotImplementedError
+
+    def vdot(self, a: Any, b: Any) -> complex:
+        raise NotImplementedError
+
+    def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        """This block's share of the probabilities over ``positions`` (little-endian)."""
+        raise NotImplementedError
+
+    def sample_indices(self, block: Any, shots: int, seed: int) -> np.ndarray:
+        """``shots`` local indices drawn from this block's |amplitude|^2 (seeded)."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple:
+        # backends are stateless singletons: a worker gets its own by name
+        return (get_backend, (self.name,))
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> None:
+    _BACKENDS[backend.name] = backend
+
+
+def get_backend(name: str = "cpu") -> Backend:
+    """The backend called ``name`` ("cpu": numpy + numba)."""
+    if name == "cpu" and "cpu" not in _BACKENDS:
+        from dasq.backend import cpu  # noqa: F401  (registers itself)
+    if name not in _BACKENDS:
+        from dasq.errors import ValidationError
+
+        raise ValidationError(f"unknown backend {name!r}; available: {sorted(_BACKENDS) or ['cpu']}")
+    return _BACKENDS[name]

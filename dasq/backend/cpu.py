@@ -1,0 +1,217 @@
+"""The CPU backend: numpy views and BLAS, numba for the commonest passes.
+
+One level of parallelism: Dask threads run blocks side by side, so kernels are
+single-threaded (numba ``nogil``) and release the GIL. Fused groups of two or more
+qubits go through BLAS (numpy.tensordot): measured faster here than a hand loop
+at every width and placement (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dasq.backend import numba_kernels
+from dasq.backend.base import Backend, Controls, Kernel, SkipKernel, register_backend
+
+
+def _axis(bit: int, L: int) -> int:
+    return L - 1 - bit
+
+
+def _fixed_index(L: int, fixed: Controls) -> tuple:
+    """Index that pins local bits ``fixed`` and keeps the others; the trailing
+    Ellipsis keeps the result a view even when every axis is pinned."""
+    idx: list = [slice(None)] * L
+    for b, val in fixed:
+        idx[_axis(b, L)] = val
+    return (*idx, Ellipsis)
+
+
+def _view_axis(bit: int, L: int, pinned: Sequence[int]) -> int:
+    """Axis of local ``bit`` in the view left after indexing the ``pinned`` bits away."""
+    a = _axis(bit, L)
+    return a - sum(1 for p in pinned if _axis(p, L) < a)
+
+
+def _bit_factor(values: np.ndarray, bits: Sequence[int], L: int, pinned: Sequence[int]) -> np.ndarray:
+    """A 2^k table indexed by ``bits`` (bit j of the index -> bits[j]) shaped to
+    broadcast against the view left after pinning ``pinned``."""
+    k = len(bits)
+    table = values.reshape((2,) * k)  # table axis i <-> bits[k-1-i]
+    axes = [_view_axis(bits[k - 1 - i], L, pinned) for i in range(k)]
+    table = np.transpose(table, np.argsort(axes))
+    shape = [1] * (L - len(pinned))
+    for a in axes:
+        shape[a] = 2
+    return table.reshape(shape)
+
+
+def _signs(count: int) -> np.ndarray:
+    return np.array([(-1.0) ** bin(i).count("1") for i in range(1 << count)])
+
+
+@dataclass(frozen=True, eq=False)
+class DiagonalKernel(Kernel):
+    qubits: np.ndarray  # int64 positions, bit b of the table index -> qubits[b]
+    table: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class OneQubitKernel(Kernel):
+    qubit: int
+    m00: complex
+    m01: complex
+    m10: complex
+    m11: complex
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixKernel(Kernel):
+    qubits: tuple[int, ...]
+    tensor: np.ndarray  # the 2^k x 2^k matrix as a (2,)*2k tensor
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    xp = np
+
+    # ------------------------------------------------------------ actions
+    def apply_dense(
+        self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
+    ) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        k = len(targets)
+        pinned = [b for b, _ in controls]
+        axes = [_view_axis(targets[k - 1 - i], L, pinned) for i in range(k)]
+        m = np.asarray(matrix).astype(block.dtype, copy=False).reshape((2,) * (2 * k))
+        res = np.tensordot(m, view, axes=(list(range(k, 2 * k)), axes))
+        view[...] = np.moveaxis(res, list(range(k)), axes)
+
+    def apply_diagonal(
+        self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
+    ) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        values = np.asarray(values).astype(block.dtype, copy=False)
+        if len(targets) == 0:
+            view *= values.reshape(())
+        else:
+            view *= _bit_factor(values, targets, L, [b for b, _ in controls])
+
+    def apply_combine(
+        self,
+        block: Any,
+        partner: Any,
+        L: int,
+        controls: Controls,
+        own: complex,
+        other: complex,
+        flips: Sequence[int],
+        signs: Sequence[int],
+    ) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        pinned = [b for b, _ in controls]
+        src = view if partner is None else partner.reshape(view.shape)
+        if signs:
+            src = src * _bit_factor(_signs(len(signs)), signs, L, pinned)
+        if flips:
+            src = np.flip(src, axis=tuple(_view_axis(b, L, pinned) for b in flips))
+        if own == 0:
+            view[...] = src * other
+        else:
+            view[...] = own * view + other * src
+
+    # ------------------------------------------------------------ compiled groups
+    def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
+        if np.all(table == 1):
+            return SkipKernel()
+        return DiagonalKernel(np.array(qubits, dtype=np.int64), table.astype(dtype))
+
+    def compile_matrix(self, qubits: Sequence[int], matrix: np.ndarray, dtype: str) -> Kernel:
+        diag = np.diag(matrix)
+        if not np.count_nonzero(matrix - np.diag(diag)):
+            return self.compile_diagonal(qubits, diag, dtype)
+        m = matrix.astype(dtype)
+        k = len(qubits)
+        if k == 1:
+            return OneQubitKernel(int(qubits[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+        return MatrixKernel(tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))
+
+    def run_kernel(self, kernel: Kernel, view: Any) -> None:
+        if isinstance(kernel, SkipKernel):
+            return
+        if isinstance(kernel, DiagonalKernel):
+            numba_kernels.apply_diagonal(view, kernel.qubits, kernel.table)
+        elif isinstance(kernel, OneQubitKernel):
+            numba_kernels.apply_matrix_1q(view, kernel.qubit, kernel.m00, kernel.m01, kernel.m10, kernel.m11)
+        else:
+            assert isinstance(kernel, MatrixKernel)
+            L = view.size.bit_length() - 1
+            k = len(kernel.qubits)
+            tensor = view.reshape((2,) * L)
+            axes = [L - 1 - kernel.qubits[k - 1 - i] for i in range(k)]
+            res = np.tensordot(kernel.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
+            tensor[...] = np.moveaxis(res, list(range(k)), axes)
+
+    # ------------------------------------------------------------ bits
+    def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
+        L = len(order)
+        tensor = block.reshape((2,) * L)
+        axes = [L - 1 - order[L - 1 - a] for a in range(L)]
+        return np.ascontiguousarray(np.transpose(tensor, axes)).reshape(-1)
+
+    def pack(self, block: Any, L: int, fixed: Controls) -> Any:
+        if not fixed:
+            return block
+        return np.ascontiguousarray(block.reshape((2,) * L)[_fixed_index(L, fixed)])
+
+    def place(self, block: Any, L: int, fixed: Controls, piece: Any) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, fixed)]
+        view[...] = piece.reshape(view.shape)
+
+    # ------------------------------------------------------------ reductions
+    def norm2(self, block: Any) -> float:
+        return float(np.vdot(block, block).real)
+
+    def vdot(self, a: Any, b: Any) -> complex:
+        return complex(np.vdot(a, b))
+
+    def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        m = len(positions)
+        p = (block.real**2 + block.imag**2).astype(np.float64)
+        local = [(j, q) for j, q in enumerate(positions) if q < L]
+        base = 0
+        for j, q in enumerate(positions):
+            if q >= L and (block_index >> (q - L)) & 1:
+                base |= 1 << j
+        out = np.zeros(1 << m)
+        if not local:
+            out[base] = p.sum()
+            return out
+        tensor = p.reshape((2,) * L)
+        keep = [_axis(q, L) for _, q in local]
+        drop = tuple(a for a in range(L) if a not in keep)
+        marg = tensor.sum(axis=drop) if drop else tensor
+        # marg axes follow ascending axis order; put local[-1] first so C order gives
+        # index bit i <-> local[i]
+        kept_sorted = sorted(keep)
+        perm = [kept_sorted.index(_axis(q, L)) for _, q in reversed(local)]
+        vec = np.transpose(marg, perm).reshape(-1)
+        k = np.arange(1 << len(local))
+        idx = np.full(k.shape, base)
+        for i, (j, _) in enumerate(local):
+            idx |= ((k >> i) & 1) << j
+        out[idx] = vec
+        return out
+
+    def sample_indices(self, block: Any, shots: int, seed: int) -> np.ndarray:
+        p = (block.real**2 + block.imag**2).astype(np.float64)
+        cdf = np.cumsum(p)
+        u = np.random.default_rng(seed).random(shots) * cdf[-1]
+        return np.minimum(np.searchsorted(cdf, u, side="right"), p.size - 1)
+
+
+register_backend(CPUBackend())

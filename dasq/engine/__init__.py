@@ -1,0 +1,1 @@
+"""The engine: runs physical plans on blocks through executors (in memory, streamed)."""

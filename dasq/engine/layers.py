@@ -1,0 +1,344 @@
+"""Graph layers for the in-memory executor: one pure function per kind of step.
+
+Each function takes a dask array of blocks (one chunk of 2^L amplitudes per block)
+and returns the next array with what the layer costs, counted from the tasks it
+wires: a piece read from another block is a message. Keys are deterministic: a
+readable prefix with the step number plus a token of the inputs, so the same run
+gives the same keys. Objects shared by every task of a layer (a stage's
+``BlockRunner``, a relayout's ``Gather``) enter the graph once, as one data key.
+
+Where a relayout's pieces are cut depends on where the blocks live:
+``views`` (threads, one process): the consuming task slices them from the source
+blocks it shares memory with, so nothing is copied twice; ``packed``: a task next
+to each source block cuts its piece, so only pieces travel (distributed);
+``tasks``/``p2p``: Dask's rechunk of a reshaped view (DESIGN.md), with that method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+from dask._task_spec import Alias, DataNode, Task, TaskRef
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from dasq.backend.base import Backend
+from dasq.circuit.actions import CombineAction
+from dasq.engine.program import BlockRunner
+from dasq.plan import relayout as algebra
+from dasq.plan.steps import Exchange, Permute, Traffic
+
+Controls = tuple[tuple[int, int], ...]
+RELAYOUT_METHODS = ("views", "packed", "tasks", "p2p")
+ONE_STEP_THRESHOLD = 1 << 30  # graph growth Dask may accept before it plans a multi-step rechunk
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """What a layer costs, counted from the graph: traffic and compute tasks."""
+
+    traffic: Traffic = field(default_factory=Traffic)
+    tasks: int = 0
+
+    def __add__(self, other: LayerCost) -> LayerCost:
+        return LayerCost(self.traffic + other.traffic, self.tasks + other.tasks)
+
+
+def layer_name(kind: str, index: int | str, *inputs: Any) -> str:
+    return f"dasq-{kind}-{index}-{tokenize(*inputs)}"
+
+
+def _array(name: str, layer: dict, x: da.Array | None, chunks: tuple, meta: Any) -> da.Array:
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x] if x is not None else [])
+    return da.Array(graph, name, chunks=chunks, meta=meta)
+
+
+def _chunks(num_qubits: int, L: int) -> tuple:
+    return (((1 << L),) * (1 << (num_qubits - L)),)
+
+
+def num_blocks(x: da.Array) -> int:
+    return x.numblocks[0]
+
+
+# --------------------------------------------------------------------- creation
+def basis_state(num_qubits: int, L: int, position: int, dtype: str, backend: Backend) -> da.Array:
+    """|position> (a stored index) as blocks of 2^L amplitudes."""
+    name = layer_name("basis", 0, num_qubits, L, position, dtype, backend.name)
+    size = 1 << L
+    layer = {
+        (name, b): Task(
+            (name, b), backend.basis_block, size, position - b * size if position >> L == b else -1, dtype
+        )
+        for b in range(1 << (num_qubits - L))
+    }
+    return _array(name, layer, None, _chunks(num_qubits, L), backend.meta(dtype))
+
+
+# --------------------------------------------------------------------- block programs
+def _run_program(runner: BlockRunner, block_index: int, block: Any) -> Any:
+    return runner(block.copy(), block_index)
+
+
+def _gather_run(runner: BlockRunner, gather: Gather, block_index: int, *blocks: Any) -> Any:
+    return runner(gather(block_index, *blocks), block_index)
+
+
+def program_layer(x: da.Array, runner: BlockRunner, index: int | str) -> tuple[da.Array, LayerCost]:
+    """One task per block that the program changes; the others keep their key."""
+    name = layer_name("stage", index, x.name, runner.program.token(), runner.L, runner.backend.name)
+    runner_key = f"{name}-program"
+    layer: dict = {runner_key: DataNode(runner_key, runner)}
+    tasks = 0
+    for c in range(num_blocks(x)):
+        if runner.changes(c):
+            layer[(name, c)] = Task((name, c), _run_program, TaskRef(runner_key), c, TaskRef((x.name, c)))
+            tasks += 1
+        else:
+            layer[(name, c)] = Alias((name, c), (x.name, c))
+    if not tasks:
+        return x, LayerCost()
+    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(), tasks)
+
+
+# --------------------------------------------------------------------- relayouts
+@dataclass(frozen=True)
+class Gather:
+    """Builds new block c of a relayout from its 2^k pieces (the algebra on arrays).
+
+    With ``controls`` (a controlled SWAP) only amplitudes meeting them are exchanged.
+    """
+
+    L: int
+    pairs: algebra.Pairs
+    controls: Controls
+    backend: Backend
+
+    @property
+    def contiguous(self) -> bool:
+        return not self.controls and algebra.is_contiguous(self.pairs, self.L)
+
+    def _bits(self, piece_index: int) -> Controls:
+        return self.controls + tuple((l_, (piece_index >> i) & 1) for i, (_, l_) in enumerate(self.pairs))
+
+    def cut(self, piece: algebra.Piece, block: Any) -> Any:
+        """The piece of source ``block`` that goes to the new block (a view when contiguous)."""
+        if self.contiguous:
+            size = 1 << (self.L - len(self.pairs))
+            return block[piece.source_piece * size : (piece.source_piece + 1) * size]
+        return self.backend.pack(block, self.L, self._bits(piece.source_piece))
+
+    def assemble(self, block_index: int, own: Any, cut: Sequence[tuple[algebra.Piece, Any]]) -> Any:
+        """New block ``block_index`` from its own block and the pieces cut from the others."""
+        if self.contiguous:
+            size = 1 << (self.L - len(self.pairs))
+            out = self.backend.empty(1 << self.L, own.dtype)
+            mine = algebra.pieces(block_index, self.pairs, self.L)[0].source_piece
+            out[mine * size : (mine + 1) * size] = own[mine * size : (mine + 1) * size]
+            for piece, data in cut:
+                out[piece.target * size : (piece.target + 1) * size] = data
+            return out
+        out = own.copy()
+        for piece, data in cut:
+            self.backend.place(out, self.L, self._bits(piece.target), data)
+        return out
+
+    def __call__(self, block_index: int, *blocks: Any) -> Any:
+        """Views mode: ``blocks`` are the whole source blocks, in ``pieces`` order."""
+        pieces = algebra.pieces(block_index, self.pairs, self.L)
+        own = blocks[next(i for i, p in enumerate(pieces) if p.source == block_index)]
+        cut = [(p, self.cut(p, b)) for p, b in zip(pieces, blocks) if p.source != block_index]
+        return self.assemble(block_index, own, cut)
+
+
+def _gather_packed(gather: Gather, block_index: int, own: Any, *data: Any) -> Any:
+    pieces = [p for p in algebra.pieces(block_index, gather.pairs, gather.L) if p.source != block_index]
+    return gather.assemble(block_index, own, list(zip(pieces, data)))
+
+
+def _cut(gather: Gather, piece: algebra.Piece, block: Any) -> Any:
+    data = gather.cut(piece, block)
+    return data.copy() if gather.contiguous else data
+
+
+def relayout_layer(
+    x: da.Array,
+    gather: Gather,
+    index: int | str,
+    method: str,
+    active: Sequence[bool] | None = None,
+    runner: BlockRunner | None = None,
+) -> tuple[da.Array, LayerCost]:
+    """The relayout (then, if given, the next stage's program in the same tasks).
+
+    ``active[c]`` False: block c takes no part (a global control fails) and keeps
+    its amplitudes. Methods ``tasks``/``p2p`` use Dask's rechunk (no controls).
+    """
+    if method in ("tasks", "p2p") and not gather.controls and active is None:
+        y, cost = rechunk_relayout(x, gather.L, gather.pairs, method, index)
+        if runner is not None:
+            y, more = program_layer(y, runner, index)
+            cost = cost + more
+        return y, cost
+    fused = runner is not None and method == "views"  # the stage's tasks gather their own pieces
+    token = runner.program.token() if fused else ""
+    kind = "stage" if fused else "relayout"
+    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method)
+    gather_key = f"{name}-gather"
+    layer: dict = {gather_key: DataNode(gather_key, gather)}
+    if fused:
+        runner_key = f"{name}-program"
+        layer[runner_key] = DataNode(runner_key, runner)
+    size = 1 << gather.L
+    moved = messages = tasks = 0
+    for c in range(num_blocks(x)):
+        if active is not None and not active[c]:
+            layer[(name, c)] = Alias((name, c), (x.name, c))
+            continue
+        pieces = algebra.pieces(c, gather.pairs, gather.L)
+        others = [p for p in pieces if p.source != c]
+        messages += len(others)
+        moved += len(others) * (size >> len(gather.pairs) >> len(gather.controls))
+        if method == "views":
+            args = [TaskRef((x.name, p.source)) for p in pieces]
+            if not fused:
+                layer[(name, c)] = Task((name, c), gather, c, *args)
+            else:
+                layer[(name, c)] = Task(
+                    (name, c), _gather_run, TaskRef(runner_key), TaskRef(gather_key), c, *args
+                )
+            tasks += 1
+            continue
+        refs = []
+        for i, p in enumerate(others):
+            key = (f"{name}-piece", c, i)
+            layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
+            refs.append(TaskRef(key))
+        layer[(name, c)] = Task(
+            (name, c), _gather_packed, TaskRef(gather_key), c, TaskRef((x.name, c)), *refs
+        )
+        tasks += 1 + len(others)
+    y = _array(name, layer, x, x.chunks, x._meta)
+    cost = LayerCost(Traffic(messages, moved, 0), tasks)
+    if runner is not None and not fused:  # packed pieces: the program is its own layer
+        y, more = program_layer(y, runner, index)
+        cost = cost + more
+    return y, cost
+
+
+def rechunk_relayout(
+    x: da.Array, L: int, pairs: algebra.Pairs, method: str, index: int | str
+) -> tuple[da.Array, LayerCost]:
+    """The relayout as one rechunk of a reshaped view: the index is split into axes
+    (each exchanged bit alone, the runs of other bits merged), the exchanged axes are
+    transposed, and Dask's rechunk (``tasks`` or ``p2p``) gathers the pieces."""
+    n = x.size.bit_length() - 1
+    special = {g for g, _ in pairs} | {l_ for _, l_ in pairs}
+    segments: list[tuple[int, int]] = []  # (lowest bit, width), most significant first
+    b = n - 1
+    while b >= 0:
+        if b in special:
+            segments.append((b, 1))
+            b -= 1
+            continue
+        top = b
+        while b >= 0 and b not in special and (b >= L) == (top >= L):
+            b -= 1
+        segments.append((b + 1, top - b))
+    shape = tuple(1 << w for _, w in segments)
+    view_chunks = tuple(((1,) * s) if lo >= L else (s,) for (lo, _), s in zip(segments, shape))
+    axis_of = {lo: i for i, (lo, w) in enumerate(segments) if w == 1 and lo in special}
+    order = list(range(len(segments)))
+    for g, l_ in pairs:
+        order[axis_of[g]], order[axis_of[l_]] = order[axis_of[l_]], order[axis_of[g]]
+    view = x.reshape(shape)
+    assert view.chunks == view_chunks, (view.chunks, view_chunks)
+    # one all-to-all: a large threshold keeps Dask from planning intermediate rechunks
+    moved = view.transpose(order).rechunk(view_chunks, method=method, threshold=ONE_STEP_THRESHOLD)
+    y = moved.reshape((1 << n,))
+    assert y.chunks == x.chunks, (y.chunks, x.chunks)
+    nb = num_blocks(x)
+    k = len(pairs)
+    sent = nb * ((1 << k) - 1)
+    return y, LayerCost(Traffic(sent, sent * ((1 << L) >> k), 0), 0)
+
+
+# --------------------------------------------------------------------- exchanges (per-operation)
+def _combine(backend: Backend, action: CombineAction, L: int, home: Any, partner: Any = None) -> Any:
+    out = home.copy()
+    action.apply(backend, out, L, partner)
+    return out
+
+
+def _pack(backend: Backend, L: int, fixed: Controls, block: Any) -> Any:
+    return backend.pack(block, L, fixed)
+
+
+def exchange_layer(
+    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str
+) -> tuple[da.Array, LayerCost]:
+    """Blocks rebuilt from themselves and a partner block (pair exchange) or from the
+    partner alone where it lives (rename); the partner's piece is packed where it lives."""
+    name = layer_name("exchange", index, x.name, step.token(), L, backend.name)
+    layer: dict = {}
+    size = 1 << L
+    moved = messages = renamed = tasks = 0
+    for c in range(num_blocks(x)):
+        update = step.op.pair_update(L, c)
+        if update is None:
+            layer[(name, c)] = Alias((name, c), (x.name, c))
+            continue
+        if update.home != c:
+            renamed += size
+        if update.action is None:
+            layer[(name, c)] = Alias((name, c), (x.name, update.home))
+            continue
+        args: list = [TaskRef((x.name, update.home))]
+        if update.partner is not None:
+            messages += 1
+            moved += size >> len(update.packed)
+            if update.packed:
+                key = (f"{name}-pack", c)
+                layer[key] = Task(key, _pack, backend, L, update.packed, TaskRef((x.name, update.partner)))
+                tasks += 1
+                args.append(TaskRef(key))
+            else:
+                args.append(TaskRef((x.name, update.partner)))
+        layer[(name, c)] = Task((name, c), _combine, backend, update.action, L, *args)
+        tasks += 1
+    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(messages, moved, renamed), tasks)
+
+
+# --------------------------------------------------------------------- regroup, permute
+def regroup_layer(x: da.Array, chunk_qubits: int, L: int) -> tuple[da.Array, LayerCost]:
+    n = x.size.bit_length() - 1
+    y = x.rechunk(1 << chunk_qubits, method="tasks")  # never chosen silently (DESIGN.md)
+    if chunk_qubits <= L:
+        return y, LayerCost()
+    total = 1 << n
+    return y, LayerCost(Traffic(num_blocks(x) - num_blocks(y), total - (total >> (chunk_qubits - L)), 0), 0)
+
+
+def _permute(backend: Backend, order: tuple[int, ...], block: Any) -> Any:
+    return backend.permute_bits(block, order)
+
+
+def permute_layer(
+    x: da.Array, step: Permute, L: int, backend: Backend, index: int | str
+) -> tuple[da.Array, LayerCost]:
+    name = layer_name("permute", index, x.name, step.token(), backend.name)
+    layer: dict = {}
+    renamed = tasks = 0
+    for c in range(num_blocks(x)):
+        src = step.source_block(c)
+        if src != c:
+            renamed += 1 << L
+        if step.local_order is None:
+            layer[(name, c)] = Alias((name, c), (x.name, src))
+        else:
+            layer[(name, c)] = Task((name, c), _permute, backend, step.local_order, TaskRef((x.name, src)))
+            tasks += 1
+    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(0, 0, renamed), tasks)

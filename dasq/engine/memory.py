@@ -1,0 +1,194 @@
+"""The in-memory executor: a physical plan run on a dask array of blocks.
+
+Each step becomes one graph layer (layers.py); a relayout followed by a stage's
+program is one layer whose tasks gather their pieces and run the program. Unless
+``lazy``, the blocks are persisted after every step (threads: computed; a
+distributed client: futures), so the graph in flight never holds more than one
+step, the scheduler's bookkeeping stays small with many blocks, and the state is
+computed exactly once. A mid-circuit measurement needs the probabilities so far:
+it persists, computes one marginal, draws the seeded outcome and applies the
+projector (and for a reset the flip) as ordinary steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from dasq.backend.base import Backend
+from dasq.circuit.kinds import Diagonal, PauliString
+from dasq.engine import layers, readout
+from dasq.engine.layers import Gather, LayerCost
+from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
+from dasq.engine.report import StepRecord
+from dasq.plan.localiser import lower_operation
+from dasq.plan.steps import (
+    BlockProgram,
+    Collapse,
+    Exchange,
+    Permute,
+    PhysicalPlan,
+    Regroup,
+    Relayout,
+    Step,
+    Traffic,
+)
+
+
+@dataclass
+class MemoryRun:
+    """The executor's result: the blocks (stored order), what each step cost, and the
+    outcomes of mid-circuit measurements as (qubit, outcome)."""
+
+    blocks: da.Array
+    records: list[StepRecord] = field(default_factory=list)
+    measurements: list[tuple[int, int]] = field(default_factory=list)
+
+
+def scheduler_client(client: Any) -> Any:
+    """The distributed Client that will run our graphs (given, or Dask's default), or None."""
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    try:
+        found = default_client()
+    except ValueError:
+        return None
+    return found if getattr(dask.base.get_scheduler(), "__self__", None) is found else None
+
+
+def resolve_relayout_method(method: str | None, client: Any) -> str:
+    """``views`` in one process; on a distributed client ``tasks`` (Dask's rechunk)."""
+    configured = method or dask.config.get("dasq.relayout-method", None) or "auto"
+    if configured == "auto":
+        return "tasks" if scheduler_client(client) is not None else "views"
+    if configured not in layers.RELAYOUT_METHODS:
+        from dasq.errors import ValidationError
+
+        raise ValidationError(
+            f"relayout method must be 'auto' or one of {layers.RELAYOUT_METHODS}, got {configured!r}"
+        )
+    return configured
+
+
+def persist(x: da.Array, client: Any) -> da.Array:
+    if client is not None:
+        return client.persist(x)
+    (y,) = dask.persist(x)
+    return y
+
+
+def compute(*things: Any, client: Any = None) -> tuple:
+    if client is not None:
+        return tuple(client.compute(list(things), sync=True))
+    return dask.compute(*things)
+
+
+@dataclass
+class MemoryExecutor:
+    """Runs plans in memory with one backend, one scheduler and one relayout method."""
+
+    backend: Backend
+    client: Any = None
+    relayout_method: str = "views"
+    lazy: bool = False
+    rng: np.random.Generator = field(default_factory=np.random.default_rng)
+    cache_qubits: int = DEFAULT_CACHE_QUBITS
+    on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
+
+    def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
+        result = MemoryRun(x)
+        walk = list(plan.walk())
+        i = 0
+        while i < len(walk):
+            index, step, L = walk[i]
+            following = walk[i + 1][1] if i + 1 < len(walk) else None
+            fuse_next = (
+                isinstance(step, Relayout)
+                and isinstance(following, BlockProgram)
+                and self.relayout_method == "views"
+                and not step.global_controls
+            )
+            if isinstance(step, Collapse):
+                cost = self._collapse(step, plan.num_qubits, L, index, result)
+                self._record(result, index, step, plan.num_qubits, L, cost)
+            elif fuse_next:
+                assert isinstance(step, Relayout) and isinstance(following, BlockProgram)
+                runner = BlockRunner(following, L, self.backend, self.cache_qubits)
+                gather = Gather(L, step.pairs, step.controls, self.backend)
+                result.blocks, cost = layers.relayout_layer(
+                    result.blocks, gather, index, "views", runner=runner
+                )
+                self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0))
+                self._record(
+                    result, index + 1, following, plan.num_qubits, L, LayerCost(Traffic(), cost.tasks)
+                )
+                i += 1
+            else:
+                result.blocks, cost = self._layer(step, result.blocks, L, index)
+                self._record(result, index, step, plan.num_qubits, L, cost)
+            if not self.lazy:
+                result.blocks = persist(result.blocks, self.client)
+            i += 1
+            if self.on_step is not None:
+                self.on_step(i, len(walk))
+        return result
+
+    def _layer(self, step: Step, x: da.Array, L: int, index: int | str) -> tuple[da.Array, LayerCost]:
+        if isinstance(step, BlockProgram):
+            return layers.program_layer(x, BlockRunner(step, L, self.backend, self.cache_qubits), index)
+        if isinstance(step, Relayout):
+            gather = Gather(L, step.pairs, step.controls, self.backend)
+            active = None
+            if step.global_controls:
+                active = [
+                    all((c >> b) & 1 == s for b, s in step.global_controls) for c in range(x.numblocks[0])
+                ]
+            method = self.relayout_method
+            if method in ("tasks", "p2p") and (step.controls or active is not None):
+                method = "packed"  # a controlled relayout is not a rechunk
+            return layers.relayout_layer(x, gather, index, method, active)
+        if isinstance(step, Exchange):
+            return layers.exchange_layer(x, step, L, self.backend, index)
+        if isinstance(step, Regroup):
+            return layers.regroup_layer(x, step.chunk_qubits, L)
+        if isinstance(step, Permute):
+            return layers.permute_layer(x, step, L, self.backend, index)
+        raise TypeError(f"the in-memory executor cannot run a {type(step).__name__}")
+
+    def _collapse(self, step: Collapse, n: int, L: int, index: int, result: MemoryRun) -> LayerCost:
+        """Measure (or reset) the qubit at ``step.op.targets[0]``: seeded outcome, then project."""
+        position = step.op.targets[0]
+        result.blocks = persist(result.blocks, self.client)
+        (probs,) = compute(readout.marginal(result.blocks, L, (position,), self.backend), client=self.client)
+        total = float(probs.sum())
+        outcome = int(self.rng.random() * total < probs[1])
+        scale = np.sqrt(total / probs[outcome])
+        projector = Diagonal(
+            (position,), name="collapse", values=np.array([scale, 0] if outcome == 0 else [0, scale])
+        )
+        steps = lower_operation(projector, step.qubit, None, L)
+        if step.op.kind == "reset" and outcome:
+            steps += lower_operation(PauliString((position,), name="x", label="X"), step.qubit, None, L)
+        elif step.op.kind == "measure":
+            result.measurements.append((step.qubit, outcome))
+        cost = LayerCost()
+        for j, sub in enumerate(steps):
+            result.blocks, more = self._layer(sub, result.blocks, L, f"{index}.{j}")
+            cost = cost + more
+        return cost
+
+    def _record(self, result: MemoryRun, index: int, step: Step, n: int, L: int, cost: LayerCost) -> None:
+        result.records.append(
+            StepRecord(
+                index, step.name, step.path, step.origin, step.describe(n, L), cost.traffic, cost.tasks
+            )
+        )

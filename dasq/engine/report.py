@@ -1,0 +1,109 @@
+"""What a run cost, step by step, counted from the graphs the executors built."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dasq.plan.steps import Traffic
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One executed step: its plan index, kind, path, the operation it lowers
+    (per-operation plans), its description, traffic and compute tasks."""
+
+    index: int
+    step: str
+    path: str
+    origin: int | None
+    description: str
+    traffic: Traffic = field(default_factory=Traffic)
+    tasks: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "traffic"}
+        out.update(asdict(self.traffic))
+        return out
+
+
+@dataclass(frozen=True)
+class Report:
+    """Per-step records of a simulation, readable as ``state.report``."""
+
+    num_qubits: int
+    chunk_qubits: int
+    records: tuple[StepRecord, ...] = field(default_factory=tuple)
+
+    def extended(self, records: tuple[StepRecord, ...]) -> Report:
+        return Report(self.num_qubits, self.chunk_qubits, self.records + records)
+
+    @property
+    def total(self) -> Traffic:
+        t = Traffic()
+        for r in self.records:
+            t = t + r.traffic
+        return t
+
+    @property
+    def amplitudes_moved(self) -> int:
+        return self.total.amplitudes_moved
+
+    @property
+    def tasks(self) -> int:
+        return sum(r.tasks for r in self.records)
+
+    @property
+    def exchanges(self) -> int:
+        """Steps that made blocks meet (sent at least one piece)."""
+        return sum(1 for r in self.records if r.traffic.messages)
+
+    def for_operation(self, origin: int) -> StepRecord:
+        """The steps that lowered operation ``origin`` (per-operation plans), summed;
+        the path is the first step's (how the operation was lowered)."""
+        mine = [r for r in self.records if r.origin == origin]
+        if not mine:
+            raise KeyError(f"no step lowered operation {origin}")
+        total = Traffic()
+        for r in mine:
+            total = total + r.traffic
+        first = mine[0]
+        return StepRecord(
+            first.index, first.step, first.path, origin, first.description, total, sum(r.tasks for r in mine)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "num_qubits": self.num_qubits,
+            "chunk_qubits": self.chunk_qubits,
+            "exchanges": self.exchanges,
+            "tasks": self.tasks,
+            **asdict(self.total),
+            "steps": [r.as_dict() for r in self.records],
+        }
+
+    def __str__(self) -> str:
+        t = self.total
+        head = (
+            f"{len(self.records)} steps on {self.num_qubits} qubits in blocks of 2^{self.chunk_qubits}: "
+            f"{self.exchanges} exchanges, {t.messages} messages, {t.amplitudes_moved} amplitudes moved, "
+            f"{t.amplitudes_renamed} renamed, {self.tasks} tasks"
+        )
+        rows = [
+            f"  {r.index:>4} {r.path:<14} moved {r.traffic.amplitudes_moved:<10} {r.description}"
+            for r in self.records
+        ]
+        return "\n".join([head, *rows])
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{r.index}</td><td>{r.path}</td><td>{r.traffic.amplitudes_moved}</td>"
+            f"<td>{r.traffic.messages}</td><td>{r.tasks}</td><td>{html.escape(r.description)}</td></tr>"
+            for r in self.records
+        )
+        return (
+            "<table><tr><th>step</th><th>path</th><th>moved</th><th>messages</th><th>tasks</th>"
+            f"<th>what</th></tr>{rows}</table>"
+        )

@@ -1,0 +1,100 @@
+"""One in-memory run: plan the operations for the blocks' layout, then execute the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from dasq.backend.base import get_backend
+from dasq.circuit.kinds import Operation
+from dasq.engine import layers
+from dasq.engine.memory import MemoryExecutor, resolve_relayout_method
+from dasq.engine.program import DEFAULT_CACHE_QUBITS
+from dasq.engine.report import StepRecord
+from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+from dasq.plan.planner import make_plan
+from dasq.plan.steps import PhysicalPlan
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a state is evolved: planning (method, fusion size), where blocks live
+    (backend, client) and how the executor builds its graphs."""
+
+    method: str = "auto"
+    fusion_size: int = DEFAULT_FUSION_SIZE
+    backend: str = "cpu"
+    client: Any = None
+    relayout_method: str | None = None  # None: dask config "dasq.relayout-method", else auto
+    cache_qubits: int = DEFAULT_CACHE_QUBITS
+    lazy: bool = False
+    progress: bool = False
+
+
+@dataclass
+class Evolution:
+    blocks: da.Array
+    layout: tuple[int, ...]
+    plan: PhysicalPlan
+    records: list[StepRecord] = field(default_factory=list)
+    measurements: list[tuple[int, int]] = field(default_factory=list)
+
+
+def evolve(
+    ops: Sequence[Operation],
+    global_phase: float,
+    num_qubits: int,
+    chunk_qubits: int,
+    dtype: str,
+    options: RunOptions,
+    rng: np.random.Generator,
+    *,
+    blocks: da.Array | None = None,
+    layout: Sequence[int] | None = None,
+    basis: int = 0,
+) -> Evolution:
+    """Run ``ops`` on ``blocks`` (stored under ``layout``), or on basis state |basis>
+    when ``blocks`` is None (its layout is then chosen by the plan, for free)."""
+    backend = get_backend(options.backend)
+    plan = make_plan(
+        ops,
+        num_qubits,
+        chunk_qubits,
+        method=options.method,
+        initial_layout=None if blocks is None else layout,
+        fusion_size=options.fusion_size,
+        global_phase=global_phase,
+    )
+    if blocks is None:
+        position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
+        blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
+    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
+    executor = MemoryExecutor(
+        backend,
+        client=options.client,
+        relayout_method=resolve_relayout_method(options.relayout_method, options.client),
+        lazy=options.lazy,
+        rng=rng,
+        cache_qubits=options.cache_qubits,
+        on_step=on_step,
+    )
+    run = executor.run(plan, blocks)
+    return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
+
+
+def _progress(total: int) -> Callable[[int, int], Any]:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc="dasq steps", unit="step")
+
+    def advance(done: int, of: int) -> None:
+        bar.n = done
+        bar.refresh()
+        if done >= of:
+            bar.close()
+
+    return advance

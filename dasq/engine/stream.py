@@ -1,0 +1,380 @@
+"""The streaming executor: a physical plan run through a zarr store, block by block.
+
+A pass is a stage's program with the relayout before it folded into its reads (as
+qdao does): the previous pass wrote its blocks with the leaving qubits on the top
+local bits (the plan's write orders), so new block c is 2^k contiguous pieces of
+2^(L-k) amplitudes read straight from the blocks it pairs with (the same
+relayout algebra as in memory). Each pass is one Dask graph of independent block
+tasks (gather, program, write) whose results are a few numbers, so at most
+``workers`` blocks are in memory at once however large the state. After every
+pass the written chunks are flushed and the manifest replaced atomically: a crash
+at any instant leaves the last completed pass intact.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+from dask._task_spec import DataNode, Task, TaskRef
+from dask.base import tokenize
+
+from dasq.backend.base import Backend
+from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
+from dasq.engine.report import StepRecord
+from dasq.errors import StoreError, ValidationError
+from dasq.plan import relayout as algebra
+from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout, Traffic
+from dasq.storage import store as st
+from dasq.storage.manifest import Manifest
+
+STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
+BLOCK_COPIES = (
+    8  # per task, measured (tests/test_outofcore.py): gather, permuted copies, kernel and encode buffers
+)
+MAX_BLOCK_QUBITS = 26
+MIN_STORAGE_QUBITS = 16
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One read-compute-write pass: an optional relayout folded into the reads, then a program."""
+
+    relayout: Relayout | None
+    program: BlockProgram
+    step_index: int
+
+
+def stream_passes(plan: PhysicalPlan) -> list[Pass]:
+    """The plan as passes; refuses steps a stream cannot run (collapses, exchanges)."""
+    passes: list[Pass] = []
+    pending: Relayout | None = None
+    for i, step in enumerate(plan.steps):
+        if isinstance(step, Relayout) and pending is None and not step.controls and not step.global_controls:
+            pending = step
+        elif isinstance(step, BlockProgram):
+            if pending is not None and not pending.contiguous(plan.chunk_qubits):
+                raise ValidationError(
+                    "out-of-core passes need contiguous relayouts (a planned run from a basis state)"
+                )
+            passes.append(Pass(pending, step, i))
+            pending = None
+        else:
+            raise ValidationError(
+                f"out-of-core runs cannot run plan step {i} "
+                f"({step.describe(plan.num_qubits, plan.chunk_qubits)}); "
+                "mid-circuit measurement and reset are in-memory only (terminal measurements are sampled "
+                "from the final state)"
+            )
+    if pending is not None:
+        raise ValidationError("a plan that ends with a relayout cannot be streamed")
+    return passes or [Pass(None, BlockProgram(()), 0)]
+
+
+def choose_blocks(
+    num_qubits: int, dtype: str, memory_limit: int, chunk_qubits: int | None, workers: int, min_local: int
+) -> tuple[int, int]:
+    """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
+    holding BLOCK_COPIES blocks, stay within ``memory_limit``."""
+    per_amplitude = BLOCK_COPIES * np.dtype(dtype).itemsize
+
+    def largest(w: int) -> int:
+        fits = max(1, memory_limit // (w * per_amplitude))
+        return min(num_qubits, MAX_BLOCK_QUBITS, int(math.log2(fits)))
+
+    if chunk_qubits is None:
+        L = largest(workers)
+        while min_local > L and workers > 1:  # fewer, larger blocks in flight for a wide gate
+            workers -= 1
+            L = largest(workers)
+    else:
+        L = chunk_qubits
+    need = per_amplitude << L
+    if min_local > L or need > memory_limit:
+        smallest = per_amplitude << max(L if chunk_qubits is not None else 0, min_local)
+        raise ValidationError(
+            f"memory_limit {memory_limit} bytes is too small: blocks of 2^{max(L, min_local)} amplitudes "
+            f"(the circuit has a gate on {min_local} qubits) need at least {smallest} bytes"
+        )
+    return L, max(1, min(workers, memory_limit // need))
+
+
+def storage_qubits(L: int, max_swapped: int) -> int:
+    """S for chunks of 2^S amplitudes: L - k lets a relayout of k qubits gather whole
+    chunks; S is kept at ``dasq.min-storage-chunk-qubits`` (default 16) or more so
+    small blocks do not make a store of tiny files."""
+    floor = int(dask.config.get("dasq.min-storage-chunk-qubits", MIN_STORAGE_QUBITS))
+    return min(L, max(L - max_swapped, floor))
+
+
+@dataclass(frozen=True)
+class BlockWork:
+    """What every block task of one pass does; enters the graph once."""
+
+    store: str
+    L: int
+    dtype: str
+    source: str | None  # array to gather from; None: the pass starts from a basis state
+    target: str
+    pairs: algebra.Pairs  # the relayout folded into the reads (contiguous pieces)
+    runner: BlockRunner
+    basis_position: int = 0  # stored index of the basis amplitude (source None)
+    keep_bits: int | None = None
+    store_id: str = ""
+
+
+def run_block(work: BlockWork, c: int) -> np.ndarray:
+    """Run the pass on block ``c`` and write it; returns its statistics (STATS floats)."""
+    stats = np.zeros(STATS)
+    backend = work.runner.backend
+    size = 1 << work.L
+    if work.source is None:
+        position = work.basis_position
+        block = backend.basis_block(
+            size, position & (size - 1) if position >> work.L == c else -1, work.dtype
+        )
+    else:
+        block = backend.empty(size, work.dtype)
+        piece = size >> len(work.pairs)
+        for p in algebra.pieces(c, work.pairs, work.L):
+            data = st.read_amplitudes(
+                work.store,
+                work.source,
+                (p.source << work.L) + p.source_piece * piece,
+                piece,
+                work.dtype,
+                work.store_id,
+            )
+            block[p.target * piece : (p.target + 1) * piece] = backend.from_host(data, work.dtype)
+        stats[4] = block.nbytes
+    out = backend.to_host(work.runner(block, c))
+    del block
+    if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
+        stats[0] = float(np.vdot(out, out).real)
+        rounded = rounded_copy(out, work.keep_bits)
+        overlap = np.vdot(out, rounded)
+        stats[1:4] = overlap.real, overlap.imag, float(np.vdot(rounded, rounded).real)
+        del rounded
+    st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
+    stats[5] = out.nbytes
+    return stats
+
+
+def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:
+    """What bit rounding to ``keep_bits`` mantissa bits will store for ``block``."""
+    from numcodecs import BitRound
+
+    floats = block.view(block.real.dtype)
+    return np.asarray(BitRound(keepbits=keep_bits).encode(floats.copy())).view(floats.dtype).view(block.dtype)
+
+
+@dataclass
+class StreamExecutor:
+    """Runs the passes of a plan through the store at ``path``, resuming after
+    ``manifest.stages_done`` passes; the manifest is rewritten after each pass."""
+
+    path: Path
+    manifest: Manifest
+    backend: Backend
+    client: Any = None
+    progress: bool = False
+    cache_qubits: int = DEFAULT_CACHE_QUBITS
+
+    def run(self, plan: PhysicalPlan) -> list[StepRecord]:
+        m = self.manifest
+        passes = stream_passes(plan)
+        layouts = plan_layouts(plan)
+        L, n = m.chunk_qubits, m.num_qubits
+        nblocks = 1 << (n - L)
+        records = []
+        for s in range(m.stages_done, len(passes)):
+            one = passes[s]
+            target = st.ARRAYS[0] if s == 0 else next(a for a in st.ARRAYS if a != m.current)
+            work = BlockWork(
+                store=str(self.path),
+                L=L,
+                dtype=m.dtype,
+                source=None if s == 0 else m.current,
+                target=target,
+                pairs=one.relayout.pairs if one.relayout is not None and s else (),
+                runner=BlockRunner(one.program, L, self.backend, min(self.cache_qubits, L)),
+                basis_position=_position(m.basis, plan.initial_layout) if s == 0 else 0,
+                keep_bits=m.codec.get("keep_bits"),
+                store_id=m.store_id,
+            )
+            start = time.perf_counter()
+            try:
+                stats = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
+            except OSError as exc:
+                reason = "the disk is full" if exc.errno == errno.ENOSPC else str(exc)
+                raise StoreError(
+                    f"stage {s + 1} could not be written to {self.path}: {reason}; the state after stage {s} "
+                    f"is intact, run `dasq resume {self.path}` once the problem is fixed"
+                ) from None
+            st.sync_to_disk()
+            m.stages_done = s + 1
+            m.current = target
+            m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
+            m.stage_seconds.append(time.perf_counter() - start)
+            if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
+                m.fidelity *= float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
+            m.write(self.path)
+            records.append(pass_record(one, n, L, nblocks))
+        return records
+
+    def _run_pass(self, work: BlockWork, nblocks: int, workers: int, label: str, s: int) -> np.ndarray:
+        """All block tasks of one pass, at most ``workers`` at a time; summed statistics."""
+        token = tokenize(work.store, work.store_id, work.target, work.runner.program.token(), work.pairs)
+        name = f"dasq-stream-{s}-{token}"
+        work_key = f"{name}-work"
+        graph: dict = {work_key: DataNode(work_key, work)}
+        keys = [(name, c) for c in range(nblocks)]
+        for c, key in enumerate(keys):
+            graph[key] = Task(key, run_block, TaskRef(work_key), c)
+        nbytes = (2 if work.source else 1) * (nblocks << work.L) * np.dtype(work.dtype).itemsize
+        bar = _progress_bar(label, nblocks, nbytes) if self.progress else None
+        total = np.zeros(STATS)
+        try:
+            if self.client is not None:
+                from distributed import as_completed
+
+                futures = self.client.get(graph, keys, sync=False)
+                for future in as_completed(futures):
+                    stats = future.result()
+                    total += stats
+                    if bar is not None:
+                        bar.update(stats[4] + stats[5])
+                return total
+            with _BarCallback(bar.update if bar is not None else None, name):
+                results = (
+                    dask.get(graph, keys)
+                    if workers == 1
+                    else dask.threaded.get(graph, keys, num_workers=workers)
+                )
+            return np.sum(results, axis=0)
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def _position(index: int, layout: tuple[int, ...]) -> int:
+    """Where logical basis index ``index`` is stored under ``layout`` (qubit -> position)."""
+    return sum(((index >> q) & 1) << p for q, p in enumerate(layout))
+
+
+def plan_layouts(plan: PhysicalPlan) -> list[tuple[int, ...]]:
+    """The position of each wire after every step of a staged plan."""
+    layout = tuple(plan.initial_layout)
+    out = []
+    for _, step, L in plan.walk():
+        if isinstance(step, Relayout):
+            layout = algebra.swap_positions(layout, step.pairs)
+        elif isinstance(step, BlockProgram) and step.write_order is not None:
+            layout = tuple(algebra.permuted_position(p, step.write_order, L) for p in layout)
+        out.append(layout)
+    return out
+
+
+def pass_record(one: Pass, n: int, L: int, nblocks: int) -> StepRecord:
+    """What a pass cost: its relayout's traffic (read from the blocks it pairs with)."""
+    traffic = one.relayout.traffic(n, L) if one.relayout is not None else Traffic()
+    path = "gather+stage" if one.relayout is not None else "stream"
+    return StepRecord(one.step_index, "pass", path, None, one.program.describe(n, L), traffic, nblocks)
+
+
+def _progress_bar(label: str, nblocks: int, nbytes: int) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=nbytes, desc=label, unit="B", unit_scale=True, unit_divisor=1024, postfix=f"{nblocks} blocks"
+    )
+
+
+class _BarCallback(dask.callbacks.Callback):
+    """Advances a progress bar by the bytes each finished block task read and wrote."""
+
+    def __init__(self, advance: Callable[[float], Any] | None, prefix: str) -> None:
+        super().__init__()
+        self._advance = advance
+        self._prefix = prefix
+
+    def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+        if self._advance is not None and isinstance(key, tuple) and key[0] == self._prefix:
+            self._advance(float(result[4] + result[5]))
+
+
+# --------------------------------------------------------------------- whole stored states
+def _read_block(
+    backend: Backend, path: str, name: str, start: int, count: int, dtype: str, store_id: str
+) -> Any:
+    return backend.from_host(st.read_amplitudes(path, name, start, count, dtype, store_id), dtype)
+
+
+def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> Any:
+    """The completed state in a store as a lazy dask array, read block by block."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    L, n = manifest.chunk_qubits, manifest.num_qubits
+    name = f"dasq-stored-{tokenize(str(path), manifest.current, manifest.store_id, manifest.stages_done)}"
+    layer = {
+        (name, c): Task(
+            (name, c),
+            _read_block,
+            backend,
+            str(path),
+            manifest.current,
+            c << L,
+            1 << L,
+            manifest.dtype,
+            manifest.store_id,
+        )
+        for c in range(1 << (n - L))
+    }
+    return da.Array(
+        HighLevelGraph.from_collections(name, layer),
+        name,
+        chunks=(((1 << L),) * (1 << (n - L)),),
+        dtype=manifest.dtype,
+        meta=backend.meta(manifest.dtype),
+    )
+
+
+def _write_block(
+    backend: Backend, path: str, name: str, L: int, store_id: str, c: int, block: Any
+) -> np.ndarray:
+    st.write_amplitudes(path, name, c << L, np.ascontiguousarray(backend.to_host(block)), store_id)
+    return np.ones(1)
+
+
+def save_blocks(blocks: Any, path: Path, manifest: Manifest, backend: Backend) -> Any:
+    """A lazy graph that writes every block into the store's first array (one task
+    per block); computing it returns the number of blocks written."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = f"dasq-save-{tokenize(blocks.name, str(path), manifest.store_id)}"
+    nb = blocks.numblocks[0]
+    layer = {
+        (name, c): Task(
+            (name, c),
+            _write_block,
+            backend,
+            str(path),
+            st.ARRAYS[0],
+            manifest.chunk_qubits,
+            manifest.store_id,
+            c,
+            TaskRef((blocks.name, c)),
+        )
+        for c in range(nb)
+    }
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[blocks])
+    return da.Array(graph, name, chunks=((1,) * nb,), dtype=np.float64, meta=np.empty(0)).sum()

@@ -1,1 +1,0 @@
-"""Kernels: functions on one block of amplitudes; no Dask inside."""

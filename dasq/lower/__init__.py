@@ -1,1 +1,0 @@
-"""Lowering: operations -> Dask graph layers over blocks, with their communication cost."""

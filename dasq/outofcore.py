@@ -1,0 +1,166 @@
+"""Out-of-core runs: size the blocks for a memory budget, create the store, stream, resume.
+
+The store holds the circuit as a JSON record (never a pickle), the plan's digest
+and the run's options in its manifest; ``resume`` re-plans the recorded circuit,
+checks that the plan is the one the run started with, and streams the passes
+that are left.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dasq import _config
+from dasq.backend.base import get_backend
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.record import circuit_from_record, circuit_to_record
+from dasq.circuit.validation import check_memory_limit
+from dasq.engine import stream
+from dasq.engine.report import Report
+from dasq.errors import StoreError, ValidationError
+from dasq.plan.planner import make_plan
+from dasq.plan.steps import PhysicalPlan
+from dasq.state.statevector import StateVector
+from dasq.storage import store as st
+from dasq.storage.manifest import MANIFEST, Manifest
+
+
+def simulate_to_store(
+    circuit: Circuit,
+    *,
+    store: str | os.PathLike[str],
+    memory_limit: Any,
+    dtype: str,
+    basis: int,
+    chunk_qubits: int | None,
+    client: Any,
+    progress: bool,
+    fusion_size: int,
+    compression: str | None,
+    keep_bits: int | None,
+) -> StateVector:
+    """Run ``circuit`` from basis state ``basis`` into the zarr group ``store``; a store
+    that already holds a run of this circuit is resumed (or opened when complete)."""
+    if not isinstance(store, (str, os.PathLike)):
+        raise TypeError(f"store must be a path (str or os.PathLike), got {type(store).__name__}")
+    path = Path(store).expanduser().absolute()
+    limit = check_memory_limit(memory_limit) if memory_limit is not None else _config.total_memory() // 4
+    codec = st.Codec(compression, keep_bits).check(dtype)
+    if (path / MANIFEST).exists():
+        manifest = Manifest.read(path)
+        if manifest.circuit_hash != circuit.fingerprint():
+            raise StoreError(
+                f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, this "
+                f"circuit {circuit.fingerprint()[:12]}); choose another store path or delete it"
+            )
+        if manifest.dtype != dtype or manifest.basis != basis:
+            raise StoreError(
+                f"{path} holds a run of this circuit with dtype {manifest.dtype} from basis state "
+                f"{manifest.basis}, not {dtype} from {basis}; choose another store path or delete it"
+            )
+        return resume(path, client=client, progress=progress)
+    path = st.new_store_path(path)
+    n = circuit.num_qubits
+    min_local = max((len(op.needs_local()) for op in circuit), default=0)
+    workers = 1 if client is not None else (os.cpu_count() or 1)
+    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local)
+    plan = _plan(circuit, L, fusion_size)
+    passes = stream.stream_passes(plan)
+    S = stream.storage_qubits(L, max((len(p.relayout.pairs) for p in passes if p.relayout), default=0))
+    st.check_disk_space(path, st.disk_needed(n, dtype, S))
+    st.create_arrays(path, n, dtype, S, codec)
+    record, operands = circuit_to_record(circuit)
+    st.write_run_record(path, record, operands)
+    manifest = Manifest(
+        num_qubits=n,
+        dtype=dtype,
+        chunk_qubits=L,
+        storage_qubits=S,
+        layout=list(plan.initial_layout),
+        circuit_hash=circuit.fingerprint(),
+        stages_total=len(passes),
+        codec=codec.as_dict(),
+        memory_limit=limit,
+        workers=workers,
+        basis=basis,
+        fusion_size=fusion_size,
+        plan_digest=plan.digest,
+    )
+    manifest.write(path)
+    return _execute(path, manifest, plan, client, progress)
+
+
+def _plan(circuit: Circuit, L: int, fusion_size: int) -> PhysicalPlan:
+    return make_plan(
+        circuit.operations,
+        circuit.num_qubits,
+        L,
+        method="planned",
+        fusion_size=fusion_size,
+        global_phase=circuit.global_phase,
+    )
+
+
+def resume(
+    store: str | os.PathLike[str],
+    *,
+    circuit: Circuit | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> StateVector:
+    """Finish the run stored in ``store`` (after a crash or a kill) and return its state.
+
+    With ``circuit``, refuse unless the store holds a run of that very circuit. A
+    complete store is simply opened. Nothing read from the store is executed: the
+    circuit comes back from its JSON record and is planned again.
+    """
+    path = Path(store).expanduser().absolute()
+    manifest = Manifest.read(path)
+    if circuit is not None and manifest.circuit_hash != circuit.fingerprint():
+        raise StoreError(
+            f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, the "
+            f"given circuit {circuit.fingerprint()[:12]}); it cannot be resumed with this circuit"
+        )
+    if manifest.circuit_hash is None:  # a saved state, nothing to run
+        return StateVector.from_zarr(path, client=client)
+    recorded = _recorded_circuit(path, manifest)
+    plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size)
+    if plan.digest != manifest.plan_digest:
+        raise StoreError(
+            f"{path} was planned differently by the dasq that started it; this dasq cannot resume it "
+            "(run the circuit again into a new store)"
+        )
+    if not manifest.complete:
+        st.remove_partial_files(path)
+        st.check_disk_space(
+            path, st.disk_needed(manifest.num_qubits, manifest.dtype, manifest.storage_qubits)
+        )
+    return _execute(path, manifest, plan, client, progress)
+
+
+def _recorded_circuit(path: Path, manifest: Manifest) -> Circuit:
+    record, operands = st.read_run_record(path)
+    try:
+        circuit = circuit_from_record(record, operands)
+    except (ValidationError, TypeError) as exc:
+        raise StoreError(f"the circuit recorded in {path} is damaged: {exc}") from None
+    if circuit.fingerprint() != manifest.circuit_hash:
+        raise StoreError(
+            f"{path / st.RUN_RECORD} does not hold the circuit that {MANIFEST} names; the store is damaged"
+        )
+    return circuit
+
+
+def _execute(path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool) -> StateVector:
+    backend = get_backend("cpu")
+    if not manifest.complete:
+        stream.StreamExecutor(path, manifest, backend, client=client, progress=progress).run(plan)
+    state = StateVector.from_zarr(path, client=client)
+    n, L = manifest.num_qubits, manifest.chunk_qubits
+    nblocks = 1 << (n - L)
+    records = tuple(stream.pass_record(p, n, L, nblocks) for p in stream.stream_passes(plan))
+    state.plan = plan
+    state.report = Report(n, L, records)
+    return state

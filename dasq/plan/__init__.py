@@ -1,0 +1,1 @@
+"""Planning: from operations to a physical plan of steps (pure functions, no Dask)."""

@@ -1,0 +1,162 @@
+"""From operations to a physical plan (pure functions, no Dask).
+
+``method="planned"`` (the fast path): uncontrolled SWAPs are absorbed into the
+layout, the circuit is cut into stages (passes over the blocks) by the greedy
+planner of ``stages.py``, each stage's operations are fused (``fusion.py``), and
+between two stages ONE fused relayout exchanges the qubits that enter and leave
+the blocks. Each stage's program writes its blocks with the next relayout's
+leaving qubits on the top local bits, so that relayout moves contiguous pieces.
+
+``method="per-operation"``: every operation lowered on its own (``localiser.py``),
+with the communication of the seed paper's algorithms; the reference path.
+
+``method="auto"``: planned unless an operation needs more local qubits than a
+block holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dasq.circuit import validation
+from dasq.circuit.kinds import Operation
+from dasq.plan import relayout as algebra
+from dasq.plan.fusion import DEFAULT_FUSION_SIZE, fuse
+from dasq.plan.localiser import per_operation_steps
+from dasq.plan.stages import StageChoice, absorb_swaps, greedy_stages
+from dasq.plan.steps import BlockProgram, Collapse, PhysicalPlan, Relayout, Step
+
+METHODS = ("auto", "planned", "per-operation")
+
+
+def make_plan(
+    ops: Sequence[Operation],
+    num_qubits: int,
+    chunk_qubits: int,
+    *,
+    method: str = "auto",
+    initial_layout: Sequence[int] | None = None,
+    fusion_size: int = DEFAULT_FUSION_SIZE,
+    global_phase: float = 0.0,
+) -> PhysicalPlan:
+    """The physical plan of ``ops`` on ``num_qubits`` qubits in blocks of 2^chunk_qubits.
+
+    ``initial_layout[q]``: the position of logical qubit q before the first step;
+    None means the state is a basis state whose layout is free (chosen by the plan).
+    """
+    validation.check_choice(method, METHODS, "method")
+    if method == "auto":
+        wide = any(len(op.needs_local()) > chunk_qubits for op in ops)
+        method = "per-operation" if wide else "planned"
+    if method == "planned":
+        plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size)
+    else:
+        layout = tuple(initial_layout) if initial_layout is not None else tuple(range(num_qubits))
+        steps = per_operation_steps(ops, layout, chunk_qubits)
+        plan = PhysicalPlan(
+            num_qubits, chunk_qubits, "per-operation", fusion_size, layout, layout, tuple(steps), len(ops)
+        )
+    return _with_phase(plan, global_phase)
+
+
+def _with_phase(plan: PhysicalPlan, global_phase: float) -> PhysicalPlan:
+    """Fold the global phase into the last program (it commutes with every step)."""
+    if not global_phase:
+        return plan
+    scale = complex(np.exp(1j * global_phase))
+    steps = list(plan.steps)
+    for i in reversed(range(len(steps))):
+        step = steps[i]
+        if isinstance(step, BlockProgram) and step.origin is None:
+            steps[i] = replace(step, scale=step.scale * scale, digest="")
+            break
+    else:
+        steps.append(BlockProgram((), scale=scale, path="phase"))
+    return replace(plan, steps=tuple(steps))
+
+
+@dataclass(frozen=True)
+class _StageItem:
+    choice: StageChoice
+    segment: tuple[Operation, ...]
+
+
+@dataclass(frozen=True)
+class _CollapseItem:
+    op: Operation  # on wires
+    qubit: int  # logical
+
+
+def _staged(
+    ops: Sequence[Operation],
+    n: int,
+    L: int,
+    initial_layout: Sequence[int] | None,
+    fusion_size: int,
+) -> PhysicalPlan:
+    wire_ops, wire_of = absorb_swaps(ops, n)
+    items = _stage_items(wire_ops, n, L, initial_layout)
+    stage_locals = [it.choice.local for it in items if isinstance(it, _StageItem)]
+
+    layout: tuple[int, ...] | None = tuple(initial_layout) if initial_layout is not None else None
+    if layout is None:  # free: the first stage's local wires go to the low positions
+        first = sorted(stage_locals[0]) if stage_locals else list(range(L))
+        rest = sorted(set(range(n)) - set(first))
+        order = first + rest
+        layout = tuple(order.index(w) for w in range(n))
+    start = layout
+    steps: list[Step] = []
+    stage = 0
+    for item in items:
+        if isinstance(item, _CollapseItem):
+            steps.append(Collapse(item.op.remap(layout), item.qubit))
+            continue
+        local = item.choice.local
+        entering = sorted(w for w in local if layout[w] >= L)
+        if entering:
+            leaving = sorted(w for w in range(n) if layout[w] < L and w not in local)
+            pairs = tuple((layout[e], layout[v]) for e, v in zip(entering, leaving))
+            steps.append(Relayout(pairs))
+            layout = algebra.swap_positions(layout, pairs)
+        stage_ops = tuple(item.segment[i].remap(layout) for i in item.choice.ops)
+        order = None
+        if stage + 1 < len(stage_locals):  # the next relayout's leaving wires go on top
+            leaving = sorted(w for w in local if w not in stage_locals[stage + 1])
+            order = algebra.write_order([layout[w] for w in leaving], L) if leaving else None
+        steps.append(BlockProgram(fuse(stage_ops, L, fusion_size), write_order=order))
+        if order is not None:
+            layout = tuple(algebra.permuted_position(p, order, L) for p in layout)
+        stage += 1
+    final = tuple(layout[wire_of[q]] for q in range(n))
+    swaps = sum(1 for op in ops if op.absorbed_swap() is not None)
+    return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps)
+
+
+def _stage_items(
+    wire_ops: list[tuple[Operation, Operation]], n: int, L: int, initial_layout: Sequence[int] | None
+) -> list[_StageItem | _CollapseItem]:
+    """Stages (greedy local sets) of each segment between collapses, in order."""
+    items: list[_StageItem | _CollapseItem] = []
+    current = None if initial_layout is None else frozenset(w for w in range(n) if initial_layout[w] < L)
+    segment: list[Operation] = []
+
+    def close_segment() -> None:
+        nonlocal current
+        if not segment:
+            return
+        for choice in greedy_stages(segment, n, L, current):
+            items.append(_StageItem(choice, tuple(segment)))
+            current = choice.local
+        segment.clear()
+
+    for op, original in wire_ops:
+        if op.is_collapse:
+            close_segment()
+            items.append(_CollapseItem(op, original.targets[0]))
+        else:
+            segment.append(op)
+    close_segment()
+    return items

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dasq import _config
-from dasq.backend.base import get_backend
+from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.record import circuit_from_record, circuit_to_record
 from dasq.circuit.validation import check_memory_limit

@@ -38,6 +38,7 @@ class Backend:
     """Interface of a block backend. ``xp`` is its array namespace (numpy, cupy)."""
 
     name: str = "abstract"
+    singleton: str = ""  # the module-level name of the backend's one instance
     xp: Any = np
 
     # ------------------------------------------------------------ creation
@@ -124,24 +125,7 @@ class Backend:
         """``shots`` local indices drawn from this block's |amplitude|^2 (seeded)."""
         raise NotImplementedError
 
-    def __reduce__(self) -> tuple:
-        # backends are stateless singletons: a worker gets its own by name
-        return (get_backend, (self.name,))
-
-
-_BACKENDS: dict[str, Backend] = {}
-
-
-def register_backend(backend: Backend) -> None:
-    _BACKENDS[backend.name] = backend
-
-
-def get_backend(name: str = "cpu") -> Backend:
-    """The backend called ``name`` ("cpu": numpy + numba)."""
-    if name == "cpu" and "cpu" not in _BACKENDS:
-        from dasq.backend import cpu  # noqa: F401  (registers itself)
-    if name not in _BACKENDS:
-        from dasq.errors import ValidationError
-
-        raise ValidationError(f"unknown backend {name!r}; available: {sorted(_BACKENDS) or ['cpu']}")
-    return _BACKENDS[name]
+    def __reduce__(self) -> str:
+        # a backend is a stateless module-level singleton: pickled by name, so a
+        # worker uses its own copy (pickle looks the name up in the class's module)
+        return self.singleton

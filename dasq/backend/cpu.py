@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dasq.backend import numba_kernels
-from dasq.backend.base import Backend, Controls, Kernel, SkipKernel, register_backend
+from dasq.backend.base import Backend, Controls, Kernel, SkipKernel
 
 
 def _axis(bit: int, L: int) -> int:
@@ -77,6 +77,7 @@ class MatrixKernel(Kernel):
 
 class CPUBackend(Backend):
     name = "cpu"
+    singleton = "CPU"
     xp = np
 
     # ------------------------------------------------------------ actions
@@ -214,4 +215,4 @@ class CPUBackend(Backend):
         return np.minimum(np.searchsorted(cdf, u, side="right"), p.size - 1)
 
 
-register_backend(CPUBackend())
+CPU = CPUBackend()

@@ -54,11 +54,15 @@ class Operation:
 
     targets: tuple[int, ...]
     controls: tuple[int, ...] = ()
-    control_states: tuple[int, ...] = ()
+    control_states: tuple[int, ...] = None  # type: ignore[assignment]  # None: every control on |1>
     name: str = ""
     params: tuple[float, ...] = field(default=())
 
     kind: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if self.control_states is None:  # the default: every control on |1>
+            object.__setattr__(self, "control_states", (1,) * len(self.controls))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -85,7 +89,7 @@ class Operation:
         """A validated record from user input (the only way records enter a circuit)."""
         t, c, s = v.check_operands(targets, controls, control_states, num_qubits)
         checked = cls.check_payload(len(t), **payload)
-        label = v.check_name(cls.kind if name is None else name)
+        label = v.check_name(name if name not in (None, "") else cls.kind)
         return cls(t, c, s, label, v.check_params(params), **checked)
 
     @classmethod

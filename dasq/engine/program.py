@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from dasq.backend.base import Backend, Kernel, get_backend
+from dasq.backend.base import Backend, Kernel
+from dasq.backend.registry import get_backend
 from dasq.plan.fusion import Group
 from dasq.plan.steps import BlockProgram
 
@@ -31,7 +32,7 @@ def _actions_on(group: Group, L: int, block_index: int) -> list:
 
 def group_diagonal(group: Group, L: int, block_index: int) -> np.ndarray:
     """The 2^k phases of a diagonal group inside block ``block_index``."""
-    host = get_backend("cpu")
+    host = get_backend("cpu")  # group matrices are built on the host, whatever the backend
     k = len(group.qubits)
     table = np.ones(1 << k, dtype=np.complex128)
     for action in _actions_on(group, L, block_index):
@@ -41,7 +42,7 @@ def group_diagonal(group: Group, L: int, block_index: int) -> np.ndarray:
 
 def group_matrix(group: Group, L: int, block_index: int) -> np.ndarray:
     """The 2^k x 2^k matrix of a fused group inside block ``block_index``."""
-    host = get_backend("cpu")
+    host = get_backend("cpu")  # group matrices are built on the host, whatever the backend
     k = len(group.qubits)
     # columns of the matrix as a batch of k-qubit states: index = column * 2^k + row
     batch = np.eye(1 << k, dtype=np.complex128).reshape(-1)

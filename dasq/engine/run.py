@@ -9,7 +9,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from dasq.backend.base import get_backend
+from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
 from dasq.engine.memory import MemoryExecutor, resolve_relayout_method

@@ -19,7 +19,8 @@ import dask.array as da
 import numpy as np
 
 from dasq import _config
-from dasq.backend.base import Backend, get_backend
+from dasq.backend.base import Backend
+from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_index, check_readout_qubits, check_shots
 from dasq.engine import readout, stream

@@ -1,0 +1,221 @@
+"""Operation kinds: one class each, validated in one layer, with their conjugates and
+records; a new kind is one class plus its kernel and runs through every executor."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from reference import operator, random_state, random_unitary
+
+import dasq
+from dasq.circuit.actions import Action
+from dasq.circuit.kinds import KINDS, Measure, Operation, PauliString, Unitary
+from dasq.circuit.record import circuit_from_record, circuit_to_record
+from dasq.engine.program import group_matrix
+from dasq.plan.fusion import Group
+
+
+# --------------------------------------------------------------- a new kind
+@dataclass(frozen=True, eq=False)
+class IncrementAction(Action):
+    """|r> -> |r + 1 mod 2^k> on the register of local ``targets`` (bit j -> targets[j]),
+    written against the backend's array namespace so it runs on any backend."""
+
+    targets: tuple[int, ...]
+    controls: tuple[tuple[int, int], ...]
+
+    def apply(self, backend, block, L):
+        xp = backend.xp
+        i = xp.arange(block.size)
+        register = sum(((i >> t) & 1) << j for j, t in enumerate(self.targets))
+        moved = (register + 1) % (1 << len(self.targets))
+        dest = i
+        for j, t in enumerate(self.targets):
+            dest = (dest & ~(1 << t)) | (((moved >> j) & 1) << t)
+        met = xp.ones(block.size, dtype=bool)
+        for b, s in self.controls:
+            met &= ((i >> b) & 1) == s
+        out = block.copy()
+        out[dest[met]] = block[met]
+        block[...] = out
+
+    def relabel(self, mapping):
+        return IncrementAction(
+            tuple(mapping[q] for q in self.targets), tuple((mapping[q], s) for q, s in self.controls)
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Increment(Operation):
+    """Adds 1 (mod 2^k) to the register on the targets: a new kind in one class."""
+
+    def local_actions(self, L, block):
+        if not self.controls_met(L, block):
+            return ()
+        return (IncrementAction(self.targets, self.local_controls(L)),)
+
+
+def increment_matrix(k: int) -> np.ndarray:
+    m = np.zeros((1 << k, 1 << k))
+    for r in range(1 << k):
+        m[(r + 1) % (1 << k), r] = 1
+    return m
+
+
+def increment_circuit() -> tuple[dasq.Circuit, np.ndarray]:
+    n = 7
+    rng = np.random.default_rng(3)
+    c = dasq.Circuit(n)
+    want = np.zeros(1 << n, dtype=complex)
+    want[0] = 1
+    steps = [
+        ("u", (0,)), ("inc", (0, 5, 2)), ("u", (6,)), ("inc", (6, 1)), ("u", (3,)), ("inc", (4, 6, 3)),
+    ]  # fmt: skip
+    for what, qubits in steps:
+        if what == "u":
+            u = random_unitary(1, rng)
+            c.unitary(u, qubits)
+            want = operator(u, qubits, n=n) @ want
+        else:
+            controls = (1,) if 1 not in qubits else ()
+            c.append(Increment(qubits, controls))
+            want = operator(increment_matrix(len(qubits)), qubits, controls, None, n) @ want
+    return c, want
+
+
+def test_a_new_kind_is_registered_and_validated():
+    assert KINDS["increment"] is Increment
+    c = dasq.Circuit(3)
+    with pytest.raises(dasq.ValidationError, match="out of range"):
+        c.append(Increment((0, 3)))
+    with pytest.raises(TypeError, match="takes no field"):
+        Increment.create(3, (0, 1), matrix=np.eye(4))
+
+
+@pytest.mark.parametrize(
+    ("L", "method"), [(3, "planned"), (5, "planned"), (7, "planned"), (2, "auto"), (3, "per-operation")]
+)
+def test_a_new_kind_runs_in_memory(L, method):
+    """Planned (fused with its neighbours), and per-operation: relayouts bring the
+    targets into the blocks (L = 2 is narrower than the 3-qubit increments)."""
+    c, want = increment_circuit()
+    state = dasq.simulate(c, chunk_qubits=L, method=method)
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+def test_a_new_kind_runs_out_of_core(tmp_path):
+    import dask
+
+    c, want = increment_circuit()
+    with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
+        state = dasq.simulate(c, store=tmp_path / "s.zarr", memory_limit=2 * 8 * 16 << 4, chunk_qubits=4)
+    assert len(state.plan.relayouts) >= 1
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+# --------------------------------------------------------------- one validation layer
+@pytest.mark.parametrize(
+    ("record", "exc", "match"),
+    [
+        (Unitary((0, 1), matrix=np.eye(2)), dasq.ValidationError, r"shape \(4, 4\)"),
+        (Unitary((0,), matrix=np.ones((2, 2))), dasq.ValidationError, "not unitary"),
+        (Unitary((0,), (0,), matrix=np.eye(2)), dasq.ValidationError, "both control and target"),
+        (Unitary((0,), (1,), (2,), matrix=np.eye(2)), dasq.ValidationError, "0 or 1"),
+        (Unitary((0, 0), matrix=np.eye(4)), dasq.ValidationError, "repeated qubit"),
+        (Unitary(("a",), matrix=np.eye(2)), TypeError, "must be an int"),
+        (PauliString((0, 1), label="XQ"), dasq.ValidationError, "I, X, Y"),
+        (Unitary((0,), name=5, matrix=np.eye(2)), TypeError, "name must be a str"),
+    ],
+)
+def test_append_goes_through_the_validation_layer(record, exc, match):
+    c = dasq.Circuit(3)
+    with pytest.raises(exc, match=match):
+        c.append(record)
+    assert len(c) == 0
+
+
+def test_validation_errors_are_value_errors_and_dasq_errors():
+    assert issubclass(dasq.ValidationError, ValueError) and issubclass(dasq.ValidationError, dasq.DasqError)
+    assert issubclass(dasq.StoreError, ValueError) and issubclass(dasq.StoreError, dasq.DasqError)
+    with pytest.raises(dasq.ValidationError):
+        dasq.simulate(dasq.Circuit(2), dtype="float32")
+    with pytest.raises(dasq.ValidationError):
+        dasq.Circuit(2).append(Measure((0,), (1,)))  # a measurement takes no controls
+
+
+def test_append_normalises_what_it_validates():
+    c = dasq.Circuit(3).append(Unitary((2,), (0,), (0,), matrix=[[0, 1], [1, 0]]))
+    op = c[0]
+    assert op.matrix.dtype == np.complex128 and not op.matrix.flags.writeable
+    assert op.targets == (2,) and op.controls == (0,) and op.control_states == (0,)
+
+
+# --------------------------------------------------------------- conjugates and records
+def every_kind_circuit(n: int = 4) -> dasq.Circuit:
+    rng = np.random.default_rng(0)
+    return (
+        dasq.Circuit(n, global_phase=0.3)
+        .unitary(random_unitary(2, rng), (0, 2), controls=(3,))
+        .diagonal(np.exp(1j * rng.uniform(0, 6, 4)), (1, 3), controls=(0,), control_states=[0])
+        .pauli("XYZ", (0, 1, 3))
+        .pauli("YY", (2, 3), controls=(1,))
+        .phase_gadget(0.4, (0, 2, 3))
+        .pauli_gadget(0.7, "YXZ", (1, 2, 3))
+        .pauli_gadget(0.2, "YY", (0, 3))
+        .swap(0, 3, controls=(1,))
+        .measure(2)
+        .reset(1)
+        .barrier()
+    )
+
+
+def _matrix(op: Operation, n: int) -> np.ndarray:
+    qubits = tuple(range(n))
+    return group_matrix(Group(qubits, (op,)), n, 0)
+
+
+def test_conjugates_are_the_complex_conjugate_of_each_unitary_kind():
+    c = every_kind_circuit()
+    for op in c:
+        if op.is_collapse or op.is_barrier:
+            assert op.conjugate() is op
+            continue
+        want = _matrix(op, 4).conj()
+        np.testing.assert_allclose(_matrix(op.conjugate(), 4), want, atol=1e-12, err_msg=op.kind)
+
+
+def test_every_kind_survives_a_json_record():
+    c = every_kind_circuit()
+    record, operands = circuit_to_record(c)
+    text = json.dumps(record)  # plain JSON: nothing to unpickle
+    back = circuit_from_record(json.loads(text), operands.copy())
+    assert back.fingerprint() == c.fingerprint()
+    assert [op.kind for op in back] == [op.kind for op in c]
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda r: r["operations"][0].update(kind="teleport"), "unknown operation kind"),
+        (lambda r: r["operations"][0]["matrix"].update(offset=10**6), "outside"),
+        (lambda r: r["operations"][0].update(targets=[0, 9]), "out of range"),
+        (lambda r: r["operations"][0].update(extra=1), "no field"),
+        (lambda r: r.update(version=99), "version"),
+    ],
+)
+def test_damaged_records_are_refused(edit, match):
+    record, operands = circuit_to_record(every_kind_circuit())
+    edit(record)
+    with pytest.raises(dasq.ValidationError, match=match):
+        circuit_from_record(record, operands)
+
+
+def test_kinds_without_a_block_form_say_so():
+    state = random_state(2, np.random.default_rng(1))
+    assert abs(np.linalg.norm(state) - 1) < 1e-12
+    m = dasq.Circuit(2).measure(0)[0]
+    with pytest.raises(TypeError, match="cannot run inside a block"):
+        m.local_actions(2, 0)

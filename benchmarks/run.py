@@ -1,6 +1,7 @@
 """dasq benchmarks (rules: ../shared/BENCHMARKS.md).
 
-    python benchmarks/run.py inmemory --qubits 20 24 26 --circuits qft random --reps 3
+    python benchmarks/run.py inmemory --qubits 20 24 26 --circuits qft random --reps 3 [--old PATH]
+    python benchmarks/run.py graph [--old PATH]
     python benchmarks/run.py relayout --qubits 22 --chunk-qubits 18
     python benchmarks/run.py planning
     python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
@@ -10,6 +11,8 @@ Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
 reported, and the memory bandwidth (a plain copy of the state) is measured in the
 same run. Results go to benchmarks/results/SUITE.json with the machine's details.
+``--old PATH`` adds a contender "dasq-old": the dasq of another checkout (for
+example ``git worktree add /tmp/dasq-old <commit>``), run side by side.
 Needs the `bench` extra (qiskit-aer, qsimcirq, psutil).
 """
 
@@ -32,8 +35,17 @@ sys.path.insert(0, str(HERE.parent))
 
 
 # --------------------------------------------------------------------- one timed run (child)
+def _use_checkout(path: str | None) -> None:
+    """Import dasq (and its benchmarks package) from another checkout."""
+    if path:
+        sys.path.insert(0, path)
+        for name in [m for m in sys.modules if m == "benchmarks" or m.startswith("benchmarks.")]:
+            del sys.modules[name]
+
+
 def _child(args: argparse.Namespace) -> None:
     """Build, warm up on a small case, then time one simulation; print JSON."""
+    _use_checkout(args.dasq_path)
     import numpy as np
 
     from benchmarks import circuits
@@ -43,7 +55,7 @@ def _child(args: argparse.Namespace) -> None:
 
     def run(n: int) -> tuple[float, np.ndarray | None]:
         qc = make(n)
-        if args.contender == "dasq":
+        if args.contender in ("dasq", "dasq-old"):
             import dasq
 
             c = circuits.to_dasq(qc)
@@ -94,6 +106,9 @@ def peak_rss() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
+OLD_CHECKOUT: str | None = None  # set by --old
+
+
 def _spawn(contender: str, circuit: str, n: int, dtype: str, fusion: int, save: str | None = None) -> dict:
     cmd = [
         sys.executable,
@@ -112,6 +127,8 @@ def _spawn(contender: str, circuit: str, n: int, dtype: str, fusion: int, save: 
     ]
     if save:
         cmd += ["--save", save]
+    if contender == "dasq-old":
+        cmd += ["--dasq-path", OLD_CHECKOUT or ""]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{contender} {circuit} {n} failed:\n{out.stderr[-2000:]}")
@@ -154,11 +171,10 @@ def copy_bandwidth(n: int, dtype: str) -> float:
 
 def plan_passes(circuit: str, n: int) -> dict:
     """Passes over memory that dasq's plan needs: one per stage and per relayout."""
-    from dasq.plan.plan import make_plan
-
     import dasq
     from benchmarks import circuits
     from dasq._config import default_chunk_qubits
+    from dasq.plan.planner import make_plan
 
     c = circuits.to_dasq(circuits.CIRCUITS[circuit](n))
     plan = make_plan(list(c), n, default_chunk_qubits(n))
@@ -187,7 +203,8 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
-                contenders = ["dasq", "aer"] + (["qsim"] if dtype == "complex64" else [])
+                contenders = ["dasq"] + (["dasq-old"] if OLD_CHECKOUT else []) + ["aer"]
+                contenders += ["qsim"] if dtype == "complex64" else []
                 # correctness first: fidelity of dasq with Aer
                 tmp = RESULTS / "tmp"
                 tmp.mkdir(parents=True, exist_ok=True)
@@ -215,7 +232,7 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                         times[c].append(r["seconds"])
                         rss[c] = max(rss.get(c, 0), r["peak_rss"])
                 med = {c: statistics.median(v) for c, v in times.items()}
-                fastest_peer = min(v for c, v in med.items() if c != "dasq")
+                fastest_peer = min(v for c, v in med.items() if not c.startswith("dasq"))
                 passes = plan_passes(circuit, n)
                 bw = copy_bandwidth(n, dtype)
                 state_bytes = (1 << n) * np.dtype(dtype).itemsize
@@ -228,6 +245,7 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                     "all_seconds": times,
                     "peak_rss": rss,
                     "ratio_dasq_to_fastest_peer": med["dasq"] / fastest_peer,
+                    **({"ratio_dasq_to_old": med["dasq"] / med["dasq-old"]} if "dasq-old" in med else {}),
                     "qsim_fusion": sorted(set(qsim_fusion.values())),
                     "copy_bandwidth_bytes_per_s": bw,
                     "memory_limit_seconds": passes["passes"] * 2 * state_bytes / bw,
@@ -255,52 +273,66 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
 
 
 def suite_relayout(args: argparse.Namespace) -> dict:
-    """Fused (one all-to-all) vs sequential (k pairwise swaps) relayout of k qubits,
-    on a LocalCluster with several worker processes: bytes moved and seconds."""
+    """One fused relayout of k qubits against k pairwise relayouts, and the ways a
+    relayout becomes tasks (hand-built layers vs Dask's rechunk), on threads and on a
+    LocalCluster of worker processes: amplitudes moved and seconds. Every timed run
+    starts from its own state (a distinct basis state, built where it will live), so
+    no run reuses another's results."""
     import dask
-    import numpy as np
-    from dasq.lower.operations import relayout
     from distributed import Client, LocalCluster
 
     import dasq
+    from dasq.backend.registry import get_backend
+    from dasq.engine import layers
+    from dasq.engine.layers import Gather
 
     n, L = args.qubits[0], args.chunk_qubits
-    rows = []
+    backend = get_backend("cpu")
+    fresh = iter(range(1, 1 << n))
+    rows = [{"k": k, "state_amplitudes": 1 << n, "chunk_qubits": L} for k in range(1, n - L + 1)]
+
+    def timed(steps, method, client) -> tuple[float, int]:
+        secs, moved = [], 0
+        for _ in range(args.reps):
+            x = dasq.simulate(
+                dasq.Circuit(n), initial=next(fresh), chunk_qubits=L, dtype="complex64", client=client
+            )
+            if client is not None:
+                wait_all(client, x.blocks)
+            y, moved = x.blocks, 0
+            t = time.perf_counter()
+            for i, pairs in enumerate(steps):
+                y, cost = layers.relayout_layer(y, Gather(L, pairs, (), backend), i, method)
+                moved += cost.traffic.amplitudes_moved
+            if client is not None:
+                y = client.persist(y)
+                wait_all(client, y)
+            else:
+                (y,) = dask.persist(y)
+            secs.append(time.perf_counter() - t)
+            del x, y
+        return statistics.median(secs), moved
+
+    def record(row: dict, label: str, secs: float, moved: int) -> None:
+        row[label] = {"median_seconds": secs, "fraction_of_state": moved / (1 << n)}
+
+    for row in rows:
+        pairs = tuple((L + i, L - row["k"] + i) for i in range(row["k"]))  # the leaving bits on top
+        for method in ("views", "tasks"):
+            record(row, f"threads {method}", *timed([pairs], method, None))
     with (
         LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        base = dasq.simulate(
-            dasq.Circuit(n).h(0), chunk_qubits=L, dtype="complex64", method="per-operation"
-        ).amplitudes
-        (base,) = dask.persist(base, scheduler=client)
-        wait_all(client, base)
-        for k in range(1, n - L + 1):
-            pairs = [(L + i, L - 1 - i) for i in range(k)]
-            row: dict = {"k": k, "state_amplitudes": 1 << n, "chunk_qubits": L}
-            for how in ("fused", "sequential"):
-                secs, moved = [], 0
-                for _ in range(args.reps):
-                    x, moved = base, 0
-                    t = time.perf_counter()
-                    steps = [pairs] if how == "fused" else [[p] for p in pairs]
-                    for step in steps:
-                        r = relayout(x, L, step)
-                        x, moved = r.x, moved + r.traffic.amplitudes_moved
-                    (y,) = dask.persist(x, scheduler=client)
-                    wait_all(client, y)
-                    secs.append(time.perf_counter() - t)
-                    del y
-                row[how] = {
-                    "amplitudes_moved": moved,
-                    "fraction_of_state": moved / (1 << n),
-                    "median_seconds": statistics.median(secs),
-                }
+        for row in rows:
+            k = row["k"]
+            pairs = tuple((L + i, L - k + i) for i in range(k))
+            for method in ("packed", "tasks", "p2p"):
+                record(row, f"cluster {method}", *timed([pairs], method, client))
+            record(row, "cluster sequential", *timed([[p] for p in pairs], "packed", client))
             row["expected_fused_fraction"] = 1 - 2.0**-k
             row["expected_sequential_fraction"] = k / 2
-            rows.append(row)
             print(json.dumps(row), flush=True)
-    _ = np
     return {"suite": "relayout", "machine": machine(), "workers": args.workers, "rows": rows}
 
 
@@ -310,12 +342,99 @@ def wait_all(client, x) -> None:
     wait(list(client.futures_of(x)))
 
 
+def _graph_child(args: argparse.Namespace) -> None:
+    """One 12-qubit, ~600-gate random circuit at one block size: seconds to simulate
+    and read the norm, tasks executed, peak RSS; then bytes per task of the lazy graph."""
+    _use_checkout(args.dasq_path)
+    import cloudpickle
+    from dask.callbacks import Callback
+
+    import dasq
+    from benchmarks import circuits
+
+    class Count(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tasks = 0
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            node = dsk.get(key)
+            if callable(getattr(node, "func", None)) or (
+                isinstance(node, tuple) and node and callable(node[0])
+            ):
+                self.tasks += 1
+
+    c = circuits.to_dasq(circuits.random(12, depth=24))
+    old = args.contender == "dasq-old"
+    kwargs = {} if old else {"relayout_method": args.method}
+    dasq.simulate(circuits.to_dasq(circuits.random(8, depth=4)), chunk_qubits=4, **kwargs).norm()  # warm up
+    counter = Count()
+    t = time.perf_counter()
+    with counter:
+        state = dasq.simulate(c, chunk_qubits=args.chunk_qubits, **kwargs)
+        norm = state.norm()
+    seconds = time.perf_counter() - t
+    peak = peak_rss()
+    del state
+    lazy = dasq.simulate(c, chunk_qubits=args.chunk_qubits, **kwargs, **({} if old else {"lazy": True}))
+    graph = dict((lazy._stored() if old else lazy.blocks).__dask_graph__())
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "tasks_executed": counter.tasks,
+                "graph_tasks": len(graph),
+                "graph_bytes_per_task": len(cloudpickle.dumps(graph)) / len(graph),
+                "peak_rss": peak,
+                "norm": norm,
+                "gates": len(c),
+                "stages": len(lazy.plan.stages),
+            }
+        )
+    )
+
+
+def suite_graph(args: argparse.Namespace) -> dict:
+    """Many small blocks: the shape of a big cluster's graph, on threads."""
+    rows = []
+    variants = [("dasq", "views"), ("dasq", "tasks")] + ([("dasq-old", "-")] if OLD_CHECKOUT else [])
+    for L in args.chunk_qubits_list:
+        results: dict[str, list[dict]] = {}
+        for _ in range(args.reps):
+            for contender, method in variants:
+                cmd = [sys.executable, __file__, "_graph", "--contender", contender, "--method", method]
+                cmd += ["--chunk-qubits", str(L)]
+                if contender == "dasq-old":
+                    cmd += ["--dasq-path", OLD_CHECKOUT or ""]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+                if out.returncode != 0:
+                    raise RuntimeError(f"graph {contender} L={L} failed:\n{out.stderr[-3000:]}")
+                label = contender if contender == "dasq-old" else f"dasq {method}"
+                results.setdefault(label, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+        for label, runs in results.items():
+            row = {
+                "variant": label,
+                "chunk_qubits": L,
+                "blocks": 1 << (12 - L),
+                "median_seconds": statistics.median(r["seconds"] for r in runs),
+                "all_seconds": [r["seconds"] for r in runs],
+                "peak_rss": max(r["peak_rss"] for r in runs),
+                **{
+                    k: runs[0][k]
+                    for k in ("tasks_executed", "graph_tasks", "graph_bytes_per_task", "gates", "stages")
+                },
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return {"suite": "graph", "machine": machine(), "rows": rows}
+
+
 def suite_planning(args: argparse.Namespace) -> dict:
     """Seconds to plan 10^3..10^5-gate random circuits; stages against the exact optimum."""
     import numpy as np
-    from dasq.plan.plan import make_plan
 
     import dasq
+    from dasq.plan.planner import make_plan
     from dasq.plan.stages import exact_min_stages, greedy_stages
 
     rows = []
@@ -457,11 +576,11 @@ def suite_outofcore(args: argparse.Namespace) -> dict:
     """Stored runs (complex64 by default) under a memory limit, beside the disk floor."""
     import shutil
 
-    from dasq.storage.run import parse_memory_limit
+    from dasq.circuit.validation import check_memory_limit
 
     work = Path(args.directory).absolute()
     work.mkdir(parents=True, exist_ok=True)
-    limit = parse_memory_limit(args.memory_limit)
+    limit = check_memory_limit(args.memory_limit)
     previous = RESULTS / "outofcore.json"
     rows = json.loads(previous.read_text())["rows"] if args.append and previous.exists() else []
     for n in args.qubits:
@@ -510,6 +629,16 @@ def main() -> None:
     ch.add_argument("--dtype")
     ch.add_argument("--fusion", type=int)
     ch.add_argument("--save")
+    ch.add_argument("--dasq-path", default=None)
+    gc = sub.add_parser("_graph")
+    gc.add_argument("--contender")
+    gc.add_argument("--method")
+    gc.add_argument("--chunk-qubits", type=int)
+    gc.add_argument("--dasq-path", default=None)
+    gs = sub.add_parser("graph")
+    gs.add_argument("--chunk-qubits-list", type=int, nargs="+", default=[2, 4, 6])
+    gs.add_argument("--reps", type=int, default=3)
+    gs.add_argument("--old", default=None, help="another checkout whose dasq runs side by side")
     oc = sub.add_parser("_ooc")
     oc.add_argument("--circuit")
     oc.add_argument("--qubits", type=int)
@@ -539,6 +668,7 @@ def main() -> None:
         s.add_argument("--fusion", type=int, default=None)
         s.add_argument("--chunk-qubits", type=int, default=18)
         s.add_argument("--workers", type=int, default=2)
+        s.add_argument("--old", default=None, help="another checkout whose dasq runs side by side")
     args = p.parse_args()
     if args.suite == "_child":
         _child(args)
@@ -546,6 +676,11 @@ def main() -> None:
     if args.suite == "_ooc":
         _ooc_child(args)
         return
+    if args.suite == "_graph":
+        _graph_child(args)
+        return
+    global OLD_CHECKOUT
+    OLD_CHECKOUT = getattr(args, "old", None)
     if getattr(args, "fusion", None) is None:
         from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 
@@ -553,6 +688,7 @@ def main() -> None:
     suites = {
         "inmemory": suite_inmemory,
         "relayout": suite_relayout,
+        "graph": suite_graph,
         "planning": suite_planning,
         "outofcore": suite_outofcore,
         "diskfloor": suite_diskfloor,

@@ -1,8 +1,10 @@
 """Defaults that depend on the machine, overridable through ``dask.config``.
 
-Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM) and
-``dasq.chunk-qubits`` (default local qubits per block, None = chosen here) and
-``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16).
+Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM),
+``dasq.chunk-qubits`` (default local qubits per block, None = chosen here),
+``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16)
+and ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
+"packed", "tasks" or "p2p"; see dasq/engine/layers.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import os
 
 import dask
 
-DTYPES = ("complex128", "complex64")
 MIN_DEFAULT_CHUNK_QUBITS = 14
 MAX_DEFAULT_CHUNK_QUBITS = 22
 

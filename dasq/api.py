@@ -11,6 +11,7 @@ import numpy as np
 from dasq import _config
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
+from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
@@ -131,10 +132,17 @@ def simulate(
         run = evolve(
             circuit.operations, circuit.global_phase, n, L, dt, options, rng, blocks=blocks, layout=layout
         )
-    state = StateVector(run.blocks, n, L, layout=run.layout, options=options, rng=rng, plan=run.plan)
-    state.report = state.report.extended(tuple(run.records))
-    state.measurements = run.measurements
-    return state
+    return StateVector(
+        run.blocks,
+        n,
+        L,
+        layout=run.layout,
+        options=options,
+        rng=rng,
+        plan=run.plan,
+        report=Report(n, L, tuple(run.records)),
+        measurements=run.measurements,
+    )
 
 
 def plan(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed")
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import Client, LocalCluster, WorkerPlugin, wait  # noqa: E402
 
 import dasq  # noqa: E402
 
@@ -47,3 +47,57 @@ def test_default_client_is_used_when_none_is_given(client):
     c = dasq.Circuit(4).h(3).cx(3, 0)
     state = dasq.simulate(c, chunk_qubits=2)  # the Client above is the default scheduler
     np.testing.assert_allclose(state.probabilities(), [0.5] + [0] * 8 + [0.5] + [0] * 6, atol=1e-12)
+
+
+class ExecutedKeys(WorkerPlugin):
+    """A worker plugin that records the key of every task a worker executes."""
+
+    name = "dasq-executed-keys"
+
+    def setup(self, worker):
+        self.keys = []
+
+    def transition(self, key, start, finish, **kwargs):
+        if start == "executing":
+            self.keys.append(key)
+
+
+def _executed(client) -> list:
+    return [
+        key
+        for keys in client.run(lambda dask_worker: dask_worker.plugins["dasq-executed-keys"].keys).values()
+        for key in keys
+    ]
+
+
+def test_on_a_cluster_the_blocks_are_futures_and_read_outs_never_rerun_the_circuit(client):
+    client.register_plugin(ExecutedKeys())
+    body = dasq.Circuit(8)
+    for op in _circuit():
+        if op.name != "measure":
+            body.append(op)
+    state = dasq.simulate(body, chunk_qubits=5, client=client)
+    assert state.blocks.name in {k[0] for k in client.futures if isinstance(k, tuple)}
+    wait(state.blocks)  # futures: the run goes on in the background until waited for
+    ran = set(_executed(client))
+    assert any(str(k[0]).startswith("dasq-stage-") for k in ran if isinstance(k, tuple))
+    state.norm()
+    state.probabilities([0, 7])
+    state.sample(100, seed=1)
+    state.expectation("Z" * 8)
+    state.to_numpy()
+    state.to_numpy()
+    again = set(_executed(client)) - ran
+    circuit_prefixes = ("dasq-stage-", "dasq-relayout-")
+    rerun = {k for k in again if isinstance(k, tuple) and str(k[0]).startswith(circuit_prefixes)}
+    assert not rerun and again  # read-outs ran, the circuit did not
+
+
+@pytest.mark.parametrize("method", ["views", "packed", "tasks", "p2p"])
+def test_every_relayout_method_runs_on_a_cluster(client, method):
+    c = _circuit()
+    threaded = dasq.simulate(c, chunk_qubits=5, seed=11)
+    on_cluster = dasq.simulate(c, chunk_qubits=5, seed=11, client=client, relayout_method=method)
+    assert on_cluster.measurements == threaded.measurements
+    np.testing.assert_array_equal(on_cluster.to_numpy(), threaded.to_numpy())
+    assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved

@@ -30,7 +30,7 @@ def brickwork(n: int, layers_: int, seed: int) -> dasq.Circuit:
     return c
 
 
-ENGINE_FUNCTIONS = {"_run_program", "_gather_run", "basis_block", "_combine", "__call__"}
+ENGINE_FUNCTIONS = {"_run_program", "_gather_run", "_gather_packed_run", "_gather", "basis_block", "_combine"}
 
 
 def _functions(node) -> set[str]:

@@ -3,7 +3,6 @@ memory, crash-safe resume, integrity, refusal of mismatched stores."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+from faults import fill_disk_after
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 from reference import operator
@@ -26,7 +26,6 @@ from test_random_circuits import circuits
 
 import dasq
 from dasq.cli import main
-from dasq.storage import store as store_module
 from dasq.storage.manifest import Manifest
 
 ITEM = {"complex128": 16, "complex64": 8}
@@ -270,20 +269,11 @@ def test_sigkill_at_random_instants_then_resume(tmp_path, killed_circuit_referen
 def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, monkeypatch):
     store = tmp_path / "s.zarr"
     c = random_circuit(**KILL_CIRCUIT)
-    real_write = store_module.write_amplitudes
-    calls = [0]
-
-    def full_after_20(*args):
-        calls[0] += 1
-        if calls[0] > 20:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(*args)
-
-    monkeypatch.setattr(store_module, "write_amplitudes", full_after_20)
+    free_disk = fill_disk_after(monkeypatch, 20)
     with pytest.raises(dasq.StoreError, match=r"stage 2 could not be written.*disk is full.*intact.*resume"):
         dasq.simulate(c, store=store, **ooc(KILL_L))
     assert Manifest.read(store).stages_done == 1
-    monkeypatch.setattr(store_module, "write_amplitudes", real_write)
+    free_disk()
     np.testing.assert_allclose(dasq.resume(store).to_numpy(), reference_state(c), atol=1e-12)
 
 

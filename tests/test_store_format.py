@@ -3,7 +3,6 @@ Nothing read from a store is executed: crafted pickles are never opened."""
 
 from __future__ import annotations
 
-import errno
 import json
 import pickle
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+from faults import fill_disk_after
 
 import dasq
 from dasq.cli import main
@@ -79,19 +79,10 @@ def test_a_planted_pickle_is_ignored_by_info_resume_and_open(tmp_path, monkeypat
     c = circuit()
     want = dasq.simulate(c).to_numpy()
     if not complete:  # the disk fills up in the second stage: a resumable, incomplete store
-        real_write = store_module.write_amplitudes
-        calls = [0]
-
-        def full(*args):
-            calls[0] += 1
-            if calls[0] > 20:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return real_write(*args)
-
-        monkeypatch.setattr(store_module, "write_amplitudes", full)
+        free_disk = fill_disk_after(monkeypatch, 20)
         with pytest.raises(dasq.StoreError, match="disk is full"):
             dasq.simulate(c, store=store, **STORE_OPTIONS)
-        monkeypatch.setattr(store_module, "write_amplitudes", real_write)
+        free_disk()
     else:
         dasq.simulate(c, store=store, **STORE_OPTIONS)
     plant_pickle(store, marker)

@@ -28,10 +28,17 @@ Controls = tuple[tuple[int, int], ...]
 class Kernel:
     """A fused group compiled for one backend and dtype (small frozen dataclasses)."""
 
+    def apply(self, view: Any) -> None:
+        """Apply in place to ``view`` (a block or a cache-sized slice of one)."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class SkipKernel(Kernel):
     """The group is the identity inside this block."""
+
+    def apply(self, view: Any) -> None:
+        return None
 
 
 class Backend:
@@ -91,10 +98,6 @@ class Backend:
         raise NotImplementedError
 
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
-        raise NotImplementedError
-
-    def run_kernel(self, kernel: Kernel, view: Any) -> None:
-        """Apply a compiled group in place to ``view`` (a block or a cache-sized slice)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ bits

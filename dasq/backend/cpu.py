@@ -56,23 +56,43 @@ def _signs(count: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class DiagonalKernel(Kernel):
+    """A table of 2^k phases: numba, whole runs below the lowest qubit scaled at once."""
+
     qubits: np.ndarray  # int64 positions, bit b of the table index -> qubits[b]
     table: np.ndarray
+
+    def apply(self, view: Any) -> None:
+        numba_kernels.apply_diagonal(view, self.qubits, self.table)
 
 
 @dataclass(frozen=True, eq=False)
 class OneQubitKernel(Kernel):
+    """A 2x2 matrix: numba, no gather buffer (the commonest pass)."""
+
     qubit: int
     m00: complex
     m01: complex
     m10: complex
     m11: complex
 
+    def apply(self, view: Any) -> None:
+        numba_kernels.apply_matrix_1q(view, self.qubit, self.m00, self.m01, self.m10, self.m11)
+
 
 @dataclass(frozen=True, eq=False)
 class MatrixKernel(Kernel):
+    """A 2^k x 2^k matrix (k >= 2) by tensordot (BLAS) on the block viewed as (2,)*L."""
+
     qubits: tuple[int, ...]
-    tensor: np.ndarray  # the 2^k x 2^k matrix as a (2,)*2k tensor
+    tensor: np.ndarray  # the matrix as a (2,)*2k tensor
+
+    def apply(self, view: Any) -> None:
+        L = view.size.bit_length() - 1
+        k = len(self.qubits)
+        tensor = view.reshape((2,) * L)
+        axes = [L - 1 - self.qubits[k - 1 - i] for i in range(k)]
+        res = np.tensordot(self.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
+        tensor[...] = np.moveaxis(res, list(range(k)), axes)
 
 
 class CPUBackend(Backend):
@@ -140,22 +160,6 @@ class CPUBackend(Backend):
         if k == 1:
             return OneQubitKernel(int(qubits[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
         return MatrixKernel(tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))
-
-    def run_kernel(self, kernel: Kernel, view: Any) -> None:
-        if isinstance(kernel, SkipKernel):
-            return
-        if isinstance(kernel, DiagonalKernel):
-            numba_kernels.apply_diagonal(view, kernel.qubits, kernel.table)
-        elif isinstance(kernel, OneQubitKernel):
-            numba_kernels.apply_matrix_1q(view, kernel.qubit, kernel.m00, kernel.m01, kernel.m10, kernel.m11)
-        else:
-            assert isinstance(kernel, MatrixKernel)
-            L = view.size.bit_length() - 1
-            k = len(kernel.qubits)
-            tensor = view.reshape((2,) * L)
-            axes = [L - 1 - kernel.qubits[k - 1 - i] for i in range(k)]
-            res = np.tensordot(kernel.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
-            tensor[...] = np.moveaxis(res, list(range(k)), axes)
 
     # ------------------------------------------------------------ bits
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:

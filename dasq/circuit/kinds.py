@@ -263,7 +263,7 @@ def _pauli_combine(
 
 def _require_local(op: Operation, L: int) -> None:
     if any(t >= L for t in op.needs_local()):
-        raise ValueError(f"{op.describe()} needs a global qubit local; it cannot run inside a block")
+        raise ValidationError(f"{op.describe()} needs a global qubit local; it cannot run inside a block")
 
 
 # --------------------------------------------------------------------- kinds
@@ -392,7 +392,7 @@ class _PauliFamily(Operation):
             return ()
         action, global_flip = self._combine(L, block)
         if global_flip:
-            raise ValueError(f"{self.describe()} flips a global qubit; it cannot run inside a block")
+            raise ValidationError(f"{self.describe()} flips a global qubit; it cannot run inside a block")
         return (action,)
 
     def pair_exchange(self, L: int) -> ExchangeSpec | None:

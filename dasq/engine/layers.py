@@ -171,11 +171,14 @@ def relayout_layer(
     method: str,
     active: Sequence[bool] | None = None,
     runner: BlockRunner | None = None,
+    kind: str | None = None,
 ) -> tuple[da.Array, LayerCost]:
-    """The relayout (then, if given, the next stage's program in the same tasks).
+    """The relayout, and (if ``runner`` is given) the next stage's program in the same
+    tasks: each new block is gathered and run by one task.
 
     ``active[c]`` False: block c takes no part (a global control fails) and keeps
     its amplitudes. Methods ``tasks``/``p2p`` use Dask's rechunk (no controls).
+    ``kind`` names the layer (default "relayout", or "stage" with a program).
     """
     if method in ("tasks", "p2p") and not gather.controls and active is None:
         y, cost = rechunk_relayout(x, gather.L, gather.pairs, method, index)
@@ -183,15 +186,16 @@ def relayout_layer(
             y, more = program_layer(y, runner, index)
             cost = cost + more
         return y, cost
-    fused = runner is not None and method == "views"  # the stage's tasks gather their own pieces
-    token = runner.program.token() if fused else ""
-    kind = "stage" if fused else "relayout"
+    token = runner.program.token() if runner is not None else ""
+    kind = kind or ("relayout" if runner is None else "stage")
     name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method)
     gather_key = f"{name}-gather"
     layer: dict = {gather_key: DataNode(gather_key, gather)}
-    if fused:
+    head: list = [TaskRef(gather_key)]
+    if runner is not None:
         runner_key = f"{name}-program"
         layer[runner_key] = DataNode(runner_key, runner)
+        head = [TaskRef(runner_key), *head]
     size = 1 << gather.L
     moved = messages = tasks = 0
     for c in range(num_blocks(x)):
@@ -202,31 +206,32 @@ def relayout_layer(
         others = [p for p in pieces if p.source != c]
         messages += len(others)
         moved += len(others) * (size >> len(gather.pairs) >> len(gather.controls))
-        if method == "views":
+        if method == "views":  # whole source blocks: the task slices its pieces
             args = [TaskRef((x.name, p.source)) for p in pieces]
-            if not fused:
-                layer[(name, c)] = Task((name, c), gather, c, *args)
-            else:
-                layer[(name, c)] = Task(
-                    (name, c), _gather_run, TaskRef(runner_key), TaskRef(gather_key), c, *args
-                )
-            tasks += 1
-            continue
-        refs = []
-        for i, p in enumerate(others):
-            key = (f"{name}-piece", c, i)
-            layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
-            refs.append(TaskRef(key))
-        layer[(name, c)] = Task(
-            (name, c), _gather_packed, TaskRef(gather_key), c, TaskRef((x.name, c)), *refs
-        )
-        tasks += 1 + len(others)
-    y = _array(name, layer, x, x.chunks, x._meta)
-    cost = LayerCost(Traffic(messages, moved, 0), tasks)
-    if runner is not None and not fused:  # packed pieces: the program is its own layer
-        y, more = program_layer(y, runner, index)
-        cost = cost + more
-    return y, cost
+        else:  # pieces cut where their block lives: only they travel
+            args = [TaskRef((x.name, c))]
+            for i, p in enumerate(others):
+                key = (f"{name}-piece", c, i)
+                layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
+                args.append(TaskRef(key))
+            tasks += len(others)
+        func = _VIEWS[runner is not None] if method == "views" else _PACKED[runner is not None]
+        layer[(name, c)] = Task((name, c), func, *head, c, *args)
+        tasks += 1
+    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(messages, moved, 0), tasks)
+
+
+def _gather(gather: Gather, block_index: int, *blocks: Any) -> Any:
+    return gather(block_index, *blocks)
+
+
+def _gather_packed_run(runner: BlockRunner, gather: Gather, block_index: int, own: Any, *data: Any) -> Any:
+    return runner(_gather_packed(gather, block_index, own, *data), block_index)
+
+
+# task functions by (pieces cut by the consumer or by the producer) and (a program follows)
+_VIEWS = {False: _gather, True: _gather_run}
+_PACKED = {False: _gather_packed, True: _gather_packed_run}
 
 
 def rechunk_relayout(

@@ -107,12 +107,12 @@ class BlockRunner:
                 for start in range(0, block.size, step):
                     view = block[start : start + step]
                     for kern in kernels:
-                        backend.run_kernel(kern, view)
+                        kern.apply(view)
                 continue
             for i in members:
                 group = self.program.groups[i]
                 if group.fused:
-                    backend.run_kernel(self._kernel(i, block_index, block.dtype), block)
+                    self._kernel(i, block_index, block.dtype).apply(block)
                 else:
                     for action in group.ops[0].local_actions(self.L, block_index):
                         action.apply(backend, block, self.L)

@@ -126,9 +126,8 @@ def logical_order(x: da.Array, L: int, layout: Sequence[int], backend: Backend, 
     local bits permuted inside each block while blocks are renamed."""
     pairs, local_order, global_order = algebra.unlayout(layout, L)
     if pairs:
-        relayout_method = method if method in ("tasks", "p2p") else "views"
-        x, _ = layers.relayout_layer(x, Gather(L, pairs, (), backend), "unlayout", relayout_method)
+        x, _ = layers.relayout_layer(x, Gather(L, pairs, (), backend), 0, method, kind="unlayout")
     if local_order is None and global_order is None:
         return x
-    y, _ = layers.permute_layer(x, Permute(local_order, global_order), L, backend, "unlayout")
+    y, _ = layers.permute_layer(x, Permute(local_order, global_order), L, backend, "readout")
     return y

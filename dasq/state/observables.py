@@ -6,6 +6,7 @@ import numbers
 from collections.abc import Iterable, Iterator
 
 from dasq.circuit.validation import check_pauli_label
+from dasq.errors import ValidationError
 
 
 class PauliSum:
@@ -22,10 +23,10 @@ class PauliSum:
                 raise TypeError(f"coefficient of {label!r} must be a number, got {coeff!r}")
             parsed.append((lab, complex(coeff)))
         if not parsed:
-            raise ValueError("a PauliSum needs at least one term")
+            raise ValidationError("a PauliSum needs at least one term")
         widths = {len(lab) for lab, _ in parsed}
         if len(widths) != 1:
-            raise ValueError(f"all Pauli labels must have the same length, got lengths {sorted(widths)}")
+            raise ValidationError(f"all Pauli labels must have the same length, got lengths {sorted(widths)}")
         self._terms = parsed
         self.num_qubits = widths.pop()
 
@@ -55,7 +56,7 @@ class PauliSum:
             try:
                 value = complex(coeff.strip()) if coeff.strip() else 1.0
             except ValueError:
-                raise ValueError(f"bad coefficient {coeff!r} in observable term {part!r}") from None
+                raise ValidationError(f"bad coefficient {coeff!r} in observable term {part!r}") from None
             terms.append((label.strip(), value))
         return cls(terms)
 

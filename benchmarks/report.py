@@ -25,41 +25,75 @@ def machine_line(m: dict) -> str:
 
 
 def inmemory(d: dict) -> str:
+    old = any("dasq-old" in r["median_seconds"] for r in d["rows"])
+    head = "| circuit | qubits | precision | dasq s |" + (" dasq before s | new / before |" if old else "")
     out = [
         f"Machine: {machine_line(d['machine'])}",
         "",
-        "| circuit | qubits | precision | dasq s | qiskit-aer s | qsim s | dasq / fastest peer "
-        "| fidelity dasq-aer | dasq passes (stages+relayouts) | memory floor s "
-        "| peak RSS MiB (dasq / aer / qsim) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer "
+        "| dasq passes (stages+relayouts) | memory floor s | peak RSS MiB (dasq"
+        + (" / before" if old else "")
+        + " / aer / qsim) |",
+        "|---|---|---|---|" + ("---|---|" if old else "") + "---|---|---|---|---|---|---|",
     ]
+    contenders = ("dasq", "dasq-old", "aer", "qsim") if old else ("dasq", "aer", "qsim")
     for r in d["rows"]:
         med, rss = r["median_seconds"], r["peak_rss"]
         qsim = f"{med['qsim']:.2f}" if "qsim" in med else "n/a"
-        mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in ("dasq", "aer", "qsim"))
+        mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in contenders)
+        before = f" {med['dasq-old']:.2f} | {r['ratio_dasq_to_old']:.2f} |" if old else ""
         out.append(
-            f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {med['dasq']:.2f} "
-            f"| {med['aer']:.2f} | {qsim} "
+            f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {med['dasq']:.2f} |{before}"
+            f" {med['aer']:.2f} | {qsim} "
             f"| **{r['ratio_dasq_to_fastest_peer']:.2f}** | {r['fidelity_dasq_aer']:.9f} "
             f"| {r['passes']} ({r['stages']}+{r['relayouts']}) | {r['memory_limit_seconds']:.3f} | {mem} |"
         )
     return "\n".join(out)
 
 
+def graph(d: dict) -> str:
+    out = [
+        f"Machine: {machine_line(d['machine'])}",
+        "",
+        "| variant | chunk qubits | blocks | stages | seconds (median) | tasks executed | graph tasks "
+        "| serialized bytes / task | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['variant']} | {r['chunk_qubits']} | {r['blocks']} | {r['stages']} "
+            f"| {r['median_seconds']:.2f} | {r['tasks_executed']} | {r['graph_tasks']} "
+            f"| {r['graph_bytes_per_task']:.0f} | {r['peak_rss'] / 2**20:.0f} |"
+        )
+    return "\n".join(out)
+
+
+RELAYOUT_COLUMNS = (
+    "threads views",
+    "threads tasks",
+    "cluster packed",
+    "cluster tasks",
+    "cluster p2p",
+    "cluster sequential",
+)
+
+
 def relayout(d: dict) -> str:
     out = [
         f"Machine: {machine_line(d['machine'])}; LocalCluster of {d['workers']} worker processes",
         "",
-        "| k | fused: fraction moved | expected 1-2^-k | fused s | sequential: fraction moved "
-        "| expected k/2 | sequential s |",
-        "|---|---|---|---|---|---|---|",
+        "| k | fused: fraction moved (expected 1-2^-k) | sequential: fraction moved (expected k/2) | "
+        + " | ".join(f"{c} s" for c in RELAYOUT_COLUMNS)
+        + " |",
+        "|---|---|---|" + "---|" * len(RELAYOUT_COLUMNS),
     ]
     for r in d["rows"]:
-        f, s = r["fused"], r["sequential"]
+        fused, seq = r["cluster packed"], r["cluster sequential"]
         out.append(
-            f"| {r['k']} | {f['fraction_of_state']:.4f} | {r['expected_fused_fraction']:.4f} "
-            f"| {f['median_seconds']:.2f} | {s['fraction_of_state']:.4f} "
-            f"| {r['expected_sequential_fraction']:.1f} | {s['median_seconds']:.2f} |"
+            f"| {r['k']} | {fused['fraction_of_state']:.4f} ({r['expected_fused_fraction']:.4f}) "
+            f"| {seq['fraction_of_state']:.4f} ({r['expected_sequential_fraction']:.1f}) | "
+            + " | ".join(f"{r[c]['median_seconds']:.3f}" for c in RELAYOUT_COLUMNS)
+            + " |"
         )
     return "\n".join(out)
 
@@ -122,6 +156,7 @@ def outofcore(d: dict) -> str:
 def main() -> None:
     suites = (
         ("inmemory", inmemory),
+        ("graph", graph),
         ("relayout", relayout),
         ("planning", planning),
         ("outofcore", outofcore),

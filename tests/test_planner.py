@@ -206,3 +206,37 @@ def test_cache_blocked_stages_match_the_reference(cache_qubits):
         run = evolve(c.operations, 0.0, n, L, "complex128", options, np.random.default_rng())
         state = dasq.StateVector(run.blocks, n, L, layout=run.layout)
         np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+
+
+def test_dasq_plan_is_pure_data_printed_one_line_per_step(capsys, tmp_path):
+    """dasq.plan returns the physical plan without simulating; it prints one short
+    line per step and its JSON is what `dasq run --json` prints."""
+    import json
+
+    from dasq.cli import main
+
+    c = qft(10)
+    plan = dasq.plan(c, chunk_qubits=5)
+    assert isinstance(plan, dasq.PhysicalPlan) and plan.method == "planned"
+    lines = str(plan).splitlines()
+    assert len(lines) == 1 + len(plan.steps) and max(len(line) for line in lines) < 200
+    data = plan.to_json()
+    assert json.loads(json.dumps(data)) == data  # plain data
+    assert [s["step"] for s in data["steps"]] == ["program", "relayout", "program"]
+    assert data["steps"][1]["contiguous"] and data["amplitudes_moved"] == (1 << 10) - (1 << 5)
+    # every relayout that follows a program moves contiguous pieces (the program wrote them on top)
+    for before, after in zip(plan.steps, plan.steps[1:]):
+        if type(after).__name__ == "Relayout" and type(before).__name__ == "BlockProgram":
+            assert after.contiguous(plan.chunk_qubits)
+    qasm = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[10];\n' + "".join(
+        f"h q[{j}];\n" + "".join(f"cu1({np.pi / 2 ** (j - k)}) q[{k}],q[{j}];\n" for k in reversed(range(j)))
+        for j in reversed(range(10))
+    )
+    path = tmp_path / "qft.qasm"
+    path.write_text(qasm)
+    assert main(["run", str(path), "--chunk-qubits", "5", "--shots", "1", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["plan"]
+    expected = dasq.plan(dasq.Circuit.from_qasm(str(path)), chunk_qubits=5).to_json()
+    assert printed == expected
+    with pytest.raises(TypeError, match=r"dasq\.Circuit"):
+        dasq.plan("h q[0];")

@@ -80,10 +80,12 @@ def resolve_relayout_method(method: str | None, client: Any) -> str:
     return configured
 
 
-def persist(x: da.Array, client: Any) -> da.Array:
+def persist(x: da.Array, client: Any, optimize: bool = True) -> da.Array:
+    """Compute ``x`` now (threads) or as futures (a client). ``optimize=False`` skips
+    Dask's graph optimisation (culling, fusion), which dasq's own layers do not need."""
     if client is not None:
-        return client.persist(x)
-    (y,) = dask.persist(x)
+        return client.persist(x, optimize_graph=optimize)
+    (y,) = dask.persist(x, optimize_graph=optimize)
     return y
 
 
@@ -137,7 +139,10 @@ class MemoryExecutor:
                 result.blocks, cost = self._layer(step, result.blocks, L, index)
                 self._record(result, index, step, plan.num_qubits, L, cost)
             if not self.lazy:
-                result.blocks = persist(result.blocks, self.client)
+                # dasq's layers are minimal already; Dask's rechunk and regroup layers
+                # gain from its blockwise fusion
+                optimize = self.relayout_method in ("tasks", "p2p") or isinstance(step, Regroup)
+                result.blocks = persist(result.blocks, self.client, optimize)
             i += 1
             if self.on_step is not None:
                 self.on_step(i, len(walk))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -29,6 +30,7 @@ class Piece:
     target: int
 
 
+@lru_cache(maxsize=1 << 16)  # asked once per block when a graph is built and again by each task
 def pieces(c: int, pairs: Pairs, L: int) -> tuple[Piece, ...]:
     """The 2^k pieces of new block ``c`` (bit i of a piece index belongs to pair i)."""
     gbits = [g - L for g, _ in pairs]

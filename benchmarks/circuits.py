@@ -85,8 +85,7 @@ def to_dasq(qc) -> dasq.Circuit:
 
 def _full_matrix(op, num_qubits: int) -> tuple[np.ndarray, list[int]]:
     """Matrix of an operation on (targets + controls), little-endian over that list."""
-    from dasq.kernels.stage import group_matrix
-
+    from dasq.engine.program import group_matrix
     from dasq.plan.fusion import Group
 
     qubits = list(op.targets) + list(op.controls)

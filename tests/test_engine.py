@@ -119,6 +119,9 @@ def test_a_stage_program_enters_the_graph_once(method):
     state = dasq.simulate(c, chunk_qubits=6, lazy=True, relayout_method=method)
     stage_layers = [name for name in state.blocks.dask.layers if name.startswith("dasq-stage-")]
     assert len(stage_layers) == len(state.plan.stages)
+    # packed: pieces are cut by tasks of their own, next to their block; views: by the stage's task
+    cut = [k for name in stage_layers for k in dict(state.blocks.dask.layers[name]) if "-piece" in str(k)]
+    assert bool(cut) == (method == "packed")
     for name in stage_layers:
         layer = dict(state.blocks.dask.layers[name])
         runners = [

@@ -128,7 +128,7 @@ class MemoryExecutor:
                 runner = BlockRunner(following, L, self.backend, self.cache_qubits)
                 gather = Gather(L, step.pairs, step.controls, self.backend)
                 result.blocks, cost = layers.relayout_layer(
-                    result.blocks, gather, index, "views", runner=runner
+                    result.blocks, gather, index, self.relayout_method, runner=runner
                 )
                 self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0))
                 self._record(

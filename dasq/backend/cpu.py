@@ -50,6 +50,20 @@ def _bit_factor(values: np.ndarray, bits: Sequence[int], L: int, pinned: Sequenc
     return table.reshape(shape)
 
 
+def _runs(order: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(new first bit, old first bit, width) of the runs of consecutive bits that a
+    permutation (new bit q = old bit order[q]) keeps together."""
+    runs = []
+    q = 0
+    while q < len(order):
+        start = q
+        while q + 1 < len(order) and order[q + 1] == order[q] + 1:
+            q += 1
+        runs.append((start, order[start], q - start + 1))
+        q += 1
+    return runs
+
+
 def _signs(count: int) -> np.ndarray:
     return np.array([(-1.0) ** bin(i).count("1") for i in range(1 << count)])
 
@@ -163,10 +177,13 @@ class CPUBackend(Backend):
 
     # ------------------------------------------------------------ bits
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
-        L = len(order)
-        tensor = block.reshape((2,) * L)
-        axes = [L - 1 - order[L - 1 - a] for a in range(L)]
-        return np.ascontiguousarray(np.transpose(tensor, axes)).reshape(-1)
+        """One transpose copy. Bits that keep their neighbours move together as one
+        axis, so moving k bits is a transpose of at most 2k + 1 axes, not of L."""
+        runs = _runs(order)
+        old = sorted(runs, key=lambda r: -r[1])  # C order: the most significant bits first
+        tensor = block.reshape([1 << width for _, _, width in old])
+        axes = [old.index(r) for r in sorted(runs, key=lambda r: -r[0])]
+        return np.ascontiguousarray(tensor.transpose(axes)).reshape(-1)
 
     def pack(self, block: Any, L: int, fixed: Controls) -> Any:
         if not fixed:

@@ -16,6 +16,7 @@ one block to several tasks).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,11 @@ class Backend:
 
     def to_host(self, block: Any) -> np.ndarray:
         return np.asarray(block)
+
+    def kernel_threads(self) -> contextlib.AbstractContextManager:
+        """A context in which the libraries the kernels call start no threads of their
+        own: Dask runs one block per thread, and that is the one level of parallelism."""
+        return contextlib.nullcontext()
 
     # ------------------------------------------------------------ actions (in place)
     def apply_dense(

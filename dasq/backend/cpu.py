@@ -8,6 +8,7 @@ at every width and placement (benchmarks/README.md).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +114,13 @@ class CPUBackend(Backend):
     name = "cpu"
     singleton = "CPU"
     xp = np
+
+    def kernel_threads(self) -> contextlib.AbstractContextManager:
+        # BLAS threads inside every Dask thread oversubscribe the cores (measured
+        # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1, user_api="blas")
 
     # ------------------------------------------------------------ actions
     def apply_dense(

@@ -108,6 +108,10 @@ class MemoryExecutor:
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
 
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
+        with self.backend.kernel_threads():
+            return self._run(plan, x)
+
+    def _run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         result = MemoryRun(x)
         walk = list(plan.walk())
         i = 0

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import dask.array as da
 import numpy as np
 from dask._task_spec import DataNode, Task, TaskRef
 from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
@@ -188,6 +190,10 @@ class StreamExecutor:
     cache_qubits: int = DEFAULT_CACHE_QUBITS
 
     def run(self, plan: PhysicalPlan) -> list[StepRecord]:
+        with self.backend.kernel_threads():
+            return self._run(plan)
+
+    def _run(self, plan: PhysicalPlan) -> list[StepRecord]:
         m = self.manifest
         passes = stream_passes(plan)
         layouts = plan_layouts(plan)
@@ -317,11 +323,8 @@ def _read_block(
     return backend.from_host(st.read_amplitudes(path, name, start, count, dtype, store_id), dtype)
 
 
-def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> Any:
+def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> da.Array:
     """The completed state in a store as a lazy dask array, read block by block."""
-    import dask.array as da
-    from dask.highlevelgraph import HighLevelGraph
-
     L, n = manifest.chunk_qubits, manifest.num_qubits
     name = f"dasq-stored-{tokenize(str(path), manifest.current, manifest.store_id, manifest.stages_done)}"
     layer = {
@@ -354,12 +357,9 @@ def _write_block(
     return np.ones(1)
 
 
-def save_blocks(blocks: Any, path: Path, manifest: Manifest, backend: Backend) -> Any:
+def save_blocks(blocks: da.Array, path: Path, manifest: Manifest, backend: Backend) -> da.Array:
     """A lazy graph that writes every block into the store's first array (one task
     per block); computing it returns the number of blocks written."""
-    import dask.array as da
-    from dask.highlevelgraph import HighLevelGraph
-
     name = f"dasq-save-{tokenize(blocks.name, str(path), manifest.store_id)}"
     nb = blocks.numblocks[0]
     layer = {

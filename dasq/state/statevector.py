@@ -158,7 +158,8 @@ class StateVector:
 
     # ----------------------------------------------------------------- read-out
     def _compute(self, *things: Any) -> tuple:
-        return compute(*things, client=self._options.client)
+        with self.backend.kernel_threads():
+            return compute(*things, client=self._options.client)
 
     def to_numpy(self, force: bool = False) -> np.ndarray:
         """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes

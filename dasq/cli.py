@@ -1,4 +1,5 @@
-"""The ``dasq`` command line: ``dasq run CIRCUIT.qasm`` prints counts (or JSON)."""
+"""The ``dasq`` command line: ``dasq run CIRCUIT.qasm`` prints counts (or JSON);
+``dasq plan CIRCUIT.qasm`` prints the physical plan without simulating."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from dasq.api import info, resume, simulate
+from dasq.api import info, plan, resume, simulate
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import Measure
 from dasq.errors import DasqError
@@ -70,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--compression", default=None, choices=["zstd", "blosc"], help="lossless chunk codec")
     run.add_argument("--keep-bits", type=int, default=None, help="lossy: mantissa bits kept in stored chunks")
     _add_output_options(run)
+    plan_p = sub.add_parser("plan", help="print the physical plan of a circuit without simulating it")
+    plan_p.add_argument("circuit", help="path to an OpenQASM file")
+    plan_p.add_argument("--chunk-qubits", type=int, default=None)
+    plan_p.add_argument("--method", default="auto", choices=["auto", "planned", "per-operation"])
+    plan_p.add_argument("--fusion-size", type=int, default=None, help="max qubits of a fused gate")
+    plan_p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     resume = sub.add_parser("resume", help="finish an interrupted stored run, then print counts")
     resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
     resume.add_argument("--shots", type=int, default=1024)
@@ -116,6 +123,13 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    body, _ = split_final_measurements(Circuit.from_qasm(args.circuit))
+    physical = plan(body, chunk_qubits=args.chunk_qubits, method=args.method, fusion_size=args.fusion_size)
+    print(json.dumps(physical.to_json()) if args.json else physical)
     return 0
 
 
@@ -212,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "plan":
+            return _plan(args)
         if args.command == "resume":
             return _resume(args)
         if args.command == "info":

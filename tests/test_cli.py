@@ -68,6 +68,15 @@ def test_run_json_per_operation(capsys):
     assert len(out["report"]["steps"]) == len(plan["steps"])
 
 
+def test_plan_prints_the_plan_simulate_would_run(capsys):
+    assert main(["plan", EXAMPLE, "--chunk-qubits", "3"]) == 0
+    text = capsys.readouterr().out
+    expected = dasq.plan(split_final_measurements(dasq.Circuit.from_qasm(EXAMPLE))[0], chunk_qubits=3)
+    assert text.strip() == str(expected).strip() and "relayout" in text
+    assert main(["plan", EXAMPLE, "--chunk-qubits", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected.to_json()
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -75,6 +84,7 @@ def test_run_json_per_operation(capsys):
         (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
         (["run", EXAMPLE, "--shots", "-3"], "shots must be a non-negative int"),
         (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
+        (["plan", EXAMPLE, "--chunk-qubits", "6"], "chunk_qubits must be between 0 and 5"),
     ],
 )
 def test_errors_are_one_line_and_nonzero(argv, message, capsys):

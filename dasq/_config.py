@@ -25,6 +25,17 @@ def total_memory() -> int:
         return 8 << 30
 
 
+def available_memory(client: object = None) -> tuple[int, str]:
+    """(bytes, where): the memory of the workers of ``client`` (summed; a worker
+    without a limit counts as this machine's memory), else of this machine."""
+    if client is not None:
+        workers = client.scheduler_info().get("workers", {})  # type: ignore[attr-defined]
+        if workers:
+            total = sum(int(w.get("memory_limit") or total_memory()) for w in workers.values())
+            return total, f"the cluster ({len(workers)} workers)"
+    return total_memory(), "this machine"
+
+
 def to_numpy_limit() -> int:
     return int(dask.config.get("dasq.to-numpy-limit", None) or total_memory() // 4)
 

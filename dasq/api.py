@@ -19,10 +19,7 @@ from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.statevector import StateVector
-from dasq.storage.store import describe_store
-
-NORM_ATOL = 1e-6
-IN_MEMORY_COPIES = 3  # a planned in-memory run holds about three copies of the state
+from dasq.storage.store import describe_store, verify_store
 
 __all__ = ["info", "plan", "resume", "simulate"]
 
@@ -100,7 +97,7 @@ def simulate(
             chunk_qubits=L,
             client=client,
             progress=progress,
-            fusion_size=fusion,
+            fusion_size=None if fusion_size is None else fusion,
             compression=compression,
             keep_bits=keep_bits,
         )
@@ -108,13 +105,10 @@ def simulate(
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
     L = _config.default_chunk_qubits(n) if L is None else L
     if memory_limit is not None:
-        limit = v.check_memory_limit(memory_limit)
-        need = IN_MEMORY_COPIES * (1 << n) * np.dtype(dt).itemsize
-        if need > limit:
-            raise ValidationError(
-                f"an in-memory run of {n} qubits needs about {need / 2**30:.3g} GiB, over memory_limit "
-                f"{limit / 2**30:.3g} GiB; pass store='state.zarr' to stream the state from disk"
-            )
+        available, where = v.check_memory_limit(memory_limit), "memory_limit"
+    else:
+        available, where = _config.available_memory(client)
+    v.check_in_memory_run(n, np.dtype(dt).itemsize, L, available, where)
     options = RunOptions(
         method=method,
         fusion_size=fusion,
@@ -164,9 +158,14 @@ def plan(
     )
 
 
-def info(store: str | os.PathLike[str]) -> dict:
-    """What a store holds: qubits, dtype, layout, stages done/total, codec, disk used/needed."""
-    return describe_store(store)
+def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:
+    """What a store holds: qubits, dtype, layout, stages done/total, codec, disk used/needed.
+    With ``verify=True`` every chunk of the current state is read and checked (its
+    place, its stage and its checksum) first; a damaged store raises StoreError."""
+    facts = describe_store(store)
+    if verify:
+        facts["verified"] = verify_store(store)
+    return facts
 
 
 def _initial_blocks(initial: Any, n: int, L: int, dtype: str) -> tuple[da.Array, tuple[int, ...]]:
@@ -186,12 +185,10 @@ def _initial_blocks(initial: Any, n: int, L: int, dtype: str) -> tuple[da.Array,
         if not np.issubdtype(arr.dtype, np.number):
             raise TypeError(f"initial amplitudes must be numbers, got dtype {arr.dtype}")
         if isinstance(arr, np.ndarray):
-            if not np.all(np.isfinite(arr)):
-                raise ValidationError("initial amplitudes contain NaN or infinity")
-            norm = float(np.linalg.norm(arr))
-            if abs(norm - 1) > NORM_ATOL:
-                raise ValidationError(f"initial amplitudes must be normalised, their norm is {norm:.6g}")
+            v.check_initial_amplitudes(bool(np.all(np.isfinite(arr))), float(np.linalg.norm(arr)))
             return da.from_array(arr.astype(dtype), chunks=1 << L), logical
+        finite, norm = da.compute(da.isfinite(arr).all(), da.linalg.norm(arr))  # one pass, before the run
+        v.check_initial_amplitudes(bool(finite), float(norm))
         return arr.astype(dtype).rechunk(1 << L, method="tasks"), logical
     raise TypeError(
         "initial must be None, a basis-state int, an array of amplitudes or a StateVector, "

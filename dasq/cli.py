@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from dasq.api import info, plan, resume, simulate
 from dasq.circuit.circuit import Circuit
@@ -42,26 +43,44 @@ def split_final_measurements(circuit: Circuit) -> tuple[Circuit, list[int]]:
     return body, sorted(terminal)
 
 
+def _count(minimum: int) -> Any:
+    """An argparse type: an int >= ``minimum``, refused by argparse with its usage line."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+NON_NEGATIVE, POSITIVE = _count(0), _count(1)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dasq", description="Quantum circuit simulation on Dask.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate an OpenQASM 2/3 circuit and print counts")
     run.add_argument("circuit", help="path to an OpenQASM file")
-    run.add_argument("--shots", type=int, default=1024)
-    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--shots", type=NON_NEGATIVE, default=1024)
+    run.add_argument("--seed", type=NON_NEGATIVE, default=None)
     run.add_argument("--dtype", default="complex128", choices=["complex128", "complex64"])
-    run.add_argument("--chunk-qubits", type=int, default=None)
+    run.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=None)
     run.add_argument(
         "--method",
         default="auto",
         choices=["auto", "planned", "per-operation"],
         help="stage planner (default) or per-operation lowering",
     )
-    run.add_argument("--fusion-size", type=int, default=None, help="max qubits of a fused gate")
+    run.add_argument("--fusion-size", type=POSITIVE, default=None, help="max qubits of a fused gate")
     run.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
     run.add_argument(
         "--workers",
-        type=int,
+        type=POSITIVE,
         default=None,
         help="start a local distributed cluster with this many worker processes",
     )
@@ -69,23 +88,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--store", default=None, help="run out of core in this zarr store (PATH.zarr)")
     run.add_argument("--memory-limit", default=None, help="working memory for a stored run, e.g. 4GiB")
     run.add_argument("--compression", default=None, choices=["zstd", "blosc"], help="lossless chunk codec")
-    run.add_argument("--keep-bits", type=int, default=None, help="lossy: mantissa bits kept in stored chunks")
+    run.add_argument(
+        "--keep-bits", type=POSITIVE, default=None, help="lossy: mantissa bits kept in stored chunks"
+    )
     _add_output_options(run)
     plan_p = sub.add_parser("plan", help="print the physical plan of a circuit without simulating it")
     plan_p.add_argument("circuit", help="path to an OpenQASM file")
-    plan_p.add_argument("--chunk-qubits", type=int, default=None)
+    plan_p.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=None)
     plan_p.add_argument("--method", default="auto", choices=["auto", "planned", "per-operation"])
-    plan_p.add_argument("--fusion-size", type=int, default=None, help="max qubits of a fused gate")
+    plan_p.add_argument("--fusion-size", type=POSITIVE, default=None, help="max qubits of a fused gate")
     plan_p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     resume = sub.add_parser("resume", help="finish an interrupted stored run, then print counts")
     resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
-    resume.add_argument("--shots", type=int, default=1024)
-    resume.add_argument("--seed", type=int, default=None)
+    resume.add_argument("--shots", type=NON_NEGATIVE, default=1024)
+    resume.add_argument("--seed", type=NON_NEGATIVE, default=None)
     resume.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
     _add_output_options(resume)
     info = sub.add_parser("info", help="describe a stored state or run")
     info.add_argument("store", help="path of the zarr store (PATH.zarr)")
     info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.add_argument(
+        "--verify", action="store_true", help="read every chunk and check its place, stage and checksum"
+    )
     return p
 
 
@@ -141,7 +165,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    facts = info(args.store)
+    facts = info(args.store, verify=args.verify)
     if args.json:
         print(json.dumps(facts))
         return 0
@@ -162,6 +186,9 @@ def _info(args: argparse.Namespace) -> int:
     )
     if facts["stage_seconds"]:
         print("stage s      " + " ".join(f"{t:.2f}" for t in facts["stage_seconds"]))
+    if "verified" in facts:
+        checked = facts["verified"]
+        print(f"verified     {checked['chunks_checked']} chunks: {checked['state']}")
     return 0
 
 

@@ -20,10 +20,13 @@ from dasq.circuit.validation import check_memory_limit
 from dasq.engine import stream
 from dasq.engine.report import Report
 from dasq.errors import StoreError, ValidationError
+from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.planner import make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.statevector import StateVector
+from dasq.storage import chunks
 from dasq.storage import store as st
+from dasq.storage.lock import StoreLock
 from dasq.storage.manifest import MANIFEST, Manifest
 
 
@@ -37,7 +40,7 @@ def simulate_to_store(
     chunk_qubits: int | None,
     client: Any,
     progress: bool,
-    fusion_size: int,
+    fusion_size: int | None,
     compression: str | None,
     keep_bits: int | None,
 ) -> StateVector:
@@ -49,19 +52,12 @@ def simulate_to_store(
     limit = check_memory_limit(memory_limit) if memory_limit is not None else _config.total_memory() // 4
     codec = st.Codec(compression, keep_bits).check(dtype)
     if (path / MANIFEST).exists():
-        manifest = Manifest.read(path)
-        if manifest.circuit_hash != circuit.fingerprint():
-            raise StoreError(
-                f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, this "
-                f"circuit {circuit.fingerprint()[:12]}); choose another store path or delete it"
-            )
-        if manifest.dtype != dtype or manifest.basis != basis:
-            raise StoreError(
-                f"{path} holds a run of this circuit with dtype {manifest.dtype} from basis state "
-                f"{manifest.basis}, not {dtype} from {basis}; choose another store path or delete it"
-            )
-        return resume(path, client=client, progress=progress)
+        with StoreLock(path):
+            manifest = st.open_store(path)
+            _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
+            return _resume_locked(path, manifest, client, progress)
     path = st.new_store_path(path)
+    fusion_size = DEFAULT_FUSION_SIZE if fusion_size is None else fusion_size
     n = circuit.num_qubits
     min_local = max((len(op.needs_local()) for op in circuit), default=0)
     workers = 1 if client is not None else (os.cpu_count() or 1)
@@ -70,9 +66,6 @@ def simulate_to_store(
     passes = stream.stream_passes(plan)
     S = stream.storage_qubits(L, max((len(p.relayout.pairs) for p in passes if p.relayout), default=0))
     st.check_disk_space(path, st.disk_needed(n, dtype, S))
-    st.create_arrays(path, n, dtype, S, codec)
-    record, operands = circuit_to_record(circuit)
-    st.write_run_record(path, record, operands)
     manifest = Manifest(
         num_qubits=n,
         dtype=dtype,
@@ -88,8 +81,49 @@ def simulate_to_store(
         fusion_size=fusion_size,
         plan_digest=plan.digest,
     )
-    manifest.write(path)
-    return _execute(path, manifest, plan, client, progress)
+
+    def build(staging: Path) -> None:
+        manifest.array_metadata = st.create_arrays(staging, n, dtype, S, codec)
+        record, operands = circuit_to_record(circuit)
+        st.write_run_record(staging, record, operands)
+        manifest.write(staging)
+
+    with st.create_store(path, build):
+        return _execute(path, manifest, plan, client, progress)
+
+
+def _check_same_run(
+    path: Path,
+    manifest: Manifest,
+    circuit: Circuit,
+    dtype: str,
+    basis: int,
+    chunk_qubits: int | None,
+    codec: st.Codec,
+    fusion_size: int | None,
+) -> None:
+    """Refuse to continue a stored run with options other than those it was started with
+    (options left unset, None, take the stored ones)."""
+    if manifest.circuit_hash != circuit.fingerprint():
+        raise StoreError(
+            f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, this "
+            f"circuit {circuit.fingerprint()[:12]}); choose another store path or delete it"
+        )
+    asked = {"dtype": dtype, "basis state": basis}
+    stored = {"dtype": manifest.dtype, "basis state": manifest.basis}
+    if fusion_size is not None:
+        asked["fusion_size"], stored["fusion_size"] = fusion_size, manifest.fusion_size
+    if chunk_qubits is not None:
+        asked["chunk_qubits"], stored["chunk_qubits"] = chunk_qubits, manifest.chunk_qubits
+    if codec.compression is not None or codec.keep_bits is not None:
+        asked["compression"], stored["compression"] = codec.compression, manifest.codec.get("compression")
+        asked["keep_bits"], stored["keep_bits"] = codec.keep_bits, manifest.codec.get("keep_bits")
+    differ = [f"{k} {stored[k]} (asked: {asked[k]})" for k in asked if asked[k] != stored[k]]
+    if differ:
+        raise StoreError(
+            f"{path} holds a run of this circuit with {', '.join(differ)}; a stored run keeps the options "
+            "it started with: drop them to resume it, or choose another store path"
+        )
 
 
 def _plan(circuit: Circuit, L: int, fusion_size: int) -> PhysicalPlan:
@@ -117,12 +151,19 @@ def resume(
     circuit comes back from its JSON record and is planned again.
     """
     path = Path(store).expanduser().absolute()
-    manifest = Manifest.read(path)
-    if circuit is not None and manifest.circuit_hash != circuit.fingerprint():
-        raise StoreError(
-            f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, the "
-            f"given circuit {circuit.fingerprint()[:12]}); it cannot be resumed with this circuit"
-        )
+    Manifest.read(path)  # a clear error for a path that is not a store, before locking it
+    with StoreLock(path):
+        manifest = st.open_store(path)
+        if circuit is not None and manifest.circuit_hash != circuit.fingerprint():
+            raise StoreError(
+                f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, the "
+                f"given circuit {circuit.fingerprint()[:12]}); it cannot be resumed with this circuit"
+            )
+        return _resume_locked(path, manifest, client, progress)
+
+
+def _resume_locked(path: Path, manifest: Manifest, client: Any, progress: bool) -> StateVector:
+    """Finish (or open) the run in ``path``, whose write lock this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
         return StateVector.from_zarr(path, client=client)
     recorded = _recorded_circuit(path, manifest)
@@ -137,6 +178,9 @@ def resume(
         st.check_disk_space(
             path, st.disk_needed(manifest.num_qubits, manifest.dtype, manifest.storage_qubits)
         )
+        crcs = st.current_crcs(manifest)
+        if crcs is not None:  # the stage to resume from is whole, before any work is spent
+            chunks.check_crcs(path, manifest.current, 0, crcs, manifest.stages_done)
     return _execute(path, manifest, plan, client, progress)
 
 

@@ -82,7 +82,6 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
     [
         (["run", "missing.qasm"], "nor an existing file"),
         (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
-        (["run", EXAMPLE, "--shots", "-3"], "shots must be a non-negative int"),
         (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
         (["plan", EXAMPLE, "--chunk-qubits", "6"], "chunk_qubits must be between 0 and 5"),
     ],
@@ -91,6 +90,23 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", EXAMPLE, "--shots", "-3"], "--shots: must be at least 0, got -3"),
+        (["run", EXAMPLE, "--workers", "-1"], "--workers: must be at least 1, got -1"),
+        (["run", EXAMPLE, "--workers", "two"], "--workers: expected an integer, got 'two'"),
+        (["run", EXAMPLE, "--chunk-qubits", "-1"], "--chunk-qubits: must be at least 0"),
+        (["plan", EXAMPLE, "--fusion-size", "0"], "--fusion-size: must be at least 1"),
+        (["resume", "s.zarr", "--seed", "-5"], "--seed: must be at least 0"),
+    ],
+)
+def test_command_line_numbers_are_checked_by_argparse(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_console_script_runs():

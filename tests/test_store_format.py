@@ -15,7 +15,7 @@ from faults import fill_disk_after
 import dasq
 from dasq.cli import main
 from dasq.storage import store as store_module
-from dasq.storage.manifest import MANIFEST
+from dasq.storage.manifest import MANIFEST, Manifest
 
 
 def circuit() -> dasq.Circuit:
@@ -101,7 +101,7 @@ def test_the_run_record_is_json_and_arrays(tmp_path):
     assert record["format"] == "dasq-circuit" and len(record["operations"]) == len(c)
     assert not list(store.glob("*.pkl"))
     manifest = json.loads((store / MANIFEST).read_text())
-    assert manifest["format_version"] == 2 and manifest["plan_digest"]
+    assert manifest["format_version"] == 3 and manifest["plan_digest"]
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_the_run_record_is_json_and_arrays(tmp_path):
         (lambda s: (s / store_module.RUN_RECORD).unlink(), "cannot be read"),
         (lambda s: _edit_record(s, lambda r: r["operations"][0].update(kind="evil")), "damaged"),
         (lambda s: _edit_record(s, lambda r: r["operations"].pop()), "does not hold the circuit"),
-        (lambda s: _edit(s / MANIFEST, lambda m: m.update(plan_digest="0" * 64)), "planned differently"),
+        (lambda s: _edit_manifest(s, plan_digest="0" * 64), "planned differently"),  # a consistent manifest
         (lambda s: _edit(s / MANIFEST, lambda m: m.update(format_version=7)), "format version 7"),
     ],
 )
@@ -127,6 +127,14 @@ def _edit(path: Path, change) -> None:
     data = json.loads(path.read_text())
     change(data)
     path.write_text(json.dumps(data))
+
+
+def _edit_manifest(store: Path, **changes) -> None:
+    """Change manifest fields and re-sign them, as a dasq with another planner would write them."""
+    data = json.loads((store / MANIFEST).read_text())
+    data.update(changes)
+    data["digest"] = Manifest(**{**data, "digest": ""}).fields_digest()
+    (store / MANIFEST).write_text(json.dumps(data))
 
 
 def _edit_record(store: Path, change) -> None:

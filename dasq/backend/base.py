@@ -130,8 +130,9 @@ class Backend:
         """This block's share of the probabilities over ``positions`` (little-endian)."""
         raise NotImplementedError
 
-    def sample_indices(self, block: Any, shots: int, seed: int) -> np.ndarray:
-        """``shots`` local indices drawn from this block's |amplitude|^2 (seeded)."""
+    def sample_counts(self, block: Any, shots: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """(local indices, how often each was drawn) for ``shots`` draws from this block's
+        |amplitude|^2 (seeded): memory bounded by the block, whatever ``shots`` is."""
         raise NotImplementedError
 
     def __reduce__(self) -> str:

@@ -237,11 +237,11 @@ class CPUBackend(Backend):
         out[idx] = vec
         return out
 
-    def sample_indices(self, block: Any, shots: int, seed: int) -> np.ndarray:
+    def sample_counts(self, block: Any, shots: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         p = (block.real**2 + block.imag**2).astype(np.float64)
-        cdf = np.cumsum(p)
-        u = np.random.default_rng(seed).random(shots) * cdf[-1]
-        return np.minimum(np.searchsorted(cdf, u, side="right"), p.size - 1)
+        counts = np.random.default_rng(seed).multinomial(shots, p / p.sum())
+        drawn = np.flatnonzero(counts)
+        return drawn, counts[drawn]
 
 
 CPU = CPUBackend()

@@ -24,7 +24,14 @@ from dasq.circuit.kinds import (
     Swap,
     Unitary,
 )
-from dasq.circuit.validation import check_angle, check_name, check_num_qubits, check_pauli_label, check_qubits
+from dasq.circuit.validation import (
+    MAX_QUBITS,
+    check_angle,
+    check_name,
+    check_num_qubits,
+    check_pauli_label,
+    check_qubits,
+)
 
 Qubits = int | Sequence[int]
 ControlStates = Sequence[int] | int | str | None
@@ -409,7 +416,7 @@ class Circuit:
         """Parse OpenQASM 2 or 3 (text or a file path); needs the ``qiskit`` extra."""
         from dasq.circuit import qiskit_io
 
-        return qiskit_io.circuit_from_qasm(text_or_path, cls)
+        return qiskit_io.circuit_from_qasm(text_or_path, cls, MAX_QUBITS)
 
     @classmethod
     def from_qiskit(cls, qc: object) -> Circuit:

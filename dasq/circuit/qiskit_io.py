@@ -28,46 +28,107 @@ def _import_qiskit() -> Any:
 
 
 def _read_source(text_or_path: str | PathLike[str]) -> str:
-    if isinstance(text_or_path, PathLike) or (
-        isinstance(text_or_path, str) and "OPENQASM" not in text_or_path.upper()
-    ):
-        path = os.fspath(text_or_path)
-        if not os.path.isfile(path):
-            raise ValidationError(f"not an OpenQASM program nor an existing file: {path!r}")
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    if not isinstance(text_or_path, str):
+    """The program text: a path-like, or a one-line string (no ';'), names a file."""
+    if not isinstance(text_or_path, (str, PathLike)):
         raise TypeError(f"expected QASM text or a path, got {type(text_or_path).__name__}")
-    return text_or_path
+    if isinstance(text_or_path, str) and (";" in text_or_path or "\n" in text_or_path):
+        return text_or_path
+    path = os.fspath(text_or_path)
+    if not os.path.isfile(path):
+        raise ValidationError(f"not an OpenQASM program nor an existing file: {path!r}")
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
-def circuit_from_qasm(text_or_path: str | PathLike[str], circuit_cls: Any) -> Any:
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_VERSION = re.compile(r"\s*OPENQASM\s+(\d+)", re.I)
+_REGISTERS = re.compile(r"\b(?:qreg\s+\w+\s*\[\s*(\d+)\s*\]|qubit\s*\[\s*(\d+)\s*\])")
+
+
+def _without_comments(text: str) -> str:
+    """The text with comments blanked (newlines kept, so line numbers still hold)."""
+    return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def qasm_version(text: str) -> int:
+    """The major version from the ``OPENQASM`` header; comments before it do not count."""
+    found = _VERSION.match(_without_comments(text))
+    return int(found.group(1)) if found else 2
+
+
+def check_declared_qubits(text: str, limit: int) -> None:
+    """Refuse a program that declares more than ``limit`` qubits before parsing it
+    (a parser would build every qubit object first)."""
+    code = _without_comments(text)
+    total = 0
+    for found in _REGISTERS.finditer(code):
+        total += int(found.group(1) or found.group(2))
+        if total > limit:
+            line = code.count("\n", 0, found.start()) + 1
+            raise ValidationError(
+                f"invalid OpenQASM at line {line}: the program declares more than {limit} qubits "
+                f"(at least {total}); dasq simulates up to {limit}"
+            )
+
+
+def circuit_from_qasm(text_or_path: str | PathLike[str], circuit_cls: Any, max_qubits: int) -> Any:
     text = _read_source(text_or_path)
+    check_declared_qubits(text, max_qubits)
     _import_qiskit()
-    head = text.lstrip().upper()
-    version3 = "OPENQASM 3" in head[: head.find(";") + 1] if "OPENQASM" in head else False
-    try:
+    version3 = qasm_version(text) == 3
+
+    def load(source: str) -> Any:
         if version3:
             import qiskit.qasm3 as qasm3
 
-            qc = qasm3.loads(text)
-        else:
-            import qiskit.qasm2 as qasm2
+            return qasm3.loads(source)
+        import qiskit.qasm2 as qasm2
 
-            qc = qasm2.loads(text, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+        return qasm2.loads(source, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+
+    try:
+        qc = load(text)
     except ImportError:
         raise
     except Exception as exc:
         if type(exc).__name__ == "MissingOptionalLibraryError":
             raise ImportError("OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'") from None
-        # Qiskit's messages start with the place: "<input>:5,0: 'foo' is not defined ..."
-        text_msg = str(exc).strip("'\"")
-        where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", text_msg, re.S)
-        if where:
-            line, col, rest = where.groups()
-            raise ValidationError(f"invalid OpenQASM at line {line}, column {col}: {rest}") from None
-        raise ValidationError(f"invalid OpenQASM: {text_msg}") from None
+        raise ValidationError(_parse_error(exc, text, load)) from None
     return circuit_from_qiskit(qc, circuit_cls)
+
+
+def _parse_error(exc: Exception, text: str, load: Any) -> str:
+    """Qiskit's message with its place: "<input>:5,0: ..." when the parser gives one,
+    else the first line whose prefix of the program fails the same way."""
+    message = str(exc).strip("'\"")
+    where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", message, re.S)
+    if where:
+        line, col, rest = where.groups()
+        return f"invalid OpenQASM at line {line}, column {col}: {rest}"
+    lines = text.splitlines(keepends=True)
+    if len(lines) > MAX_LOCATED_LINES:
+        return f"invalid OpenQASM: {message}"
+
+    def fails_so(k: int) -> bool:
+        try:
+            load("".join(lines[:k]))
+        except Exception as other:  # the same failure, not a cut-off statement
+            return str(other).strip("'\"") == message
+        return False
+
+    low, high = 1, len(lines)  # the smallest prefix that fails with this message
+    if not fails_so(high):
+        return f"invalid OpenQASM: {message}"
+    while low < high:
+        mid = (low + high) // 2
+        if fails_so(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return f"invalid OpenQASM at line {low}: {message}"
+
+
+MAX_LOCATED_LINES = 20_000
 
 
 _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id"}

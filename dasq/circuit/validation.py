@@ -256,6 +256,56 @@ def check_memory_limit(memory_limit: object) -> int:
     return value
 
 
+def check_initial_amplitudes(finite: bool, norm: float) -> None:
+    """Initial amplitudes (numpy or dask, reduced by the caller) must be a unit vector."""
+    if not finite:
+        raise ValidationError("initial amplitudes contain NaN or infinity")
+    if abs(norm - 1) > NORM_ATOL:
+        raise ValidationError(f"initial amplitudes must be normalised, their norm is {norm:.6g}")
+
+
+NORM_ATOL = 1e-6  # how far from 1 the norm of initial amplitudes may be
+IN_MEMORY_COPIES = 2  # an in-memory stage holds its input and its output state
+MAX_BLOCKS = 1 << 16  # wider graphs cost more to build and schedule than their work
+
+
+def check_in_memory_run(
+    num_qubits: int, itemsize: int, chunk_qubits: int, available: int, where: str
+) -> None:
+    """Refuse, before any graph is built, an in-memory run that cannot fit or whose
+    graph would be absurdly wide; the message carries the numbers."""
+    need = IN_MEMORY_COPIES * (itemsize << num_qubits)
+    if need > available:
+        raise ValidationError(
+            f"an in-memory run of {num_qubits} qubits needs about {_bytes(need)} ({need} bytes: the state "
+            f"and a stage's output), but {where} has {_bytes(available)}; pass store='state.zarr' (and "
+            "memory_limit=) to stream the state from disk, or use a cluster with more memory"
+        )
+    check_block_count(num_qubits, chunk_qubits)
+
+
+def check_block_count(num_qubits: int, chunk_qubits: int) -> None:
+    blocks = 1 << (num_qubits - chunk_qubits)
+    if blocks > MAX_BLOCKS:
+        raise ValidationError(
+            f"{blocks} blocks of 2^{chunk_qubits} amplitudes is more than the {MAX_BLOCKS} a graph can "
+            f"sensibly hold; use chunk_qubits >= {num_qubits - MAX_BLOCKS.bit_length() + 1}"
+        )
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (
+        ("EiB", 1 << 60),
+        ("PiB", 1 << 50),
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+    ):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
+
+
 def check_readout_qubits(qubits: object, num_qubits: int) -> tuple[int, ...]:
     """Qubits for a read-out: None (all), an int, or distinct ints."""
     if qubits is None:

@@ -58,15 +58,35 @@ def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) 
     return parts.reshape(x.numblocks[0], width).sum(axis=0)
 
 
+def _sample_block(
+    backend: Backend, block: Any, shots: int, seed: int, offset: int, positions: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(outcomes, counts) of ``shots`` draws from one block: the measured bits (stored
+    ``positions``) of each drawn index, merged where the block holds them."""
+    local, counts = backend.sample_counts(block, shots, seed)
+    index = local.astype(np.int64) + offset
+    outcomes = np.zeros(index.shape, dtype=np.int64)
+    for j, p in enumerate(positions):
+        outcomes |= ((index >> p) & 1) << j
+    values, inverse = np.unique(outcomes, return_inverse=True)
+    return values, np.bincount(inverse, weights=counts, minlength=values.size).astype(np.int64)
+
+
 def sample_blocks(
-    x: da.Array, counts: Sequence[int], seeds: Sequence[int], backend: Backend
-) -> list[tuple[int, Any]]:
-    """(block, delayed local indices) for every block that draws a share of the shots."""
-    out = []
-    for b, (count, seed) in enumerate(zip(counts, seeds)):
-        if count:
-            out.append((b, dask.delayed(backend.sample_indices)(x.blocks[b], int(count), int(seed))))
-    return out
+    x: da.Array,
+    L: int,
+    positions: tuple[int, ...],
+    shots_per_block: Sequence[int],
+    seeds: Sequence[int],
+    backend: Backend,
+) -> list[Any]:
+    """Delayed (outcomes, counts) for every block that draws a share of the shots."""
+    draw = dask.delayed(_sample_block, pure=True)
+    return [
+        draw(backend, x.blocks[b], int(count), int(seed), b << L, positions)
+        for b, (count, seed) in enumerate(zip(shots_per_block, seeds))
+        if count
+    ]
 
 
 def _vdot_block(backend: Backend, a: Any, b: Any) -> np.ndarray:

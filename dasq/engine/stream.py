@@ -34,6 +34,7 @@ from dasq.engine.report import StepRecord
 from dasq.errors import StoreError, ValidationError
 from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout, Traffic
+from dasq.storage import chunks
 from dasq.storage import store as st
 from dasq.storage.manifest import Manifest
 
@@ -42,6 +43,7 @@ BLOCK_COPIES = (
     8  # per task, measured (tests/test_outofcore.py): gather, permuted copies, kernel and encode buffers
 )
 MAX_BLOCK_QUBITS = 26
+MIN_BLOCK_QUBITS = 8  # a stored run's blocks are at least 2^8 amplitudes: tasks worth scheduling
 MIN_STORAGE_QUBITS = 16
 
 
@@ -91,14 +93,22 @@ def choose_blocks(
         fits = max(1, memory_limit // (w * per_amplitude))
         return min(num_qubits, MAX_BLOCK_QUBITS, int(math.log2(fits)))
 
+    smallest_useful = min(num_qubits, MIN_BLOCK_QUBITS)
     if chunk_qubits is None:
         L = largest(workers)
-        while min_local > L and workers > 1:  # fewer, larger blocks in flight for a wide gate
+        # fewer, larger blocks in flight for a wide gate, or for blocks worth a task
+        while max(min_local, smallest_useful) > L and workers > 1:
             workers -= 1
             L = largest(workers)
     else:
         L = chunk_qubits
     need = per_amplitude << L
+    if chunk_qubits is None and smallest_useful > L:
+        raise ValidationError(
+            f"memory_limit {memory_limit} bytes is too small for a stored run: blocks of at least "
+            f"2^{smallest_useful} amplitudes need {per_amplitude << smallest_useful} bytes "
+            "(smaller blocks make a graph of millions of tiny tasks that never finish)"
+        )
     if min_local > L or need > memory_limit:
         smallest = per_amplitude << max(L if chunk_qubits is not None else 0, min_local)
         raise ValidationError(
@@ -130,10 +140,22 @@ class BlockWork:
     basis_position: int = 0  # stored index of the basis amplitude (source None)
     keep_bits: int | None = None
     store_id: str = ""
+    source_crcs: np.ndarray | None = None  # the manifest's checksum of every chunk of ``source``
+    source_stage: int = 0  # the stage that wrote ``source``
 
 
-def run_block(work: BlockWork, c: int) -> np.ndarray:
-    """Run the pass on block ``c`` and write it; returns its statistics (STATS floats)."""
+@dataclass(frozen=True)
+class BlockResult:
+    """What a block task returns: its statistics (STATS floats) and the checksums of
+    the chunks it wrote (for the manifest)."""
+
+    block: int
+    stats: np.ndarray
+    crcs: np.ndarray
+
+
+def run_block(work: BlockWork, c: int) -> BlockResult:
+    """Run the pass on block ``c`` and write it."""
     stats = np.zeros(STATS)
     backend = work.runner.backend
     size = 1 << work.L
@@ -153,6 +175,8 @@ def run_block(work: BlockWork, c: int) -> np.ndarray:
                 piece,
                 work.dtype,
                 work.store_id,
+                work.source_crcs,
+                work.source_stage,
             )
             block[p.target * piece : (p.target + 1) * piece] = backend.from_host(data, work.dtype)
         stats[4] = block.nbytes
@@ -164,9 +188,9 @@ def run_block(work: BlockWork, c: int) -> np.ndarray:
         overlap = np.vdot(out, rounded)
         stats[1:4] = overlap.real, overlap.imag, float(np.vdot(rounded, rounded).real)
         del rounded
-    st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
+    crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes
-    return stats
+    return BlockResult(c, stats, crcs)
 
 
 def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:
@@ -214,10 +238,12 @@ class StreamExecutor:
                 basis_position=_position(m.basis, plan.initial_layout) if s == 0 else 0,
                 keep_bits=m.codec.get("keep_bits"),
                 store_id=m.store_id,
+                source_crcs=st.current_crcs(m) if s else None,
+                source_stage=s,
             )
             start = time.perf_counter()
             try:
-                stats = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
+                stats, crcs = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
             except OSError as exc:
                 reason = "the disk is full" if exc.errno == errno.ENOSPC else str(exc)
                 raise StoreError(
@@ -227,6 +253,7 @@ class StreamExecutor:
             st.sync_to_disk()
             m.stages_done = s + 1
             m.current = target
+            m.chunk_crc32c = chunks.encode_crcs(crcs)
             m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
             m.stage_seconds.append(time.perf_counter() - start)
             if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
@@ -235,8 +262,11 @@ class StreamExecutor:
             records.append(pass_record(one, n, L, nblocks))
         return records
 
-    def _run_pass(self, work: BlockWork, nblocks: int, workers: int, label: str, s: int) -> np.ndarray:
-        """All block tasks of one pass, at most ``workers`` at a time; summed statistics."""
+    def _run_pass(
+        self, work: BlockWork, nblocks: int, workers: int, label: str, s: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All block tasks of one pass, at most ``workers`` at a time: (summed statistics,
+        checksum of every chunk written)."""
         token = tokenize(work.store, work.store_id, work.target, work.runner.program.token(), work.pairs)
         name = f"dasq-stream-{s}-{token}"
         work_key = f"{name}-work"
@@ -247,24 +277,34 @@ class StreamExecutor:
         nbytes = (2 if work.source else 1) * (nblocks << work.L) * np.dtype(work.dtype).itemsize
         bar = _progress_bar(label, nblocks, nbytes) if self.progress else None
         total = np.zeros(STATS)
+        per_block = 1 << (work.L - self.manifest.storage_qubits)
+        crcs = np.zeros(nblocks * per_block, dtype=np.uint32)
+
+        def collect(result: BlockResult) -> None:
+            nonlocal total
+            total = total + result.stats
+            crcs[result.block * per_block : (result.block + 1) * per_block] = result.crcs
+
         try:
             if self.client is not None:
                 from distributed import as_completed
 
                 futures = self.client.get(graph, keys, sync=False)
                 for future in as_completed(futures):
-                    stats = future.result()
-                    total += stats
+                    result = future.result()
+                    collect(result)
                     if bar is not None:
-                        bar.update(stats[4] + stats[5])
-                return total
+                        bar.update(result.stats[4] + result.stats[5])
+                return total, crcs
             with _BarCallback(bar.update if bar is not None else None, name):
                 results = (
                     dask.get(graph, keys)
                     if workers == 1
                     else dask.threaded.get(graph, keys, num_workers=workers)
                 )
-            return np.sum(results, axis=0)
+            for result in results:
+                collect(result)
+            return total, crcs
         finally:
             if bar is not None:
                 bar.close()
@@ -313,20 +353,32 @@ class _BarCallback(dask.callbacks.Callback):
 
     def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
         if self._advance is not None and isinstance(key, tuple) and key[0] == self._prefix:
-            self._advance(float(result[4] + result[5]))
+            self._advance(float(result.stats[4] + result.stats[5]))
 
 
 # --------------------------------------------------------------------- whole stored states
 def _read_block(
-    backend: Backend, path: str, name: str, start: int, count: int, dtype: str, store_id: str
+    backend: Backend,
+    path: str,
+    name: str,
+    start: int,
+    count: int,
+    dtype: str,
+    store_id: str,
+    crcs: np.ndarray,
+    first_chunk: int,
+    stage: int,
 ) -> Any:
-    return backend.from_host(st.read_amplitudes(path, name, start, count, dtype, store_id), dtype)
+    data = st.read_amplitudes(path, name, start, count, dtype, store_id, crcs, stage, first_chunk)
+    return backend.from_host(data, dtype)
 
 
 def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> da.Array:
     """The completed state in a store as a lazy dask array, read block by block."""
     L, n = manifest.chunk_qubits, manifest.num_qubits
     name = f"dasq-stored-{tokenize(str(path), manifest.current, manifest.store_id, manifest.stages_done)}"
+    crcs = st.current_crcs(manifest)
+    per = 1 << (L - manifest.storage_qubits)
     layer = {
         (name, c): Task(
             (name, c),
@@ -338,6 +390,9 @@ def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> da.Array:
             1 << L,
             manifest.dtype,
             manifest.store_id,
+            crcs[c * per : (c + 1) * per],
+            c * per,
+            manifest.stages_done,
         )
         for c in range(1 << (n - L))
     }
@@ -353,13 +408,12 @@ def stored_blocks(path: Path, manifest: Manifest, backend: Backend) -> da.Array:
 def _write_block(
     backend: Backend, path: str, name: str, L: int, store_id: str, c: int, block: Any
 ) -> np.ndarray:
-    st.write_amplitudes(path, name, c << L, np.ascontiguousarray(backend.to_host(block)), store_id)
-    return np.ones(1)
+    return st.write_amplitudes(path, name, c << L, np.ascontiguousarray(backend.to_host(block)), store_id)
 
 
 def save_blocks(blocks: da.Array, path: Path, manifest: Manifest, backend: Backend) -> da.Array:
     """A lazy graph that writes every block into the store's first array (one task
-    per block); computing it returns the number of blocks written."""
+    per block, one chunk per block); computing it returns the chunks' checksums."""
     name = f"dasq-save-{tokenize(blocks.name, str(path), manifest.store_id)}"
     nb = blocks.numblocks[0]
     layer = {
@@ -377,4 +431,4 @@ def save_blocks(blocks: da.Array, path: Path, manifest: Manifest, backend: Backe
         for c in range(nb)
     }
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[blocks])
-    return da.Array(graph, name, chunks=((1,) * nb,), dtype=np.float64, meta=np.empty(0)).sum()
+    return da.Array(graph, name, chunks=((1,) * nb,), dtype=np.uint32, meta=np.empty(0, np.uint32))

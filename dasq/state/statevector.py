@@ -31,6 +31,7 @@ from dasq.errors import StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
 from dasq.storage import store as st
+from dasq.storage.chunks import encode_crcs
 from dasq.storage.manifest import Manifest
 
 MAX_MARGINAL_QUBITS = 30
@@ -211,15 +212,13 @@ class StateVector:
         (weights,) = self._compute(readout.block_weights(self._blocks, self.backend))
         per_block = rng.multinomial(shots, weights / weights.sum())
         seeds = rng.integers(0, 2**63, size=nb)
-        draws = readout.sample_blocks(self._blocks, per_block, seeds, self.backend)
+        positions = tuple(self._layout[q] for q in qs)
+        draws = readout.sample_blocks(self._blocks, self._L, positions, per_block, seeds, self.backend)
         if not draws:
             return {}
-        found = self._compute(*[d for _, d in draws])
-        indices = np.concatenate([np.asarray(f) + (b << self._L) for (b, _), f in zip(draws, found)])
-        outcomes = np.zeros(indices.shape, dtype=np.int64)
-        for j, q in enumerate(qs):
-            outcomes |= ((indices >> self._layout[q]) & 1) << j
-        values, counts = np.unique(outcomes, return_counts=True)
+        found = self._compute(*draws)
+        values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=values.size)
         return {format(int(v), f"0{len(qs)}b"): int(c) for v, c in zip(values, counts)}
 
     def expectation(self, observable: Any) -> float | complex:
@@ -257,11 +256,11 @@ class StateVector:
 
     # ----------------------------------------------------------------- storage
     def to_zarr(self, path: str | os.PathLike[str]) -> None:
-        """Save the amplitudes (in their stored layout) as a complete dasq store at ``path``."""
+        """Save the amplitudes (in their stored layout) as a complete dasq store at
+        ``path``; the store appears whole or not at all."""
         target = st.new_store_path(path)
         dtype = self.dtype.name
         st.check_disk_space(target, st.disk_needed(self._n, dtype, self._L) // 2)
-        st.create_arrays(target, self._n, dtype, self._L, st.Codec())
         manifest = Manifest(
             num_qubits=self._n,
             dtype=dtype,
@@ -272,16 +271,22 @@ class StateVector:
             stages_total=0,
             codec=st.Codec().as_dict(),
         )
-        self._compute(stream.save_blocks(self._blocks, target, manifest, self.backend))
-        st.sync_to_disk()
-        manifest.current = st.ARRAYS[0]
-        manifest.write(target)
+
+        def build(staging: Path) -> None:
+            manifest.array_metadata = st.create_arrays(staging, self._n, dtype, self._L, st.Codec())
+            (crcs,) = self._compute(stream.save_blocks(self._blocks, staging, manifest, self.backend))
+            st.sync_to_disk()
+            manifest.current = st.ARRAYS[0]
+            manifest.chunk_crc32c = encode_crcs(crcs)
+            manifest.write(staging)
+
+        st.create_store(target, build).release()
 
     @classmethod
     def from_zarr(cls, path: str | os.PathLike[str], *, client: Any = None) -> StateVector:
         """The state in a dasq store (saved, or a completed run), read lazily block by block."""
         where = Path(path).expanduser().absolute()
-        manifest = Manifest.read(where)
+        manifest = st.open_store(where)
         if not manifest.complete:
             raise StoreError(
                 f"the run in {where} is incomplete ({manifest.stages_done}/{manifest.stages_total} stages); "

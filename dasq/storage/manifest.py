@@ -3,22 +3,30 @@
 One small JSON file, replaced atomically (write a temporary file, fsync it,
 rename it over the old one, fsync the directory), so after a crash it describes
 either the previous completed stage or the new one, never a mix. It is plain
-JSON: reading a store never runs code from it.
+JSON: reading a store never runs code from it. It carries a digest of its own
+fields, so an edited or damaged manifest (a swapped layout entry, a lowered stage
+count, ``current`` pointing at the stale array) is refused rather than believed,
+and every field is checked against a schema before anything uses it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from dasq.errors import StoreError
 
 MANIFEST = "dasq-manifest.json"
 FORMAT = "dasq-state"
-FORMAT_VERSION = 2  # 1: dasq 0.1, whose run file was a pickle (never read now)
+FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
+DTYPES = ("complex64", "complex128")
+ARRAY_NAMES = ("a", "b")
+MAX_QUBITS = 62
 
 
 @dataclass
@@ -40,15 +48,27 @@ class Manifest:
     basis: int = 0  # the run's initial basis state
     fusion_size: int = 0  # the planner's fusion size (0: a saved state, not a run)
     plan_digest: str | None = None  # digest of the physical plan the run follows
+    chunk_crc32c: str | None = None  # checksum of every chunk of ``current``, by position (storage.chunks)
+    array_metadata: dict = field(default_factory=dict)  # sha256 of each array's zarr.json (its codecs)
     store_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # new for every store created
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
+    digest: str = ""  # of every other field; set by write, checked by read
 
     @property
     def complete(self) -> bool:
         return self.stages_done >= self.stages_total and self.current is not None
 
+    @property
+    def num_chunks(self) -> int:
+        return 1 << (self.num_qubits - self.storage_qubits)
+
+    def fields_digest(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if k != "digest"}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
     def write(self, directory: str | os.PathLike) -> None:
+        self.digest = self.fields_digest()
         write_atomic(Path(directory) / MANIFEST, json.dumps(asdict(self), indent=1).encode())
 
     @classmethod
@@ -70,12 +90,127 @@ class Manifest:
                 f"{directory} was written by dasq 0.1 (store format 1, which kept the run as a pickle); "
                 "this dasq never unpickles store files: run the circuit again into a new store"
             )
+        if version == 2:
+            raise StoreError(
+                f"{directory} was written by an earlier dasq (store format 2, without per-chunk checksums "
+                "or a manifest digest); open it with that dasq, or run the circuit again into a new store"
+            )
         if version != FORMAT_VERSION:
             raise StoreError(f"{path} has format version {version!r}; this dasq reads {FORMAT_VERSION}")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise StoreError(f"{path} is not a valid dasq manifest: unknown fields {unknown}")
         try:
-            return cls(**data)
+            manifest = cls(**data)
         except TypeError as exc:
             raise StoreError(f"{path} is not a valid dasq manifest: {exc}") from None
+        problem = manifest.schema_problem()
+        if problem:
+            raise StoreError(f"{path} is not a valid dasq manifest: {problem}")
+        if manifest.digest != manifest.fields_digest():
+            raise StoreError(
+                f"{path} was edited or damaged: its fields do not match its digest; "
+                "a dasq manifest is written only by dasq"
+            )
+        return manifest
+
+    def schema_problem(self) -> str | None:
+        """What is wrong with the fields' types and ranges, or None. Checked in order,
+        each only once the fields it relies on have passed."""
+        n = self.num_qubits
+        checks: list[tuple[Callable[[], bool], str]] = [
+            (
+                lambda: _is_int(n) and 1 <= n <= MAX_QUBITS,
+                f"num_qubits {n!r} is not an int in 1..{MAX_QUBITS}",
+            ),
+            (lambda: self.dtype in DTYPES, f"dtype {self.dtype!r} is not one of {DTYPES}"),
+            (
+                lambda: _is_int(self.chunk_qubits) and _is_int(self.storage_qubits),
+                "chunk_qubits and storage_qubits must be ints",
+            ),
+            (
+                lambda: 0 <= self.storage_qubits <= self.chunk_qubits <= n,
+                "storage_qubits <= chunk_qubits <= num_qubits",
+            ),
+            (
+                lambda: (
+                    isinstance(self.layout, list)
+                    and all(_is_int(p) for p in self.layout)
+                    and sorted(self.layout) == list(range(n))
+                ),
+                f"layout {self.layout!r} is not a permutation of 0..num_qubits-1",
+            ),
+            (lambda: _is_str_or_none(self.circuit_hash), "circuit_hash must be a string"),
+            (
+                lambda: _is_int(self.stages_total) and self.stages_total >= 0,
+                "stages_total must be an int >= 0",
+            ),
+            (
+                lambda: _is_int(self.stages_done) and 0 <= self.stages_done <= self.stages_total,
+                f"stages_done {self.stages_done!r} is not in 0..{self.stages_total!r}",
+            ),
+            (
+                lambda: self.current is None or self.current in ARRAY_NAMES,
+                f"current {self.current!r} is not a or b",
+            ),
+            (
+                lambda: (self.current is None) == (self.stages_done == 0 and self.stages_total > 0),
+                "current must name an array exactly when a stage is done (or the state is saved)",
+            ),
+            (lambda: _is_str_or_none(self.chunk_crc32c), "chunk_crc32c must be a string"),
+            (
+                lambda: (self.current is None) == (self.chunk_crc32c is None),
+                "chunk checksums must come with current",
+            ),
+            (
+                lambda: (
+                    isinstance(self.codec, dict)
+                    and self.codec.get("compression") in (None, "zstd", "blosc")
+                    and (self.codec.get("keep_bits") is None or _is_int(self.codec.get("keep_bits")))
+                ),
+                f"codec {self.codec!r} is not a dasq codec",
+            ),
+            (
+                lambda: self.memory_limit is None or (_is_int(self.memory_limit) and self.memory_limit > 0),
+                "memory_limit must be a positive int",
+            ),
+            (lambda: _is_int(self.workers) and self.workers >= 1, "workers must be an int >= 1"),
+            (
+                lambda: (
+                    isinstance(self.stage_seconds, list)
+                    and all(isinstance(t, (int, float)) for t in self.stage_seconds)
+                ),
+                "stage_seconds must be a list of numbers",
+            ),
+            (
+                lambda: isinstance(self.fidelity, (int, float)) and 0 <= self.fidelity <= 1,
+                "fidelity must be in [0, 1]",
+            ),
+            (
+                lambda: _is_int(self.basis) and 0 <= self.basis < (1 << n),
+                "basis must be in 0..2^num_qubits-1",
+            ),
+            (lambda: _is_int(self.fusion_size) and self.fusion_size >= 0, "fusion_size must be an int >= 0"),
+            (lambda: _is_str_or_none(self.plan_digest), "plan_digest must be a string"),
+            (
+                lambda: (
+                    isinstance(self.array_metadata, dict)
+                    and all(isinstance(v, str) for v in self.array_metadata.values())
+                ),
+                "array_metadata must map array names to digests",
+            ),
+            (lambda: isinstance(self.store_id, str), "store_id must be a string"),
+            (lambda: isinstance(self.digest, str), "digest must be a string"),
+        ]
+        return next((message for ok, message in checks if not ok()), None)
+
+
+def _is_str_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

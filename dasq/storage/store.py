@@ -10,10 +10,15 @@ stage (see benchmarks/README.md for why this beat an in-place journal).
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import shutil
+import time
+import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +28,9 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from dasq.errors import StoreError, ValidationError
-from dasq.storage.manifest import MANIFEST, write_atomic
+from dasq.storage import chunks
+from dasq.storage.lock import StoreLock, is_locked
+from dasq.storage.manifest import MANIFEST, Manifest, fsync_directory, write_atomic
 
 ARRAYS = ("a", "b")
 RUN_RECORD = "dasq-circuit.json"  # the circuit of a run, as JSON (dasq.circuit.record)
@@ -126,6 +133,59 @@ def new_store_path(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+STAGING = ".dasq-new-"  # a store being created: ``.NAME.dasq-new-ID`` beside it
+ABANDONED_AFTER_S = 60.0
+
+
+def create_store(target: Path, build: Callable[[Path], None]) -> StoreLock:
+    """Create the store ``target`` atomically and return its write lock, held.
+
+    ``build`` fills a hidden sibling directory (arrays, run record, manifest), which
+    is then renamed to ``target``: a kill at any instant leaves either no store or
+    a complete one that ``resume`` accepts, never a half-made directory. The lock is
+    taken before anything is written and moves with the directory. Two processes
+    creating the same store: one rename wins, the other is refused.
+    """
+    remove_abandoned_staging(target)
+    staging = target.parent / f".{target.name}{STAGING}{uuid.uuid4().hex[:12]}"
+    try:
+        staging.mkdir()
+    except OSError as exc:
+        raise StoreError(f"cannot create {target}: {exc.strerror}") from None
+    lock = StoreLock(staging).acquire()
+    try:
+        try:
+            build(staging)
+        except OSError as exc:
+            reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
+            raise StoreError(f"cannot create {target}: {reason}") from None
+        sync_to_disk()  # everything inside, before the name makes it visible
+        fsync_directory(staging)
+        try:
+            os.rename(staging, target)  # onto nothing, or onto an empty directory
+        except OSError:
+            raise StoreError(
+                f"{target} was created by another process while this one prepared it; "
+                "a store has one writer: choose another path, or resume that run"
+            ) from None
+        fsync_directory(target.parent)
+    except BaseException:
+        lock.release()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    lock.directory = target
+    return lock
+
+
+def remove_abandoned_staging(target: Path) -> None:
+    """Half-made stores for ``target`` whose creator died (nothing holds their lock)."""
+    with contextlib.suppress(OSError):
+        for entry in target.parent.glob(f".{target.name}{STAGING}*"):
+            old = time.time() - entry.lstat().st_mtime > ABANDONED_AFTER_S  # its creator had time to lock it
+            if old and entry.is_dir() and not entry.is_symlink() and not is_locked(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
 def check_writable(path: Path) -> None:
     parent = path.parent
     if not parent.is_dir():
@@ -134,8 +194,11 @@ def check_writable(path: Path) -> None:
         raise StoreError(f"cannot create {path}: {parent} is not writable")
 
 
-def create_arrays(path: Path, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec) -> None:
-    """The group and its two (empty) amplitude arrays."""
+def create_arrays(
+    path: Path, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec
+) -> dict[str, str]:
+    """The group and its two (empty) amplitude arrays; returns the digest of each
+    array's metadata (shape, chunks, codecs) for the manifest."""
     group = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
     group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
     size = 2 << num_qubits
@@ -153,13 +216,24 @@ def create_arrays(path: Path, num_qubits: int, dtype: str, storage_qubits: int, 
                 fill_value=0.0,
                 config={"write_empty_chunks": True},
             )
+    return {name: metadata_digest(path, name) for name in ARRAYS}
+
+
+def metadata_digest(path: Path, name: str) -> str:
+    """sha256 of an array's zarr.json: an edited codec or shape changes it."""
+    try:
+        return hashlib.sha256((path / name / "zarr.json").read_bytes()).hexdigest()
+    except OSError as exc:
+        raise StoreError(f"{path / name / 'zarr.json'} cannot be read: {exc.strerror}") from None
 
 
 @lru_cache(maxsize=16)
 def _open(path: str, name: str, store_id: str) -> zarr.Array:
     with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-        return zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
+        arr = zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
+    # every chunk is written, zeros included: a missing chunk is damage, never "all zeros"
+    return arr.with_config({"write_empty_chunks": True})
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
@@ -169,13 +243,33 @@ def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
         return _open(str(path), name, store_id)
     except FileNotFoundError:  # zarr's NodeNotFoundError is one
         raise StoreError(f"{path} has no array {name!r}; is it a dasq store?") from None
+    except (ValueError, KeyError, TypeError, zarr.errors.BaseZarrError) as exc:
+        raise StoreError(f"the array {name!r} of {path} cannot be opened: {exc}") from None
 
 
 def read_amplitudes(
-    path: str, name: str, start: int, count: int, dtype: str, store_id: str = ""
+    path: str,
+    name: str,
+    start: int,
+    count: int,
+    dtype: str,
+    store_id: str = "",
+    crcs: np.ndarray | None = None,
+    stage: int = 0,
+    crcs_from: int = 0,
 ) -> np.ndarray:
-    """Amplitudes [start, start + count) of array ``name``; a failed checksum names the chunk."""
+    """Amplitudes [start, start + count) of array ``name``. ``crcs`` (the manifest's
+    checksums of chunks ``crcs_from``, ``crcs_from + 1``...) are checked first: a
+    missing, moved or stale chunk, or a failed checksum, raises a StoreError naming
+    the chunk."""
     arr = open_array(path, name, store_id)
+    if crcs is not None:
+        per = arr.chunks[0] // 2
+        first, last = start // per, (start + count - 1) // per
+        expected = crcs[first - crcs_from : last + 1 - crcs_from]
+        if first < crcs_from or len(expected) != last - first + 1:
+            raise ValueError(f"checksums for chunks {first}..{last} were not given")  # a dasq bug
+        chunks.check_crcs(path, name, first, expected, stage)
     try:
         floats = arr[2 * start : 2 * (start + count)]
     except ValueError as exc:
@@ -199,10 +293,14 @@ def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int
     return f"corrupted data in {Path(path) / name} between amplitudes {start} and {start + count}"
 
 
-def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> None:
+def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> np.ndarray:
+    """Write ``block`` from amplitude ``start`` (whole chunks); returns the checksums of
+    the chunks written, for the manifest."""
     arr = open_array(path, name, store_id)
     floats = block.view(arr.dtype)
     arr[2 * start : 2 * start + floats.size] = floats
+    per = arr.chunks[0]
+    return chunks.read_crcs(path, name, (2 * start) // per, max(1, floats.size // per))
 
 
 def remove_partial_files(path: Path) -> None:
@@ -256,12 +354,65 @@ def read_run_record(path: Path) -> tuple[object, np.ndarray]:
     return record, floats.view(np.complex128)
 
 
+def open_store(path: Path) -> Manifest:
+    """The manifest of the store at ``path``, checked against its arrays: each array a
+    real directory inside the store (not a link elsewhere) whose shape, chunks and
+    dtype are those the manifest describes. Anything else is one StoreError."""
+    manifest = Manifest.read(path)
+    for name in ARRAYS:
+        where = path / name
+        if where.is_symlink() or not where.is_dir():
+            raise StoreError(
+                f"{where} is not a directory inside the store (a link, or missing); dasq reads and writes "
+                "only arrays that live in the store"
+            )
+        if manifest.array_metadata.get(name) != metadata_digest(path, name):
+            raise StoreError(
+                f"{where / 'zarr.json'} is not the array metadata this store was created with (edited or "
+                "damaged); its codecs would decode the chunks wrongly"
+            )
+        arr = open_array(str(path), name, manifest.store_id)
+        expected = ((2 << manifest.num_qubits,), (2 << manifest.storage_qubits,), FLOAT_OF[manifest.dtype])
+        found = (arr.shape, arr.chunks, str(arr.dtype))
+        if found != expected:
+            raise StoreError(
+                f"array {where} has shape, chunks and dtype {found}, but the manifest describes {expected}; "
+                "the store is damaged"
+            )
+        encoding = arr.metadata.chunk_key_encoding
+        if getattr(encoding, "name", None) != "default" or getattr(encoding, "separator", None) != "/":
+            raise StoreError(f"array {where} does not use zarr's default chunk keys; not a dasq array")
+    return manifest
+
+
+def current_crcs(manifest: Manifest) -> np.ndarray | None:
+    """The recorded checksum of every chunk of the current array (None before stage 1)."""
+    if manifest.chunk_crc32c is None:
+        return None
+    return chunks.decode_crcs(manifest.chunk_crc32c, manifest.num_chunks)
+
+
+def verify_store(path: str | os.PathLike[str]) -> dict:
+    """Read every chunk of the current state: each must be the one its stage wrote
+    there and pass its checksum. Returns what was checked; raises StoreError at the
+    first damaged chunk."""
+    where = Path(path).expanduser().absolute()
+    m = open_store(where)
+    if is_locked(where):
+        raise StoreError(f"{where} is being written by a running dasq; verify it once that run has finished")
+    crcs = current_crcs(m)
+    if crcs is None:
+        return {"path": str(where), "chunks_checked": 0, "state": "no stage completed yet"}
+    per = 1 << m.storage_qubits
+    for ci in range(m.num_chunks):
+        read_amplitudes(str(where), m.current, ci * per, per, m.dtype, m.store_id, crcs, m.stages_done)
+    return {"path": str(where), "chunks_checked": m.num_chunks, "state": "intact"}
+
+
 def describe_store(path: str | os.PathLike[str]) -> dict:
     """What ``dasq info`` prints: the manifest, the disk it uses and the disk a run needs."""
-    from dasq.storage.manifest import Manifest
-
     where = Path(path).expanduser().absolute()
-    m = Manifest.read(where)
+    m = open_store(where)
     return {
         "path": str(where),
         "num_qubits": m.num_qubits,

@@ -1,0 +1,123 @@
+"""One writer per store: an exclusive OS lock held for the whole of a run or resume.
+
+The lock is ``fcntl.flock`` on ``dasq.lock`` inside the store directory. The
+operating system releases it when its process dies, however it dies, so a killed
+run never leaves a store locked. The file names its holder (host, pid, start
+time) so that a refused writer can say who holds it. Readers never take it: a
+completed stage is published by the atomic manifest replacement alone.
+
+Guarantees hold between processes that see the same local filesystem. On network
+filesystems ``flock`` may be local to each client host (older NFS, some FUSE
+mounts): two hosts could then both hold it, so run one writer per store there.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+from dasq.errors import StoreError
+
+LOCK_FILE = "dasq.lock"
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer is up to the user
+    fcntl = None  # type: ignore[assignment]
+
+
+class StoreLock:
+    """``with StoreLock(path): ...`` writes ``path`` alone, or raises StoreError naming
+    the process that holds it. The lock stays with its open file: renaming the
+    directory (how a new store appears atomically) keeps it held."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> StoreLock:
+        path = self.directory / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot lock {self.directory} for writing: {exc.strerror}") from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                busy = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+                holder = _describe(os.pread(fd, 4096, 0)) if busy else ""
+                os.close(fd)
+                if not busy:
+                    raise StoreError(
+                        f"cannot lock {self.directory} for writing: {exc.strerror} (the filesystem may "
+                        "not support locks)"
+                    ) from None
+                raise StoreError(
+                    f"{self.directory} is being written by another dasq process ({holder}); "
+                    "a store has one writer at a time: wait for it to finish, or stop it and "
+                    f"run `dasq resume {self.directory}`"
+                ) from None
+        self._fd = fd
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+        try:  # naming the holder is a courtesy: a full disk must not cost the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode(), 0)
+        except OSError:
+            pass
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)  # the file stays: deleting it would let two writers lock two inodes
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def __enter__(self) -> StoreLock:
+        return self.acquire() if self._fd is None else self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def is_locked(directory: str | os.PathLike[str]) -> bool:
+    """Whether a live process holds the write lock of ``directory`` (no waiting)."""
+    path = Path(directory) / LOCK_FILE
+    if fcntl is None or not path.exists():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _describe(content: bytes) -> str:
+    try:
+        holder = json.loads(content.decode())
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder["since"])))
+        return f"pid {int(holder['pid'])} on {holder['host']}, since {since}"
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"

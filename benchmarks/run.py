@@ -329,7 +329,7 @@ def suite_relayout(args: argparse.Namespace) -> dict:
             pairs = tuple((L + i, L - k + i) for i in range(k))
             for method in ("packed", "tasks", "p2p"):
                 record(row, f"cluster {method}", *timed([pairs], method, client))
-            record(row, "cluster sequential", *timed([[p] for p in pairs], "packed", client))
+            record(row, "cluster sequential", *timed([(p,) for p in pairs], "packed", client))
             row["expected_fused_fraction"] = 1 - 2.0**-k
             row["expected_sequential_fraction"] = k / 2
             print(json.dumps(row), flush=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -130,12 +130,20 @@ class Operation:
         return frozenset() if self.is_diagonal else frozenset(self.targets)
 
     def remap(self, mapping: Sequence[int]) -> Operation:
-        """The same operation with every qubit q replaced by ``mapping[q]``."""
-        return replace(
-            self,
-            targets=tuple(mapping[q] for q in self.targets),
-            controls=tuple(mapping[q] for q in self.controls),
-        )
+        """The same operation with every qubit q replaced by ``mapping[q]``.
+
+        Planning remaps every operation once or twice, so this copies the fields
+        (validated already) without re-running the constructor, and keeps what was
+        computed about the operation that does not depend on its qubits."""
+        targets = tuple(mapping[q] for q in self.targets)
+        controls = tuple(mapping[q] for q in self.controls)
+        if targets == self.targets and controls == self.controls:
+            return self
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)  # fields, and qubit-free cached facts (is_diagonal)
+        object.__setattr__(new, "targets", targets)
+        object.__setattr__(new, "controls", controls)
+        return new
 
     def local_controls(self, L: int) -> Controls:
         return tuple((q, s) for q, s in zip(self.controls, self.control_states) if q < L)
@@ -182,13 +190,13 @@ class Operation:
     def update_digest(self, digest: Any) -> None:
         """Feed every field to a hashlib digest (circuit fingerprints, graph keys)."""
         digest.update(self.kind.encode())
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
             if isinstance(value, np.ndarray):
-                digest.update(f"{f.name}:{value.dtype.str}{value.shape}".encode())
+                digest.update(f"{name}:{value.dtype.str}{value.shape}".encode())
                 digest.update(np.ascontiguousarray(value).tobytes())
             else:
-                digest.update(f"{f.name}={value!r};".encode())
+                digest.update(f"{name}={value!r};".encode())
 
     def describe(self) -> str:
         args = ",".join(f"{p:.6g}" for p in self.params)
@@ -205,6 +213,11 @@ class Operation:
             return gate
         state = sum(s << j for j, s in enumerate(self.control_states))
         return gate.control(len(self.controls), ctrl_state=state)
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def digest_of(ops: Sequence[Operation], prefix: str = "") -> str:
@@ -284,7 +297,7 @@ class Unitary(Operation):
     @cached_property
     def is_diagonal(self) -> bool:  # type: ignore[override]
         m = self.matrix
-        return not np.count_nonzero(m - np.diag(np.diag(m)))
+        return np.count_nonzero(m) == np.count_nonzero(np.diagonal(m))
 
     def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
         if not self.controls_met(L, block):

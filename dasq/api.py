@@ -57,7 +57,7 @@ def simulate(
     fused relayout between stages); "per-operation" lowers every operation on its own
     (the reference, with the communication of the seed paper's algorithms); "auto"
     (default) plans unless an operation is wider than the blocks. ``relayout_method``
-    ("views", "packed", "tasks", "p2p"; default: views on one machine, tasks on a
+    ("views", "packed", "tasks", "p2p"; default: views on one machine, packed on a
     distributed client, or dask config ``dasq.relayout-method``) says how relayouts
     become tasks.
 

@@ -147,8 +147,9 @@ def _stage_items(
         nonlocal current
         if not segment:
             return
-        for choice in greedy_stages(segment, n, L, current):
-            items.append(_StageItem(choice, tuple(segment)))
+        whole = tuple(segment)  # shared by the segment's stages, not copied per stage
+        for choice in greedy_stages(whole, n, L, current):
+            items.append(_StageItem(choice, whole))
             current = choice.local
         segment.clear()
 

@@ -68,3 +68,15 @@ def test_compiled_matrix_kernels_match_dense_application(k):
     got = block.copy()
     CPU.compile_matrix(qubits, u, "complex128").apply(got)
     np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_norms_and_inner_products_accumulate_in_double_precision():
+    """BLAS's complex64 dot keeps a float32 sum: over 2^22 amplitudes it is off by
+    about 1e-4, which read as a norm of 0.9986 at 30 qubits. The backend's are not."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(1 << 22) + 1j * rng.standard_normal(1 << 22)).astype(np.complex64)
+    exact = x.astype(np.complex128)
+    reference = np.vdot(exact, exact).real
+    assert abs(CPU.norm2(x) / reference - 1) < 1e-9
+    y = (x * np.complex64(0.6 - 0.8j)).astype(np.complex64)
+    np.testing.assert_allclose(CPU.vdot(x, y), np.vdot(exact, y.astype(np.complex128)), rtol=1e-9)

@@ -204,10 +204,10 @@ class CPUBackend(Backend):
 
     # ------------------------------------------------------------ reductions
     def norm2(self, block: Any) -> float:
-        return float(np.vdot(block, block).real)
+        return float(numba_kernels.norm2(np.ascontiguousarray(block)))
 
     def vdot(self, a: Any, b: Any) -> complex:
-        return complex(np.vdot(a, b))
+        return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         m = len(positions)

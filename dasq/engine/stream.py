@@ -183,10 +183,10 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     out = backend.to_host(work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
-        stats[0] = float(np.vdot(out, out).real)
+        stats[0] = backend.norm2(out)
         rounded = rounded_copy(out, work.keep_bits)
-        overlap = np.vdot(out, rounded)
-        stats[1:4] = overlap.real, overlap.imag, float(np.vdot(rounded, rounded).real)
+        overlap = backend.vdot(out, rounded)
+        stats[1:4] = overlap.real, overlap.imag, backend.norm2(rounded)
         del rounded
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes

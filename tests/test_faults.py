@@ -501,3 +501,26 @@ def test_a_read_only_filesystem_refuses_writers_clearly_and_still_reads(tmpfs, c
         dasq.simulate(circuit, store=where / "new.zarr", **ooc(L))
     np.testing.assert_allclose(dasq.StateVector.from_zarr(store).to_numpy(), expected)
     assert dasq.info(store, verify=True)["verified"]["state"] == "intact"
+
+
+def test_no_block_task_writes_after_a_failed_stage_returns(tmp_path, circuit, monkeypatch):
+    """A full disk in one block task: the error leaves only once the tasks already
+    running have finished, so nothing writes to the store after the caller (and its
+    lock) moved on."""
+    real = st.write_amplitudes
+    finished_at: list[float] = []
+
+    def slow_or_full(path, name, start, block, store_id=""):
+        if start == 0:
+            raise OSError(28, "No space left on device")
+        time.sleep(0.2)
+        out = real(path, name, start, block, store_id)
+        finished_at.append(time.perf_counter())
+        return out
+
+    monkeypatch.setattr(st, "write_amplitudes", slow_or_full)
+    with pytest.raises(dasq.StoreError, match="the disk is full"):
+        dasq.simulate(circuit, store=tmp_path / "s.zarr", **ooc(L))
+    returned = time.perf_counter()
+    time.sleep(0.5)
+    assert finished_at and max(finished_at) < returned

@@ -17,6 +17,7 @@ import errno
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -290,18 +291,24 @@ class StreamExecutor:
                 from distributed import as_completed
 
                 futures = self.client.get(graph, keys, sync=False)
-                for future in as_completed(futures):
-                    result = future.result()
-                    collect(result)
-                    if bar is not None:
-                        bar.update(result.stats[4] + result.stats[5])
+                try:
+                    for future in as_completed(futures):
+                        result = future.result()
+                        collect(result)
+                        if bar is not None:
+                            bar.update(result.stats[4] + result.stats[5])
+                except BaseException:
+                    self.client.cancel(futures)  # no new block starts; running ones finish on their own
+                    raise
                 return total, crcs
-            with _BarCallback(bar.update if bar is not None else None, name):
-                results = (
-                    dask.get(graph, keys)
-                    if workers == 1
-                    else dask.threaded.get(graph, keys, num_workers=workers)
-                )
+            # our own pool, shut down with waiting: when a block fails (a full disk), the
+            # others still writing finish before the error leaves, so nothing writes to
+            # the store once the caller (and its lock) has moved on
+            with (
+                _BarCallback(bar.update if bar is not None else None, name),
+                ThreadPoolExecutor(workers) as pool,
+            ):
+                results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
             for result in results:
                 collect(result)
             return total, crcs

@@ -308,7 +308,8 @@ def remove_partial_files(path: Path) -> None:
     for root, _, files in os.walk(path):
         for name in files:
             if name.endswith(".partial") or name.endswith(".tmp"):
-                os.unlink(os.path.join(root, name))
+                with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile
+                    os.unlink(os.path.join(root, name))
 
 
 def sync_to_disk() -> None:

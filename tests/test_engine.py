@@ -259,3 +259,24 @@ def test_block_runner_is_picklable_and_drops_its_cache():
     clone = cloudpickle.loads(cloudpickle.dumps(runner))
     assert not clone._kernels and clone.backend is runner.backend
     np.testing.assert_array_equal(clone(block.copy(), 0), runner(block.copy(), 0))
+
+
+def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
+    """Threads only add their hand-off cost to four-amplitude tasks; larger blocks, a
+    client or a scheduler the user configured keep Dask's choice."""
+    import dask
+    import dask.array as da
+
+    from dasq.engine.memory import SYNC_BELOW_QUBITS, local_scheduler
+
+    tiny = da.zeros(1 << 10, chunks=4, dtype=complex)
+    large = da.zeros(1 << (SYNC_BELOW_QUBITS + 1), chunks=1 << SYNC_BELOW_QUBITS, dtype=complex)
+    assert local_scheduler(tiny, None) == "sync"
+    assert local_scheduler(large, None) is None
+    assert local_scheduler(tiny, client=object()) is None
+    with dask.config.set(scheduler="threads"):
+        assert local_scheduler(tiny, None) is None
+    state = dasq.simulate(brickwork(8, 3, seed=2), chunk_qubits=2)
+    np.testing.assert_allclose(
+        state.to_numpy(), dasq.simulate(brickwork(8, 3, seed=2)).to_numpy(), atol=1e-12
+    )

@@ -80,19 +80,36 @@ def resolve_relayout_method(method: str | None, client: Any) -> str:
     return configured
 
 
+SYNC_BELOW_QUBITS = 13  # blocks under 2^13 amplitudes: a task's work is below a thread hand-off
+
+
+def local_scheduler(x: da.Array, client: Any) -> str | None:
+    """ "sync" for graphs of tiny blocks run in this process (threads only add their
+    per-task cost: 9 s against 17 s for 61,781 four-amplitude tasks, benchmarks/README.md);
+    None (Dask's choice) for larger blocks, a client, or a scheduler the user set."""
+    if client is not None or dask.config.get("scheduler", None) is not None:
+        return None
+    if scheduler_client(None) is not None or not x.chunks[0] or max(x.chunks[0]) >= 1 << SYNC_BELOW_QUBITS:
+        return None
+    return "sync"
+
+
 def persist(x: da.Array, client: Any, optimize: bool = True) -> da.Array:
-    """Compute ``x`` now (threads) or as futures (a client). ``optimize=False`` skips
-    Dask's graph optimisation (culling, fusion), which dasq's own layers do not need."""
+    """Compute ``x`` now (threads, or in this thread for tiny blocks) or as futures (a
+    client). ``optimize=False`` skips Dask's graph optimisation (culling, fusion),
+    which dasq's own layers do not need."""
     if client is not None:
         return client.persist(x, optimize_graph=optimize)
-    (y,) = dask.persist(x, optimize_graph=optimize)
+    (y,) = dask.persist(x, optimize_graph=optimize, scheduler=local_scheduler(x, client))
     return y
 
 
-def compute(*things: Any, client: Any = None) -> tuple:
+def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) -> tuple:
+    """Results of read-outs over ``blocks`` (whose size picks the local scheduler)."""
     if client is not None:
         return tuple(client.compute(list(things), sync=True))
-    return dask.compute(*things)
+    scheduler = local_scheduler(blocks, client) if blocks is not None else None
+    return dask.compute(*things, scheduler=scheduler)
 
 
 @dataclass

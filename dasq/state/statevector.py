@@ -160,7 +160,7 @@ class StateVector:
     # ----------------------------------------------------------------- read-out
     def _compute(self, *things: Any) -> tuple:
         with self.backend.kernel_threads():
-            return compute(*things, client=self._options.client)
+            return compute(*things, client=self._options.client, blocks=self._blocks)
 
     def to_numpy(self, force: bool = False) -> np.ndarray:
         """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes

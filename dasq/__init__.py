@@ -1,10 +1,11 @@
 """dasq: full-state quantum circuit simulation on chunked Dask arrays."""
 
-from dasq.api import info, plan, resume, simulate
+from dasq.api import info, plan, resume, run, simulate
 from dasq.circuit.circuit import Circuit
 from dasq.errors import DasqError, StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
+from dasq.state.shots import Result
 from dasq.state.statevector import StateVector
 
 __version__ = "0.1.0"
@@ -14,6 +15,7 @@ __all__ = [
     "DasqError",
     "PauliSum",
     "PhysicalPlan",
+    "Result",
     "StateVector",
     "StoreError",
     "ValidationError",
@@ -21,5 +23,6 @@ __all__ = [
     "info",
     "plan",
     "resume",
+    "run",
     "simulate",
 ]

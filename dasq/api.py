@@ -11,6 +11,8 @@ import numpy as np
 from dasq import _config
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
+from dasq.circuit.classical import IfElse
+from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.errors import ValidationError
@@ -18,10 +20,11 @@ from dasq.outofcore import resume, simulate_to_store
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
+from dasq.state.shots import Result, run_branches, sample_branches
 from dasq.state.statevector import StateVector
 from dasq.storage.store import describe_store, verify_store
 
-__all__ = ["info", "plan", "resume", "simulate"]
+__all__ = ["info", "plan", "resume", "run", "simulate"]
 
 
 def simulate(
@@ -61,6 +64,11 @@ def simulate(
     distributed client, or dask config ``dasq.relayout-method``) says how relayouts
     become tasks.
 
+    Terminal measurements into classical bits are not applied: the state is the one
+    they would sample (use :func:`run` for counts). Other measurements and resets
+    collapse it on outcomes drawn from ``seed`` (one trajectory); so do conditioned
+    blocks (``Circuit.if_test``), which read the outcomes drawn before them.
+
     ``store="path.zarr"`` runs out of core: the state lives in a zarr group on disk,
     each stage streams it block by block within ``memory_limit`` (bytes or "4GiB";
     default a quarter of RAM) of working memory, and an interrupted run continues
@@ -78,6 +86,7 @@ def simulate(
     v.check_choice(method, METHODS, "method")
     fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
     L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
+    program = split_terminal_measurements(circuit)
     if store is not None:
         if method == "per-operation":
             raise ValidationError(
@@ -88,8 +97,10 @@ def simulate(
                 "out-of-core runs start from a basis state: initial must be None or an int, "
                 f"got {type(initial).__name__}"
             )
+        if program.conditional:
+            raise ValidationError("conditioned blocks (if_test) are in-memory only; run without store=")
         return simulate_to_store(
-            circuit,
+            circuit.remove_final_measurements(),
             store=store,
             memory_limit=memory_limit,
             dtype=dt,
@@ -118,6 +129,70 @@ def simulate(
         progress=progress,
     )
     rng = np.random.default_rng(seed)
+
+    def start(segment: Circuit) -> StateVector:
+        return _evolve_from(initial, segment, n, L, dt, options, rng)
+
+    if program.conditional:  # one trajectory: one shot through the branches
+        (branch,) = run_branches(program, n, 1, start, rng)
+        assert branch.state is not None
+        return branch.state
+    return start(circuit.remove_final_measurements())
+
+
+def run(
+    circuit: Circuit,
+    shots: int = 1024,
+    *,
+    seed: int | None = None,
+    memory: bool = False,
+    **options: Any,
+) -> Result:
+    """Run ``circuit`` for ``shots`` shots and return counts of its classical bits,
+    keyed as Qiskit Aer keys them (``result.counts``; ``result.memory`` per shot with
+    ``memory=True``). ``options`` are :func:`simulate`'s.
+
+    Terminal measurements are sampled from the final state. Mid-circuit measurements,
+    resets and conditioned blocks split the shots between the outcomes by their
+    probabilities, so the counts follow the circuit's true distribution and the cost
+    grows with the distinct branches (at most 2 per measurement), not the shots. The
+    same ``seed`` gives the same counts for any chunking, executor or store.
+    """
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+    shots = v.check_shots(shots)
+    for name in ("lazy", "density"):
+        if options.get(name):
+            raise ValidationError(f"run() does not take {name}=True; use simulate()")
+    program = split_terminal_measurements(circuit)
+    if not circuit.num_clbits or not (program.terminal or _writes_clbits(program.body)):
+        raise ValidationError(
+            "the circuit measures nothing into classical bits, so there are no counts: add "
+            "measurements (circuit.measure_all(), or measure(qubit, clbit)), or use simulate() and sample()"
+        )
+    if options.get("store") is not None and program.dynamic:
+        raise ValidationError(
+            "mid-circuit measurements, resets and conditioned blocks are in-memory only; run without store="
+        )
+    rng = np.random.default_rng(seed)
+    initial = options.pop("initial", None)
+
+    def start(segment: Circuit) -> StateVector:
+        return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
+
+    branches = run_branches(program, circuit.num_qubits, shots, start, rng)
+    counts, per_shot = sample_branches(branches, program.terminal, circuit.registers, rng, memory)
+    final = branches[0].state if len(branches) == 1 else None
+    return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final)
+
+
+def _writes_clbits(body: Any) -> bool:
+    return any(getattr(op, "clbit", -1) >= 0 or isinstance(op, IfElse) for op in body)
+
+
+def _evolve_from(
+    initial: Any, circuit: Circuit, n: int, L: int, dt: str, options: RunOptions, rng: np.random.Generator
+) -> StateVector:
     if initial is None or v.is_int(initial):
         basis = 0 if initial is None else v.check_basis(initial, n)
         run = evolve(circuit.operations, circuit.global_phase, n, L, dt, options, rng, basis=basis)
@@ -146,15 +221,21 @@ def plan(
     method: str = "auto",
     fusion_size: int | None = None,
 ) -> PhysicalPlan:
-    """The physical plan ``simulate`` would run from a basis state, without simulating:
+    """The physical plan ``simulate`` would run from a basis state (terminal
+    measurements left to sampling), without simulating:
     ``print(plan)`` shows one line per step, ``plan.to_json()`` its data."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     n = circuit.num_qubits
     L = _config.default_chunk_qubits(n) if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
     fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
+    body = circuit.remove_final_measurements()
+    if any(isinstance(op, IfElse) for op in body):
+        raise ValidationError(
+            "a circuit with conditioned blocks (if_test) has one plan per branch; no plan is shown"
+        )
     return make_plan(
-        circuit.operations, n, L, method=method, fusion_size=fusion, global_phase=circuit.global_phase
+        body.operations, n, L, method=method, fusion_size=fusion, global_phase=circuit.global_phase
     )
 
 

@@ -10,37 +10,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dasq.api import info, plan, resume, simulate
+from dasq.api import info, plan, resume, run
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.kinds import Measure
-from dasq.errors import DasqError
+from dasq.circuit.classical import IfElse
+from dasq.errors import DasqError, ValidationError
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
 
 
-def split_final_measurements(circuit: Circuit) -> tuple[Circuit, list[int]]:
-    """The circuit without its terminal measurements, and the qubits they measured.
-
-    Terminal measurements (nothing acts on the qubit afterwards) are sampled from
-    the final state shot by shot instead of collapsing it once.
-    """
-    ops = list(circuit)
-    touched_later: set[int] = set()
-    terminal: set[int] = set()
-    keep = [True] * len(ops)
-    for i in range(len(ops) - 1, -1, -1):
-        op = ops[i]
-        if op.is_barrier:
-            continue
-        if isinstance(op, Measure) and op.targets[0] not in touched_later:
-            terminal.add(op.targets[0])
-            keep[i] = False
-        touched_later.update(op.qubits)
-    body = Circuit(circuit.num_qubits, circuit.global_phase)
-    for op, k in zip(ops, keep):
-        if k:
-            body.append(op)
-    return body, sorted(terminal)
+def _with_measurements(circuit: Circuit) -> Circuit:
+    """The circuit, measured on every qubit when it writes no classical bit."""
+    if any(getattr(op, "clbit", -1) >= 0 for op in circuit) or any(isinstance(op, IfElse) for op in circuit):
+        return circuit
+    return circuit.copy().measure_all(barrier=False)
 
 
 def _count(minimum: int) -> Any:
@@ -124,16 +106,16 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    circuit = Circuit.from_qasm(args.circuit)
-    body, measured = split_final_measurements(circuit)
+    circuit = _with_measurements(Circuit.from_qasm(args.circuit))
     client = _client(args)
     try:
         start = time.perf_counter()
-        state = simulate(
-            body,
+        result = run(
+            circuit,
+            args.shots,
+            seed=args.seed,
             dtype=args.dtype,
             chunk_qubits=args.chunk_qubits,
-            seed=args.seed,
             client=client,
             method=args.method,
             fusion_size=args.fusion_size,
@@ -143,7 +125,12 @@ def _run(args: argparse.Namespace) -> int:
             keep_bits=args.keep_bits,
             progress=_progress(args, stored=args.store is not None),
         )
-        _report(args, state, measured, start)
+        if args.observable and result.state is None:
+            raise ValidationError(
+                f"--observable needs one final state; the shots of this circuit end in {result.branches} "
+                "(mid-circuit measurements or resets)"
+            )
+        _report(args, result.state, result.counts, start, branches=result.branches)
     finally:
         if client is not None:
             client.close()
@@ -151,8 +138,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    body, _ = split_final_measurements(Circuit.from_qasm(args.circuit))
-    physical = plan(body, chunk_qubits=args.chunk_qubits, method=args.method, fusion_size=args.fusion_size)
+    circuit = Circuit.from_qasm(args.circuit)
+    physical = plan(circuit, chunk_qubits=args.chunk_qubits, method=args.method, fusion_size=args.fusion_size)
     print(json.dumps(physical.to_json()) if args.json else physical)
     return 0
 
@@ -160,7 +147,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     state = resume(args.store, progress=_progress(args, stored=True))
-    _report(args, state, [], start)
+    _report(args, state, state.sample(args.shots, seed=args.seed), start)
     return 0
 
 
@@ -208,34 +195,41 @@ def _progress(args: argparse.Namespace, stored: bool) -> bool:
     return stored and sys.stderr.isatty()
 
 
-def _report(args: argparse.Namespace, state: StateVector, measured: list[int], start: float) -> None:
-    """Print counts (and expectations) of ``state``, as text or one JSON object."""
-    counts = state.sample(args.shots, qubits=measured or None, seed=args.seed)
+def _report(
+    args: argparse.Namespace,
+    state: StateVector | None,
+    counts: dict[str, int],
+    start: float,
+    branches: int = 1,
+) -> None:
+    """Print counts (and expectations) as text or one JSON object; ``state`` is the
+    final state when the shots end in one (it carries the plan and the report)."""
     expectations = {}
-    if args.observable:
+    if args.observable and state is not None:
         expectations[args.observable] = state.expectation(PauliSum.from_string(args.observable))
     seconds = time.perf_counter() - start
-    report = state.report
-    plan = state.plan.to_json() if state.plan is not None else None
     if args.json:
+        report = state.report if state is not None else None
+        plan = state.plan.to_json() if state is not None and state.plan is not None else None
         print(
             json.dumps(
                 {
-                    "num_qubits": state.num_qubits,
+                    "num_qubits": state.num_qubits if state is not None else None,
                     "counts": dict(sorted(counts.items())),
                     "expectations": {
                         k: (v if isinstance(v, float) else [v.real, v.imag]) for k, v in expectations.items()
                     },
-                    "stages": plan["stages"] if plan else len(report.records),
+                    "branches": branches,
+                    "stages": plan["stages"] if plan else (len(report.records) if report else None),
                     "relayouts": plan["relayouts"] if plan else None,
-                    "exchanges": report.exchanges,
-                    "amplitudes_moved": report.amplitudes_moved,
-                    "chunk_qubits": state.chunk_qubits,
+                    "exchanges": report.exchanges if report else None,
+                    "amplitudes_moved": report.amplitudes_moved if report else None,
+                    "chunk_qubits": state.chunk_qubits if state is not None else None,
                     "seconds": seconds,
-                    "store": state.store,
-                    "storage_fidelity": state.storage_fidelity,
+                    "store": state.store if state is not None else None,
+                    "storage_fidelity": state.storage_fidelity if state is not None else 1.0,
                     "plan": plan,
-                    "report": report.as_dict(),
+                    "report": report.as_dict() if report else None,
                 }
             )
         )
@@ -244,7 +238,7 @@ def _report(args: argparse.Namespace, state: StateVector, measured: list[int], s
         print(f"{label} {n}")
     for k, v in expectations.items():
         print(f"<{k}> = {v}")
-    if state.store is not None and state.storage_fidelity < 1:
+    if state is not None and state.store is not None and state.storage_fidelity < 1:
         print(f"fidelity kept by lossy storage: {state.storage_fidelity:.9f}")
 
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("qiskit")
 
 import dasq
-from dasq.cli import main, split_final_measurements
+from dasq.cli import main
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "ghz.qasm")
 
@@ -71,7 +71,7 @@ def test_run_json_per_operation(capsys):
 def test_plan_prints_the_plan_simulate_would_run(capsys):
     assert main(["plan", EXAMPLE, "--chunk-qubits", "3"]) == 0
     text = capsys.readouterr().out
-    expected = dasq.plan(split_final_measurements(dasq.Circuit.from_qasm(EXAMPLE))[0], chunk_qubits=3)
+    expected = dasq.plan(dasq.Circuit.from_qasm(EXAMPLE), chunk_qubits=3)
     assert text.strip() == str(expected).strip() and "relayout" in text
     assert main(["plan", EXAMPLE, "--chunk-qubits", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == expected.to_json()
@@ -117,10 +117,3 @@ def test_console_script_runs():
         check=True,
     )
     assert sum(int(line.split()[1]) for line in out.stdout.splitlines()) == 10
-
-
-def test_terminal_measurements_are_split_off():
-    c = dasq.Circuit(3).h(0).measure(1).cx(1, 2).measure(0).barrier().measure(2)
-    body, measured = split_final_measurements(c)
-    assert measured == [0, 2]
-    assert [op.name for op in body] == ["h", "measure", "cx", "barrier"]

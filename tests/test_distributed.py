@@ -101,3 +101,15 @@ def test_every_relayout_method_runs_on_a_cluster(client, method):
     assert on_cluster.measurements == threaded.measurements
     np.testing.assert_array_equal(on_cluster.to_numpy(), threaded.to_numpy())
     assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved
+
+
+def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
+    c = _circuit().remove_final_measurements()
+    c.add_register("m", 8)
+    c.h(6).measure(6, 0).reset(6).h(6)  # one more mid-circuit measurement, and a reset
+    for q in range(8):
+        c.measure(q, q)
+    on_threads = dasq.run(c, 3000, seed=21, chunk_qubits=5, memory=True)
+    on_cluster = dasq.run(c, 3000, seed=21, chunk_qubits=3, client=client, memory=True)
+    assert on_threads.branches == 4 and len(on_threads.counts) > 50  # two mid-circuit measurements
+    assert on_cluster.memory == on_threads.memory

@@ -130,9 +130,13 @@ class Backend:
         """This block's share of the probabilities over ``positions`` (little-endian)."""
         raise NotImplementedError
 
-    def sample_counts(self, block: Any, shots: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """(local indices, how often each was drawn) for ``shots`` draws from this block's
-        |amplitude|^2 (seeded): memory bounded by the block, whatever ``shots`` is."""
+    def poisson_draws(
+        self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(logical indices, counts > 0) of Poisson(lam |a_i|^2) draws, one per amplitude,
+        each keyed by (``key``, the amplitude's logical index): the logical index of
+        local index i is ``block_part | local_tables[0][i & 255] | local_tables[1][...]``.
+        The draws depend on the amplitudes only, never on blocks or layout."""
         raise NotImplementedError
 
     def __reduce__(self) -> str:

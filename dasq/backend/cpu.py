@@ -237,11 +237,12 @@ class CPUBackend(Backend):
         out[idx] = vec
         return out
 
-    def sample_counts(self, block: Any, shots: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        p = (block.real**2 + block.imag**2).astype(np.float64)
-        counts = np.random.default_rng(seed).multinomial(shots, p / p.sum())
-        drawn = np.flatnonzero(counts)
-        return drawn, counts[drawn]
+    def poisson_draws(
+        self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return numba_kernels.poisson_draws(
+            np.ascontiguousarray(block), np.uint64(block_part), local_tables, float(lam), int(key)
+        )
 
 
 CPU = CPUBackend()

@@ -9,6 +9,7 @@ width and placement (benchmarks/README.md).
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 
 @numba.njit(nogil=True, cache=True)
@@ -70,3 +71,72 @@ def vdot(a, b):  # pragma: no cover - compiled
         re += ar * br + ai * bi
         im += ar * bi - ai * br
     return complex(re, im)
+
+
+_GOLDEN = numba.uint64(0x9E3779B97F4A7C15)
+_MIX1 = numba.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = numba.uint64(0x94D049BB133111EB)
+_FIRST_CHECK = 30.0  # above this mean, a Poisson count is drawn by numba's generator
+
+
+@numba.njit(nogil=True, cache=True)
+def mix64(x):  # pragma: no cover - compiled
+    """splitmix64's finaliser: a counter-based hash, so a draw depends on its key only."""
+    z = x + _GOLDEN
+    z = (z ^ (z >> numba.uint64(30))) * _MIX1
+    z = (z ^ (z >> numba.uint64(27))) * _MIX2
+    return z ^ (z >> numba.uint64(31))
+
+
+@numba.njit(nogil=True, cache=True)
+def poisson_draws(state, block_part, local_tables, lam, key):  # pragma: no cover - compiled
+    """(logical indices, counts) of independent Poisson(lam |a_i|^2) draws, one per
+    amplitude, each from a uniform keyed by (key, logical index of the amplitude).
+
+    The logical index is ``block_part | local_tables[0][i & 255] | ...`` (one table
+    per byte of the local index), so the same amplitude gets the same draw whatever
+    block, position or machine holds it.
+    """
+    n = state.size
+    idx = np.empty(64, dtype=np.int64)
+    cnt = np.empty(64, dtype=np.int64)
+    found = 0
+    base = numba.uint64(key) * _GOLDEN
+    for i in range(n):
+        re = numba.float64(state[i].real)
+        im = numba.float64(state[i].imag)
+        m = lam * (re * re + im * im)
+        if m <= 0.0:
+            continue
+        logical = block_part
+        j = i
+        t = 0
+        while j:
+            logical |= local_tables[t, j & 255]
+            j >>= 8
+            t += 1
+        h = mix64(base ^ mix64(numba.uint64(logical)))
+        u = numba.float64(h >> numba.uint64(11)) * (1.0 / 9007199254740992.0)  # [0, 1)
+        if u >= m:  # P(count > 0) = 1 - exp(-m) <= m: most amplitudes stop here
+            continue
+        if m > _FIRST_CHECK:
+            np.random.seed(numba.uint32(h & numba.uint64(0xFFFFFFFF)))
+            k = np.random.poisson(m)
+        else:
+            # inversion on v = 1 - u: count = smallest k with P(X <= k) > v
+            v = 1.0 - u
+            p = np.exp(-m)
+            cdf = p
+            k = 0
+            while cdf <= v and k < 1000:
+                k += 1
+                p *= m / k
+                cdf += p
+        if k > 0:
+            if found == idx.size:  # grow by doubling
+                idx = np.concatenate((idx, np.empty(found, dtype=np.int64)))
+                cnt = np.concatenate((cnt, np.empty(found, dtype=np.int64)))
+            idx[found] = logical
+            cnt[found] = k
+            found += 1
+    return idx[:found].copy(), cnt[:found].copy()

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from dasq.circuit import library
+from dasq.circuit.classical import MAX_CLBITS, ClassicalRegister, IfElse, check_condition
 from dasq.circuit.kinds import (
     Barrier,
     Diagonal,
@@ -32,6 +33,7 @@ from dasq.circuit.validation import (
     check_pauli_label,
     check_qubits,
 )
+from dasq.errors import ValidationError
 
 Qubits = int | Sequence[int]
 ControlStates = Sequence[int] | int | str | None
@@ -47,10 +49,13 @@ class Circuit:
     (``dasq.ValidationError`` for bad values, ``TypeError`` for wrong types).
     """
 
-    def __init__(self, num_qubits: int, global_phase: float = 0.0) -> None:
+    def __init__(self, num_qubits: int, global_phase: float = 0.0, num_clbits: int = 0) -> None:
         self._num_qubits = check_num_qubits(num_qubits)
         self.global_phase = check_angle(global_phase, "global_phase")
-        self._ops: list[Operation] = []
+        self._ops: list[Operation | IfElse] = []
+        self._registers: list[ClassicalRegister] = []
+        if num_clbits:
+            self.add_register("c", num_clbits)
 
     # ----------------------------------------------------------------- container
     @property
@@ -58,8 +63,40 @@ class Circuit:
         return self._num_qubits
 
     @property
-    def operations(self) -> tuple[Operation, ...]:
+    def operations(self) -> tuple[Operation | IfElse, ...]:
         return tuple(self._ops)
+
+    @property
+    def num_clbits(self) -> int:
+        return sum(r.size for r in self._registers)
+
+    @property
+    def registers(self) -> tuple[ClassicalRegister, ...]:
+        """The classical registers, in declaration order (counts print the last first)."""
+        return tuple(self._registers)
+
+    def add_register(self, name: str, size: int) -> Circuit:
+        """Declare a classical register of ``size`` bits; its bits follow the existing ones."""
+        name = check_name(name)
+        if any(r.name == name for r in self._registers):
+            raise ValidationError(f"the circuit already has a classical register {name!r}")
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool):
+            raise TypeError(f"a register size must be an int, got {type(size).__name__}")
+        if size < 0 or self.num_clbits + size > MAX_CLBITS:
+            raise ValidationError(
+                f"a register of {size} bits would give {self.num_clbits + size} classical bits; "
+                f"dasq allows 0..{MAX_CLBITS}"
+            )
+        self._registers.append(ClassicalRegister(name, int(size), self.num_clbits))
+        return self
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether anything but terminal measurements depends on measurement outcomes
+        (a mid-circuit measurement, a reset or a classically conditioned block)."""
+        from dasq.circuit.dynamic import split_terminal_measurements
+
+        return bool(split_terminal_measurements(self).dynamic)
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -84,23 +121,35 @@ class Circuit:
         return self
 
     def compose(self, other: Circuit) -> Circuit:
-        """Append all operations of ``other`` (same or fewer qubits)."""
+        """Append all operations of ``other`` (same or fewer qubits and classical bits)."""
         if not isinstance(other, Circuit):
             raise TypeError(f"expected a dasq.Circuit, got {type(other).__name__}")
-        if other.num_qubits > self.num_qubits:
-            from dasq.errors import ValidationError
-
+        if other.num_qubits > self.num_qubits or other.num_clbits > self.num_clbits:
             raise ValidationError(
-                f"cannot compose a {other.num_qubits}-qubit circuit onto {self.num_qubits} qubits"
+                f"cannot compose a circuit of {other.num_qubits} qubits and {other.num_clbits} classical "
+                f"bits onto {self.num_qubits} qubits and {self.num_clbits} classical bits"
             )
         for op in other:
-            self.append(op)
+            if isinstance(op, IfElse):
+                self._ops.append(op)
+            else:
+                self.append(op)
         self.global_phase += other.global_phase
         return self
+
+    def remove_final_measurements(self) -> Circuit:
+        """A new circuit without the terminal measurements into classical bits (the
+        ones ``dasq.run`` samples from the final state), keeping the registers."""
+        from dasq.circuit.dynamic import split_terminal_measurements
+
+        new = self.copy()
+        new._ops = list(split_terminal_measurements(self).body)
+        return new
 
     def copy(self) -> Circuit:
         new = Circuit(self._num_qubits, self.global_phase)
         new._ops = list(self._ops)
+        new._registers = list(self._registers)
         return new
 
     def depth(self) -> int:
@@ -119,6 +168,8 @@ class Circuit:
         equal for equal circuits, so a stored run can tell whether it is resumed
         with the circuit it started."""
         digest = hashlib.sha256(f"{self._num_qubits};{self.global_phase!r}".encode())
+        if self._registers:
+            digest.update(repr([(r.name, r.size) for r in self._registers]).encode())
         for op in self._ops:
             op.update_digest(digest)
         return digest.hexdigest()
@@ -201,8 +252,6 @@ class Circuit:
         lab = check_pauli_label(label)
         if targets is None:
             if len(lab) != self._num_qubits:
-                from dasq.errors import ValidationError
-
                 raise ValidationError(
                     f"Pauli label {label!r} without targets must have {self._num_qubits} characters"
                 )
@@ -246,13 +295,68 @@ class Circuit:
             label=lab,
         )
 
-    def measure(self, qubit: int) -> Circuit:
-        """Mid-circuit Z measurement: the state collapses on a seeded random outcome."""
-        return self._add(Measure, qubit, name="measure")
+    def measure(self, qubit: int, clbit: int | None = None) -> Circuit:
+        """Z measurement of ``qubit`` into classical bit ``clbit`` (default: the bit with
+        the qubit's index, when the circuit has classical bits; none otherwise).
 
-    def measure_all(self) -> Circuit:
+        ``dasq.run`` samples terminal measurements from the final state and splits
+        the shots at mid-circuit ones; ``simulate`` collapses on mid-circuit
+        measurements (one seeded trajectory) and leaves terminal ones to read-outs.
+        """
+        if clbit is None:
+            clbit = qubit if self._registers and isinstance(qubit, int) else -1
+        elif not isinstance(clbit, (int, np.integer)) or isinstance(clbit, bool):
+            raise TypeError(f"clbit must be an int, got {type(clbit).__name__}")
+        elif not 0 <= clbit < self.num_clbits:
+            raise ValidationError(
+                f"measure into clbit {clbit}, but the circuit has {self.num_clbits} classical bits "
+                "(declare them with Circuit(n, num_clbits=...) or add_register)"
+            )
+        if clbit >= self.num_clbits:
+            raise ValidationError(
+                f"measure({qubit}) writes clbit {qubit}, but the circuit has {self.num_clbits} "
+                "classical bits; pass clbit="
+            )
+        return self._add(Measure, qubit, name="measure", clbit=int(clbit))
+
+    def measure_all(self, barrier: bool = True) -> Circuit:
+        """Measure every qubit into a new register "meas" after a barrier (Qiskit's
+        ``measure_all``)."""
+        name = "meas"
+        while any(r.name == name for r in self._registers):
+            name += "_"
+        self.add_register(name, self._num_qubits)
+        start = self._registers[-1].start
+        if barrier:
+            self.barrier()
         for q in range(self._num_qubits):
-            self.measure(q)
+            self.measure(q, start + q)
+        return self
+
+    def if_test(self, condition: object, body: Circuit, else_body: Circuit | None = None) -> Circuit:
+        """Run ``body`` when ``condition`` holds, else ``else_body``: a condition is
+        ``(clbit, 0|1)`` or ``(register name, value)`` (bit j of value <-> the
+        register's bit j). Bodies are circuits on the same qubits and classical bits."""
+        cond = check_condition(condition, self._registers, self.num_clbits)
+        parts = []
+        for part in (body, else_body):
+            if part is None:
+                parts.append(())
+                continue
+            if not isinstance(part, Circuit):
+                raise TypeError(f"an if_test body must be a dasq.Circuit, got {type(part).__name__}")
+            if part.num_qubits > self._num_qubits:
+                raise ValidationError(
+                    f"an if_test body on {part.num_qubits} qubits does not fit {self._num_qubits}"
+                )
+            if part.global_phase:
+                raise ValidationError("an if_test body cannot carry a global phase (it is unobservable)")
+            for op in part:
+                clbit = getattr(op, "clbit", -1)
+                if clbit >= self.num_clbits:
+                    raise ValidationError(f"the if_test body writes clbit {clbit} the circuit does not have")
+            parts.append(tuple(part))
+        self._ops.append(IfElse(cond, parts[0], parts[1]))
         return self
 
     def reset(self, qubit: int) -> Circuit:

@@ -605,7 +605,22 @@ class _Collapse(Operation):
 
 @dataclass(frozen=True, eq=False)
 class Measure(_Collapse):
-    """Projective Z measurement of one qubit with a (seeded) random outcome."""
+    """Projective Z measurement of one qubit; the outcome is written to classical bit
+    ``clbit`` (-1: kept only in the state's ``measurements``)."""
+
+    clbit: int = -1
+
+    @classmethod
+    def check_payload(cls, num_targets: int, clbit: object = -1, **rest: Any) -> dict[str, Any]:
+        super().check_payload(num_targets, **rest)
+        if not isinstance(clbit, (int, np.integer)) or isinstance(clbit, bool):
+            raise TypeError(f"clbit must be an int, got {type(clbit).__name__}")
+        if clbit < -1:
+            raise ValidationError(f"clbit must be a classical bit index (or -1 for none), got {clbit}")
+        return {"clbit": int(clbit)}
+
+    def describe(self) -> str:
+        return super().describe() + (f" -> c{self.clbit}" if self.clbit >= 0 else "")
 
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Measure as QiskitMeasure

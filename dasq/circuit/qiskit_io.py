@@ -142,19 +142,43 @@ def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
     if not isinstance(phase, (int, float)):
         raise ValidationError("the circuit has unbound parameters in its global phase")
     out = circuit_cls(qc.num_qubits, float(phase))
+    _add_registers(out, qc)
+    qubits = {q: qc.find_bit(q).index for q in qc.qubits}
+    clbits = {c: qc.find_bit(c).index for c in qc.clbits}
     for inst in qc.data:
-        qubits = [qc.find_bit(q).index for q in inst.qubits]
-        _append_instruction(out, inst.operation, qubits)
+        _append_instruction(out, inst, qubits, clbits, circuit_cls)
     return out
 
 
-def _append_instruction(out: Any, op: Any, qubits: list[int]) -> None:
+def _add_registers(out: Any, qc: Any) -> None:
+    """Qiskit's classical registers, in order; their bits must follow one another
+    (as QASM declares them), since counts are keyed register by register."""
+    covered = 0
+    for reg in qc.cregs:
+        indices = [qc.find_bit(b).index for b in reg]
+        if indices != list(range(covered, covered + len(indices))):
+            raise ValidationError(
+                f"classical register {reg.name!r} shares or skips bits of the ones before it; "
+                "dasq needs registers laid out one after another"
+            )
+        out.add_register(reg.name, len(indices))
+        covered += len(indices)
+    if covered != qc.num_clbits:
+        out.add_register("c" if not qc.cregs else "loose", qc.num_clbits - covered)
+
+
+def _append_instruction(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any) -> None:
+    op = inst.operation
     name = op.name
+    targets = [qubits[q] for q in inst.qubits]
     if name == "measure":
-        out.measure(qubits[0])
+        out.measure(targets[0], clbits[inst.clbits[0]])
+        return
+    if name == "if_else":
+        out.if_test(_condition(op.condition, clbits), *_bodies(out, inst, qubits, clbits, circuit_cls))
         return
     if name == "reset":
-        out.reset(qubits[0])
+        out.reset(targets[0])
         return
     if name == "barrier":
         out.barrier()
@@ -166,11 +190,45 @@ def _append_instruction(out: Any, op: Any, qubits: list[int]) -> None:
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and hasattr(op, "base_gate"):
         before = len(out)
-        _append_gate(out, op.base_gate, qubits[num_ctrl:], qubits[:num_ctrl], op.ctrl_state)
+        _append_gate(out, op.base_gate, targets[num_ctrl:], targets[:num_ctrl], op.ctrl_state)
         if len(out) == before + 1:  # keep Qiskit's name ("cx", not "x") on the record
             out.rename_last(name)
         return
-    _append_gate(out, op, qubits, (), None)
+    _append_gate(out, op, targets, (), None)
+
+
+def _condition(condition: Any, clbits: dict) -> tuple:
+    """(clbit index, value) or a Condition over a register's bits."""
+    from dasq.circuit.classical import Condition
+
+    if not isinstance(condition, tuple):
+        raise ValidationError(
+            f"unsupported classical condition {condition!r}: dasq reads (bit, value) and (register, value)"
+        )
+    target, value = condition
+    if hasattr(target, "size") and hasattr(target, "name"):  # a ClassicalRegister
+        return Condition(tuple(clbits[b] for b in target), int(value))
+    return (clbits[target], int(value))
+
+
+def _bodies(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any) -> list[Any]:
+    """The if/else bodies as circuits on ``out``'s qubits and classical bits."""
+    parts = []
+    for block in inst.operation.blocks:
+        if block is None:
+            parts.append(None)
+            continue
+        inner_q = {q: qubits[outer] for q, outer in zip(block.qubits, inst.qubits)}
+        inner_c = {c: clbits[outer] for c, outer in zip(block.clbits, inst.clbits)}
+        body = circuit_cls(out.num_qubits)
+        for reg in out.registers:
+            body.add_register(reg.name, reg.size)
+        for inner in block.data:
+            _append_instruction(body, inner, inner_q, inner_c, circuit_cls)
+        if block.global_phase:
+            raise ValidationError("an if/else body with a global phase is not supported")
+        parts.append(body)
+    return parts
 
 
 def _is_unbound(p: Any) -> bool:

@@ -198,20 +198,45 @@ class MemoryExecutor:
         (probs,) = compute(readout.marginal(result.blocks, L, (position,), self.backend), client=self.client)
         total = float(probs.sum())
         outcome = int(self.rng.random() * total < probs[1])
-        scale = np.sqrt(total / probs[outcome])
+        if step.op.kind == "measure":
+            result.measurements.append((step.qubit, outcome))
+        result.blocks, cost = self.project(
+            result.blocks,
+            L,
+            position,
+            step.qubit,
+            outcome,
+            total / probs[outcome],
+            step.op.kind == "reset",
+            index,
+        )
+        return cost
+
+    def project(
+        self,
+        x: da.Array,
+        L: int,
+        position: int,
+        qubit: int,
+        outcome: int,
+        scale2: float,
+        flip: bool = False,
+        index: int | str = "project",
+    ) -> tuple[da.Array, LayerCost]:
+        """Keep the amplitudes whose bit ``position`` equals ``outcome``, times
+        sqrt(``scale2``); ``flip``: then return that bit to 0 (a reset)."""
+        scale = np.sqrt(scale2)
         projector = Diagonal(
             (position,), name="collapse", values=np.array([scale, 0] if outcome == 0 else [0, scale])
         )
-        steps = lower_operation(projector, step.qubit, None, L)
-        if step.op.kind == "reset" and outcome:
-            steps += lower_operation(PauliString((position,), name="x", label="X"), step.qubit, None, L)
-        elif step.op.kind == "measure":
-            result.measurements.append((step.qubit, outcome))
+        steps = lower_operation(projector, qubit, None, L)
+        if flip and outcome:
+            steps += lower_operation(PauliString((position,), name="x", label="X"), qubit, None, L)
         cost = LayerCost()
         for j, sub in enumerate(steps):
-            result.blocks, more = self._layer(sub, result.blocks, L, f"{index}.{j}")
+            x, more = self._layer(sub, x, L, f"{index}.{j}")
             cost = cost + more
-        return cost
+        return x, cost
 
     def _record(self, result: MemoryRun, index: int, step: Step, n: int, L: int, cost: LayerCost) -> None:
         result.records.append(

@@ -58,35 +58,65 @@ def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) 
     return parts.reshape(x.numblocks[0], width).sum(axis=0)
 
 
-def _sample_block(
-    backend: Backend, block: Any, shots: int, seed: int, offset: int, positions: tuple[int, ...]
+def layout_tables(layout: Sequence[int], L: int) -> tuple[np.ndarray, list[int]]:
+    """How stored indices map back to logical ones, byte by byte: ``tables[t][v]`` is
+    the logical bits of local byte t holding v, and ``block_parts[c]`` those of block c."""
+    num_tables = max(1, (L + 7) // 8)
+    tables = np.zeros((num_tables, 256), dtype=np.uint64)
+    values = np.arange(256)
+    block_bits = [0] * (1 << max(0, len(layout) - L))
+    for q, p in enumerate(layout):
+        if p < L:
+            tables[p // 8] |= (((values >> (p % 8)) & 1).astype(np.uint64)) << np.uint64(q)
+    for c in range(len(block_bits)):
+        block_bits[c] = sum(1 << q for q, p in enumerate(layout) if p >= L and (c >> (p - L)) & 1)
+    return tables, block_bits
+
+
+def _poisson_block(
+    backend: Backend, block: Any, block_part: int, tables: np.ndarray, lam: float, key: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(outcomes, counts) of ``shots`` draws from one block: the measured bits (stored
-    ``positions``) of each drawn index, merged where the block holds them."""
-    local, counts = backend.sample_counts(block, shots, seed)
-    index = local.astype(np.int64) + offset
-    outcomes = np.zeros(index.shape, dtype=np.int64)
-    for j, p in enumerate(positions):
-        outcomes |= ((index >> p) & 1) << j
-    values, inverse = np.unique(outcomes, return_inverse=True)
-    return values, np.bincount(inverse, weights=counts, minlength=values.size).astype(np.int64)
+    return backend.poisson_draws(block, block_part, tables, lam, key)
 
 
-def sample_blocks(
-    x: da.Array,
-    L: int,
-    positions: tuple[int, ...],
-    shots_per_block: Sequence[int],
-    seeds: Sequence[int],
-    backend: Backend,
+def poisson_draws(
+    x: da.Array, L: int, layout: Sequence[int], lam: float, key: int, backend: Backend
 ) -> list[Any]:
-    """Delayed (outcomes, counts) for every block that draws a share of the shots."""
-    draw = dask.delayed(_sample_block, pure=True)
-    return [
-        draw(backend, x.blocks[b], int(count), int(seed), b << L, positions)
-        for b, (count, seed) in enumerate(zip(shots_per_block, seeds))
-        if count
-    ]
+    """Delayed (logical indices, counts) of every block's keyed Poisson draws."""
+    tables, parts = layout_tables(layout, L)
+    draw = dask.delayed(_poisson_block, pure=True)
+    return [draw(backend, x.blocks[c], parts[c], tables, lam, key) for c in range(x.numblocks[0])]
+
+
+def poisson_mean(shots: int) -> float:
+    """A Poisson mean whose total falls short of ``shots`` with probability ~1e-15."""
+    return shots + 8.0 * np.sqrt(shots) + 16.0
+
+
+def keep_shots(
+    found: Sequence[tuple[np.ndarray, np.ndarray]], shots: int, key: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(logical indices ascending, counts) of ``shots`` draws kept from the Poisson
+    draws, or None when they drew fewer.
+
+    Given their total T, Poisson draws are T independent draws from |a_i|^2; taking
+    T - shots of them away at random (a multivariate hypergeometric draw over the
+    indices in ascending order, seeded by ``key``) leaves ``shots`` independent
+    draws. Nothing here depends on how the draws were split over blocks, and memory
+    grows with the distinct indices drawn, not with the shots.
+    """
+    index = np.concatenate([i for i, _ in found]) if found else np.zeros(0, np.int64)
+    counts = np.concatenate([c for _, c in found]) if found else np.zeros(0, np.int64)
+    extra = int(counts.sum()) - shots
+    if extra < 0:
+        return None
+    order = np.argsort(index, kind="stable")
+    index, counts = index[order], counts[order]
+    if extra:
+        rng = np.random.default_rng(key)
+        counts = counts - rng.multivariate_hypergeometric(counts, extra, method="marginals")
+    drawn = counts > 0
+    return index[drawn], counts[drawn]
 
 
 def _vdot_block(backend: Backend, a: Any, b: Any) -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
-from dasq.engine.memory import MemoryExecutor, resolve_relayout_method
+from dasq.engine.memory import MemoryExecutor, persist, resolve_relayout_method
 from dasq.engine.program import DEFAULT_CACHE_QUBITS
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
@@ -73,8 +73,34 @@ def evolve(
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
-    executor = MemoryExecutor(
-        backend,
+    run = _executor(options, rng, on_step).run(plan, blocks)
+    return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
+
+
+def project(
+    blocks: da.Array,
+    layout: Sequence[int],
+    chunk_qubits: int,
+    qubit: int,
+    outcome: int,
+    probability: float,
+    options: RunOptions,
+    *,
+    reset: bool = False,
+) -> da.Array:
+    """The blocks after ``qubit`` was measured as ``outcome`` (of ``probability``),
+    renormalised; with ``reset`` the qubit is then returned to |0>. Computed once."""
+    executor = _executor(options, np.random.default_rng(0), None)
+    with executor.backend.kernel_threads():
+        x, _ = executor.project(blocks, chunk_qubits, layout[qubit], qubit, outcome, 1 / probability, reset)
+        return x if options.lazy else persist(x, options.client)
+
+
+def _executor(
+    options: RunOptions, rng: np.random.Generator, on_step: Callable[[int, int], Any] | None
+) -> MemoryExecutor:
+    return MemoryExecutor(
+        get_backend(options.backend),
         client=options.client,
         relayout_method=resolve_relayout_method(options.relayout_method, options.client),
         lazy=options.lazy,
@@ -82,8 +108,6 @@ def evolve(
         cache_qubits=options.cache_qubits,
         on_step=on_step,
     )
-    run = executor.run(plan, blocks)
-    return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
 
 
 def _progress(total: int) -> Callable[[int, int], Any]:

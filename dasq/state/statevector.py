@@ -26,7 +26,7 @@ from dasq.circuit.validation import check_index, check_readout_qubits, check_sho
 from dasq.engine import readout, stream
 from dasq.engine.memory import compute, resolve_relayout_method
 from dasq.engine.report import Report
-from dasq.engine.run import RunOptions, evolve
+from dasq.engine.run import RunOptions, evolve, project
 from dasq.errors import StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
@@ -35,6 +35,7 @@ from dasq.storage.chunks import encode_crcs
 from dasq.storage.manifest import Manifest
 
 MAX_MARGINAL_QUBITS = 30
+SHOTS_PER_PASS = 500_000_000  # numpy's hypergeometric draws need fewer than 10^9 draws in all
 
 
 class StateVector:
@@ -157,6 +158,39 @@ class StateVector:
             measurements=self.measurements + run.measurements,
         )
 
+    def project(self, qubit: int, outcome: int, *, reset: bool = False) -> StateVector:
+        """A new state: this one after measuring ``qubit`` with ``outcome`` (0 or 1),
+        renormalised; with ``reset=True`` the qubit is then returned to |0>. Refuses
+        an outcome of probability 0."""
+        (q,) = check_readout_qubits([qubit], self._n)
+        if outcome not in (0, 1):
+            raise ValidationError(f"a measurement outcome is 0 or 1, got {outcome!r}")
+        probs = self.probabilities([q])
+        p = float(probs[outcome] / probs.sum())
+        if p <= 0:
+            raise ValidationError(f"qubit {q} has probability 0 of outcome {outcome}")
+        return self.projected(q, outcome, p, reset=reset)
+
+    def projected(self, qubit: int, outcome: int, probability: float, *, reset: bool = False) -> StateVector:
+        """:meth:`project` when the outcome's ``probability`` (> 0) is known already."""
+        blocks = project(
+            self._blocks, self._layout, self._L, qubit, outcome, probability, self._options, reset=reset
+        )
+        return self._derived(blocks, measurements=self.measurements + ([] if reset else [(qubit, outcome)]))
+
+    def _derived(self, blocks: da.Array, measurements: list[tuple[int, int]]) -> StateVector:
+        return StateVector(
+            blocks,
+            self._n,
+            self._L,
+            layout=self._layout,
+            options=self._options,
+            rng=self._rng,
+            plan=self.plan,
+            report=self.report,
+            measurements=measurements,
+        )
+
     # ----------------------------------------------------------------- read-out
     def _compute(self, *things: Any) -> tuple:
         with self.backend.kernel_threads():
@@ -200,26 +234,48 @@ class StateVector:
         self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None
     ) -> dict[str, int]:
         """Counts of ``shots`` measurements of ``qubits`` (all by default), Qiskit-style
-        labels with ``qubits[0]`` rightmost; reproducible for a given ``seed``.
-
-        Two levels, so no machine ever holds all probabilities: shots are split over
-        blocks by their weights, then each block draws its share where it lives.
-        """
-        shots = check_shots(shots)
+        labels with ``qubits[0]`` rightmost. A ``seed`` gives the same samples whatever
+        the chunking, layout, executor or cluster (see :meth:`sample_counts`)."""
         qs = check_readout_qubits(qubits, self._n)
-        rng = np.random.default_rng(seed)
-        nb = self._blocks.numblocks[0]
-        (weights,) = self._compute(readout.block_weights(self._blocks, self.backend))
-        per_block = rng.multinomial(shots, weights / weights.sum())
-        seeds = rng.integers(0, 2**63, size=nb)
-        positions = tuple(self._layout[q] for q in qs)
-        draws = readout.sample_blocks(self._blocks, self._L, positions, per_block, seeds, self.backend)
-        if not draws:
-            return {}
-        found = self._compute(*draws)
-        values, inverse = np.unique(np.concatenate([v for v, _ in found]), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=values.size)
-        return {format(int(v), f"0{len(qs)}b"): int(c) for v, c in zip(values, counts)}
+        indices, counts = self.sample_counts(shots, seed)
+        outcomes = np.zeros(indices.shape, dtype=np.int64)
+        for j, q in enumerate(qs):
+            outcomes |= ((indices >> q) & 1) << j
+        values, inverse = np.unique(outcomes, return_inverse=True)
+        totals = np.bincount(inverse, weights=counts, minlength=values.size)
+        return {format(int(v), f"0{len(qs)}b"): int(c) for v, c in zip(values, totals)}
+
+    def sample_counts(self, shots: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(basis-state indices ascending, how many of ``shots`` drew each), drawn from
+        |amplitude|^2 in one pass, each block drawing where it lives; memory grows with
+        the distinct outcomes, not the shots.
+
+        Every amplitude draws a Poisson count keyed by its logical index and the seed,
+        and the surplus draws are removed in logical order, so a seed fixes the
+        samples for any chunking, layout, executor and block order (up to amplitudes
+        that differ by rounding between two runs)."""
+        shots = check_shots(shots)
+        key = int(np.random.default_rng(seed).integers(0, 2**62))
+        found = []
+        for batch, start in enumerate(range(0, shots, SHOTS_PER_PASS)):  # independent passes
+            found.append(self._sample_pass(min(SHOTS_PER_PASS, shots - start), key + 1000 * batch))
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        indices, inverse = np.unique(np.concatenate([i for i, _ in found]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=indices.size)
+        return indices, counts.astype(np.int64)
+
+    def _sample_pass(self, shots: int, key: int) -> tuple[np.ndarray, np.ndarray]:
+        lam = readout.poisson_mean(shots)
+        for attempt in range(8):
+            draws = readout.poisson_draws(
+                self._blocks, self._L, self._layout, lam, key + attempt, self.backend
+            )
+            kept = readout.keep_shots(self._compute(*draws), shots, key + attempt)
+            if kept is not None:
+                return kept
+            lam *= 2  # only a state with a norm far below 1 gets here
+        raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")
 
     def expectation(self, observable: Any) -> float | complex:
         """<psi|H|psi> for a Pauli sum H (PauliSum, label, list of (label, coeff) or a

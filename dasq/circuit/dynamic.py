@@ -1,0 +1,79 @@
+"""Which measurements are terminal: sampled from the final state instead of collapsing it.
+
+A measurement into a classical bit is terminal when nothing afterwards acts on
+its qubit, reads its bit, or may write its bit inside a conditioned block. Such
+measurements commute to the end of the circuit, so every shot can be drawn from
+one final state. A measurement whose bit is surely overwritten later, and that
+nothing afterwards touches, has no observable effect and is dropped. What stays
+in ``body`` and is not unitary (other measurements, resets, IfElse blocks) is
+what makes a circuit dynamic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dasq.circuit.classical import IfElse
+from dasq.circuit.kinds import Measure
+
+
+@dataclass(frozen=True)
+class ShotProgram:
+    """``body`` (in order) then one sample of ``terminal`` (qubit, clbit) pairs."""
+
+    body: tuple[Any, ...]
+    terminal: tuple[tuple[int, int], ...]
+
+    @property
+    def dynamic(self) -> bool:
+        return any(op.is_collapse for op in self.body)
+
+    @property
+    def conditional(self) -> bool:
+        return any(isinstance(op, IfElse) for op in self.body)
+
+
+def _writes(op: Any) -> set[int]:
+    """Classical bits ``op`` may write."""
+    if isinstance(op, Measure):
+        return {op.clbit} if op.clbit >= 0 else set()
+    if isinstance(op, IfElse):
+        found: set[int] = set()
+        for inner in (*op.true_body, *op.false_body):
+            found |= _writes(inner)
+        return found
+    return set()
+
+
+def split_terminal_measurements(circuit: Any) -> ShotProgram:
+    ops = list(circuit)
+    keep = [True] * len(ops)
+    terminal: list[tuple[int, int]] = []
+    touched: set[int] = set()  # qubits acted on later (terminal measurements excepted)
+    read: set[int] = set()  # clbits read later
+    maybe_written: set[int] = set()  # clbits a later IfElse may write
+    written: set[int] = set()  # clbits surely written later
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
+        if op.is_barrier:
+            continue
+        if isinstance(op, Measure) and op.clbit >= 0 and op.targets[0] not in touched:
+            c = op.clbit
+            if c in written and c not in read:
+                keep[i] = False  # overwritten before anything reads it: unobservable
+                continue
+            if c not in read and c not in maybe_written:
+                keep[i] = False
+                terminal.append((op.targets[0], c))
+                written.add(c)
+                continue
+        touched.update(op.qubits)
+        if isinstance(op, IfElse):
+            read |= op.reads()
+            maybe_written |= _writes(op)
+        elif isinstance(op, Measure) and op.clbit >= 0:
+            written.add(op.clbit)
+            read.discard(op.clbit)  # earlier writes are hidden from later reads
+    body = tuple(op for op, k in zip(ops, keep) if k)
+    return ShotProgram(body, tuple(reversed(terminal)))

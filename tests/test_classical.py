@@ -135,7 +135,10 @@ def _assert_like_aer(counts: dict[str, int], aer: dict[str, int]) -> None:
     assert tv <= bound, (tv, bound, counts, aer)
 
 
-BATTERY = {**{k: ("qasm", v) for k, v in QASM.items()}, **{k: ("qiskit", v) for k, v in _qiskit_circuits().items()}}
+BATTERY = {
+    **{k: ("qasm", v) for k, v in QASM.items()},
+    **{k: ("qiskit", v) for k, v in _qiskit_circuits().items()},
+}
 
 
 def test_the_battery_has_twenty_circuits():
@@ -216,7 +219,10 @@ def test_terminal_measurements_are_split_off():
         (lambda: dasq.Circuit(2, num_clbits=1).measure(0, 3), "clbit 3, but the circuit has 1"),
         (lambda: dasq.Circuit(2).measure(0, 0), "has 0 classical bits"),
         (lambda: dasq.Circuit(2, num_clbits=1).if_test((2, 1), dasq.Circuit(2)), "clbit 2"),
-        (lambda: dasq.Circuit(2, num_clbits=1).if_test(("nope", 1), dasq.Circuit(2)), "no classical register"),
+        (
+            lambda: dasq.Circuit(2, num_clbits=1).if_test(("nope", 1), dasq.Circuit(2)),
+            "no classical register",
+        ),
         (lambda: dasq.Circuit(2, num_clbits=1).if_test((0, 2), dasq.Circuit(2)), "does not fit"),
         (lambda: dasq.Circuit(2, num_clbits=1).add_register("c", 1), "already has"),
     ],

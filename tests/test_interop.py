@@ -125,7 +125,11 @@ def test_circuit_container_and_display():
     twice = c.copy().compose(dasq.Circuit(2).h(1))
     assert len(twice) == 6 and len(c) == 5
     measured = dasq.Circuit(3).measure_all()
-    assert [(op.targets, op.clbit) for op in measured if op.name == "measure"] == [((0,), 0), ((1,), 1), ((2,), 2)]
+    assert [(op.targets, op.clbit) for op in measured if op.name == "measure"] == [
+        ((0,), 0),
+        ((1,), 1),
+        ((2,), 2),
+    ]
     assert [(r.name, r.size) for r in measured.registers] == [("meas", 3)]
     with pytest.raises(ValueError, match="cannot compose"):
         dasq.Circuit(2).compose(c)

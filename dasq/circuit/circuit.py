@@ -529,6 +529,13 @@ class Circuit:
 
         return qiskit_io.circuit_from_qiskit(qc, cls)
 
+    def to_qasm(self, version: int = 2) -> str:
+        """OpenQASM 2 or 3 text of this circuit, written by Qiskit's exporters (needs the
+        ``qiskit`` extra); ``from_qasm`` reads it back."""
+        from dasq.circuit import qiskit_io
+
+        return qiskit_io.circuit_to_qasm(self, version)
+
     def to_qiskit(self) -> object:
         """A qiskit.QuantumCircuit with the same action (needs the ``qiskit`` extra)."""
         from dasq.circuit import qiskit_io

@@ -456,13 +456,19 @@ class PauliString(_PauliFamily):
         return replace(self, phase=phase, params=())
 
     def to_qiskit(self) -> Any:
-        from qiskit.circuit.library import PauliGate, UnitaryGate
-        from qiskit.quantum_info import Pauli
+        """One X, Y or Z gate, or a gate defined by one per qubit (exporters can write
+        both; Qiskit's PauliGate has a string parameter that OpenQASM cannot hold)."""
+        from qiskit import QuantumCircuit
+        from qiskit.circuit.library import XGate, YGate, ZGate
 
-        if self.phase:
-            matrix = np.exp(1j * self.phase) * Pauli(self.label).to_matrix()
-            return self._controlled(UnitaryGate(matrix, label=self.name))
-        return self._controlled(PauliGate(self.label))
+        single = {"X": XGate, "Y": YGate, "Z": ZGate}
+        if len(self.label) == 1 and not self.phase:
+            return self._controlled(single[self.label]())
+        body = QuantumCircuit(len(self.label), global_phase=self.phase)
+        for j, ch in enumerate(reversed(self.label)):
+            if ch != "I":
+                body.append(single[ch](), [j])
+        return self._controlled(body.to_gate(label=self.name))
 
 
 @dataclass(frozen=True, eq=False)

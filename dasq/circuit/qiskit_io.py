@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from os import PathLike
 from typing import Any
 
@@ -187,14 +188,7 @@ def _append_instruction(out: Any, inst: Any, qubits: dict, clbits: dict, circuit
         return
     if any(_is_unbound(p) for p in getattr(op, "params", ())):
         raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
-    num_ctrl = getattr(op, "num_ctrl_qubits", 0)
-    if num_ctrl and hasattr(op, "base_gate"):
-        before = len(out)
-        _append_gate(out, op.base_gate, targets[num_ctrl:], targets[:num_ctrl], op.ctrl_state)
-        if len(out) == before + 1:  # keep Qiskit's name ("cx", not "x") on the record
-            out.rename_last(name)
-        return
-    _append_gate(out, op, targets, (), None)
+    _append_gate(out, op, targets, (), ())
 
 
 def _condition(condition: Any, clbits: dict) -> tuple:
@@ -237,9 +231,30 @@ def _is_unbound(p: Any) -> bool:
     return isinstance(p, ParameterExpression) and bool(p.parameters)
 
 
-def _append_gate(out: Any, op: Any, targets: list[int], controls: Any, state: Any) -> None:
+DENSE_WIDTH = 3  # gates up to this wide with no standard form become their matrix; wider ones decompose
+EXACT_EVOLUTION_WIDTH = 5  # non-commuting Pauli evolutions up to this wide: the exact exponential;
+# wider ones follow Qiskit's synthesis (its definition, a product formula, as Aer runs them)
+
+
+def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states: tuple) -> None:
+    """Append gate ``op`` on ``targets`` under ``controls`` (with ``states``, one 0/1
+    each): a standard gate as its dasq builder, an explicit matrix as given, and any
+    other composite through its definition, so no dense matrix wider than
+    DENSE_WIDTH qubits is ever built from a Qiskit instruction."""
     name = op.name
-    kw = {"controls": tuple(controls), "control_states": state}
+    if any(_is_unbound(p) for p in getattr(op, "params", ())):
+        raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
+    num_ctrl = getattr(op, "num_ctrl_qubits", 0)
+    if num_ctrl and hasattr(op, "base_gate"):
+        inner = tuple((op.ctrl_state >> j) & 1 for j in range(num_ctrl))
+        before = len(out)
+        _append_gate(
+            out, op.base_gate, targets[num_ctrl:], (*controls, *targets[:num_ctrl]), (*states, *inner)
+        )
+        if len(out) == before + 1 and not controls:  # keep Qiskit's name ("cx", not "x")
+            out.rename_last(name)
+        return
+    kw = {"controls": tuple(controls), "control_states": tuple(states) if controls else None}
     params = [float(p) for p in op.params] if name in ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
     if name in _FIXED and name != "id":
         if name in ("swap",):
@@ -258,18 +273,87 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: Any, state: An
         out.u(np.pi / 2, params[0], params[1], targets[0], **kw)
     elif name == "pauli":
         out.pauli(op.params[0], targets, **kw)
+    elif name == "unitary":  # an explicit user matrix: kept as given
+        _append_matrix(out, np.asarray(op.to_matrix(), dtype=complex), targets, name, kw)
+    elif name == "diagonal":
+        out.diagonal(np.asarray(op.params, dtype=complex), targets, name=name, **kw)
+    elif name == "PauliEvolution" and _append_evolution(out, op, targets, kw):
+        pass
+    elif name == "PauliEvolution" and op.num_qubits <= EXACT_EVOLUTION_WIDTH:
+        _append_matrix(out, _matrix_of(op), targets, name, kw)  # exact exp(-iHt), as Qiskit's Operator
+    elif op.num_qubits <= DENSE_WIDTH and _has_matrix(op):
+        _append_matrix(out, _matrix_of(op), targets, name, kw)
+    elif getattr(op, "definition", None) is not None:
+        _append_definition(out, op.definition, targets, controls, states)
     else:
-        try:
-            matrix = _matrix_of(op)
-        except Exception:
-            raise ValidationError(
-                f"unsupported instruction {name!r}: it has no matrix (classical control flow "
-                "and other non-unitary instructions are not simulated)"
-            ) from None
-        if np.count_nonzero(matrix - np.diag(np.diag(matrix))) == 0:
-            out.diagonal(np.diag(matrix), targets, name=name, **kw)
+        raise ValidationError(
+            f"unsupported instruction {name!r}: it has neither a matrix nor a definition "
+            "(non-unitary instructions other than measure and reset are not simulated)"
+        )
+
+
+def _append_matrix(out: Any, matrix: np.ndarray, targets: list[int], name: str, kw: dict) -> None:
+    if np.count_nonzero(matrix - np.diag(np.diag(matrix))) == 0:
+        out.diagonal(np.diag(matrix), targets, name=name, **kw)
+    else:
+        out.unitary(matrix, targets, name=name, **kw)
+
+
+def _append_definition(out: Any, definition: Any, targets: list[int], controls: tuple, states: tuple) -> None:
+    """A composite gate as the gates of its definition (each under the same controls)."""
+    wires = {q: targets[i] for i, q in enumerate(definition.qubits)}
+    phase = definition.global_phase
+    if _is_unbound(phase):
+        raise ValidationError("a gate definition has an unbound global phase")
+    if phase:
+        if controls:  # a controlled global phase is a phase on the controls
+            values = np.ones(1 << len(controls), dtype=complex)
+            values[sum(s << j for j, s in enumerate(states))] = np.exp(1j * float(phase))
+            out.diagonal(values, list(controls), name="phase")
         else:
-            out.unitary(matrix, targets, name=name, **kw)
+            out.global_phase += float(phase)
+    for inst in definition.data:
+        sub = inst.operation
+        if sub.name in ("barrier", "delay", "id"):
+            continue
+        if sub.name in ("measure", "reset") or inst.clbits:
+            raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
+        _append_gate(out, sub, [wires[q] for q in inst.qubits], controls, states)
+
+
+def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:
+    """exp(-i t H) of commuting real Pauli terms as one Pauli gadget per term (False:
+    the terms do not commute, so Qiskit's own synthesis, the definition, decides)."""
+    from qiskit.quantum_info import SparsePauliOp
+
+    operators = op.operator if isinstance(op.operator, list) else [op.operator]
+    if len(operators) != 1 or _is_unbound(op.time) or not isinstance(operators[0], SparsePauliOp):
+        return False
+    hamiltonian = operators[0]
+    coeffs = np.asarray(hamiltonian.coeffs)
+    if np.any(np.abs(coeffs.imag) > 1e-12) or coeffs.dtype == object:
+        return False
+    paulis = hamiltonian.paulis
+    for i in range(len(paulis)):
+        for j in range(i + 1, len(paulis)):
+            if not paulis[i].commutes(paulis[j]):
+                return False
+    t = float(op.time)
+    for pauli, c in zip(paulis.to_labels(), coeffs.real):
+        if set(pauli) == {"I"}:  # exp(-i t c I): a (controlled) global phase
+            if kw["controls"]:
+                values = np.ones(1 << len(kw["controls"]), dtype=complex)
+                values[sum(s << j for j, s in enumerate(kw["control_states"]))] = np.exp(-1j * t * c)
+                out.diagonal(values, list(kw["controls"]), name="phase")
+            else:
+                out.global_phase -= t * c
+            continue
+        out.pauli_gadget(2 * t * c, pauli, targets, **kw)
+    return True
+
+
+def _has_matrix(op: Any) -> bool:
+    return hasattr(op, "to_matrix") or getattr(op, "definition", None) is not None
 
 
 def _matrix_of(op: Any) -> np.ndarray:
@@ -283,12 +367,110 @@ def _matrix_of(op: Any) -> np.ndarray:
 
 
 def circuit_to_qiskit(circuit: Any) -> Any:
-    """A QuantumCircuit with one classical bit per qubit; each kind gives its instruction."""
+    """A QuantumCircuit with the circuit's classical registers (one bit per qubit when
+    it has none); records named after a Qiskit standard gate become that gate."""
     qiskit = _import_qiskit()
+    from qiskit.circuit import ClassicalRegister, QuantumRegister
+
     n = circuit.num_qubits
-    qc = qiskit.QuantumCircuit(n, n, global_phase=circuit.global_phase)
-    for op in circuit:
-        inst = op.to_qiskit()
-        clbits = list(op.targets) if inst.name == "measure" else []
-        qc.append(inst, list(op.controls) + list(op.targets), clbits)
+    registers = [ClassicalRegister(r.size, r.name) for r in circuit.registers]
+    if not registers:
+        registers = [ClassicalRegister(n, "c")]
+    qc = qiskit.QuantumCircuit(QuantumRegister(n, "q"), *registers, global_phase=circuit.global_phase)
+    _emit(qc, circuit, qc.qubits, qc.clbits, default_clbits=not circuit.registers)
     return qc
+
+
+_NON_GATES = ("measure", "reset", "barrier", "if_else", "delay")
+
+
+def circuit_to_qasm(circuit: Any, version: int) -> str:
+    if version not in (2, 3) or isinstance(version, bool):
+        raise ValidationError(f"OpenQASM version must be 2 or 3, got {version!r}")
+    qc = circuit_to_qiskit(circuit)
+    from qiskit import transpile
+    from qiskit.circuit.library import get_standard_gate_name_mapping
+
+    standard = set(get_standard_gate_name_mapping()) | set(_NON_GATES)
+    if any(inst.operation.name not in standard for inst in qc.data):
+        # dense matrices, diagonals and gadgets have no OpenQASM words: standard gates, exactly
+        basis = sorted(set(get_standard_gate_name_mapping()) - {"global_phase"})
+        qc = transpile(qc, basis_gates=[*basis, "if_else"], optimization_level=0)
+    if version == 3:
+        import qiskit.qasm3 as qasm3
+
+        return qasm3.dumps(qc)
+    import qiskit.qasm2 as qasm2
+
+    try:
+        return qasm2.dumps(qc)
+    except Exception as exc:  # e.g. if/else blocks, which OpenQASM 2 cannot say
+        raise ValidationError(f"this circuit has no OpenQASM 2 form ({exc}); use version=3") from None
+
+
+def _emit(qc: Any, ops: Any, qubits: Any, clbits: Any, default_clbits: bool) -> None:
+    from dasq.circuit.classical import IfElse
+
+    for op in ops:
+        if isinstance(op, IfElse):
+            cond = op.condition
+            if len(cond.clbits) == 1:
+                condition = (clbits[cond.clbits[0]], bool(cond.value))
+            else:
+                register = _register_of(qc, [clbits[c] for c in cond.clbits])
+                condition = (register, cond.value)
+            with qc.if_test(condition) as orelse:
+                _emit(qc, op.true_body, qubits, clbits, default_clbits)
+            if op.false_body:
+                with orelse:
+                    _emit(qc, op.false_body, qubits, clbits, default_clbits)
+            continue
+        wires = [qubits[q] for q in (*op.controls, *op.targets)]
+        if op.kind == "measure":
+            clbit = op.clbit if op.clbit >= 0 else (op.targets[0] if default_clbits else -1)
+            if clbit < 0:
+                raise ValidationError("a measurement without a classical bit has no Qiskit form")
+            qc.measure(wires[0], clbits[clbit])
+            continue
+        if op.kind == "barrier":
+            qc.barrier(*wires)
+            continue
+        qc.append(_standard_gate(op) or op.to_qiskit(), wires)
+
+
+def _register_of(qc: Any, bits: list) -> Any:
+    for reg in qc.cregs:
+        if list(reg) == bits:
+            return reg
+    raise ValidationError("a condition on several classical bits must cover exactly one register")
+
+
+_STANDARD_WIDTH = 3  # records this wide or less are checked against the gate's matrix
+
+
+def _standard_gate(op: Any) -> Any:
+    """The Qiskit standard gate named like ``op`` whose matrix is ``op``'s, or None."""
+    from qiskit.circuit import ControlledGate
+    from qiskit.circuit.library import get_standard_gate_name_mapping
+    from qiskit.quantum_info import Operator
+
+    template = get_standard_gate_name_mapping().get(op.name)
+    if template is None or op.kind in ("measure", "reset", "barrier") or op.name in ("id", "delay"):
+        return None
+    if len(template.params) != len(op.params) or len(op.controls) + len(op.targets) > _STANDARD_WIDTH:
+        return None
+    state = sum(s << j for j, s in enumerate(op.control_states))
+    try:
+        if isinstance(template, ControlledGate) and template.num_ctrl_qubits == len(op.controls):
+            gate = type(template)(*op.params, ctrl_state=state)
+        elif template.num_qubits == len(op.targets):
+            gate = op._controlled(type(template)(*op.params))
+        else:
+            return None
+        plain = replace(op, controls=(), control_states=())
+        base = gate.base_gate if isinstance(gate, ControlledGate) else gate
+        if not np.allclose(Operator(base).data, Operator(plain.to_qiskit()).data, atol=1e-12):
+            return None
+    except Exception:  # not constructible from these params: keep dasq's generic form
+        return None
+    return gate

@@ -126,6 +126,11 @@ class Backend:
     def vdot(self, a: Any, b: Any) -> complex:
         raise NotImplementedError
 
+    def pauli_group(self, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray) -> complex:
+        """sum_i conj(own[i]) src[i ^ flip] sum_k weights[k] (-1)^|(i ^ flip) & masks[k]|:
+        a block's share of Pauli terms that share their X/Y mask, in one pass."""
+        raise NotImplementedError
+
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         """This block's share of the probabilities over ``positions`` (little-endian)."""
         raise NotImplementedError

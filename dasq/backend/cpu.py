@@ -209,6 +209,13 @@ class CPUBackend(Backend):
     def vdot(self, a: Any, b: Any) -> complex:
         return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
+    def pauli_group(self, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray) -> complex:
+        return complex(
+            numba_kernels.pauli_group(
+                np.ascontiguousarray(own), np.ascontiguousarray(src), int(flip), masks, weights
+            )
+        )
+
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         m = len(positions)
         p = (block.real**2 + block.imag**2).astype(np.float64)

@@ -140,3 +140,37 @@ def poisson_draws(state, block_part, local_tables, lam, key):  # pragma: no cove
             cnt[found] = k
             found += 1
     return idx[:found].copy(), cnt[:found].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def pauli_group(own, src, flip, masks, weights):  # pragma: no cover - compiled
+    """sum_i conj(own[i]) src[i ^ flip] sum_k weights[k] (-1)^popcount((i ^ flip) & masks[k]):
+    one block's share of a group of Pauli terms sharing their X/Y (flip) mask, in one
+    pass over the block (accumulated in complex128)."""
+    total_re = 0.0
+    total_im = 0.0
+    K = masks.size
+    for i in range(own.size):
+        m = i ^ flip
+        a = own[i]
+        b = src[m]
+        pr = numba.float64(a.real) * numba.float64(b.real) + numba.float64(a.imag) * numba.float64(b.imag)
+        pi = numba.float64(a.real) * numba.float64(b.imag) - numba.float64(a.imag) * numba.float64(b.real)
+        dr = 0.0
+        di = 0.0
+        for k in range(K):
+            x = m & masks[k]
+            parity = 0
+            while x:
+                x &= x - 1
+                parity ^= 1
+            w = weights[k]
+            if parity:
+                dr -= w.real
+                di -= w.imag
+            else:
+                dr += w.real
+                di += w.imag
+        total_re += pr * dr - pi * di
+        total_im += pr * di + pi * dr
+    return complex(total_re, total_im)

@@ -18,7 +18,7 @@ from dask._task_spec import Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
-from dasq.circuit.kinds import PauliString
+from dasq.circuit.kinds import pauli_masks
 from dasq.engine import layers
 from dasq.engine.layers import Gather
 from dasq.plan import relayout as algebra
@@ -123,12 +123,6 @@ def _vdot_block(backend: Backend, a: Any, b: Any) -> np.ndarray:
     return np.array([backend.vdot(a, b)])
 
 
-def _pauli_term_block(backend: Backend, action: Any, L: int, own: Any, source: Any) -> np.ndarray:
-    applied = source.copy()
-    action.apply(backend, applied, L)
-    return np.array([backend.vdot(own, applied)])
-
-
 def _per_block_sum(name: str, layer: dict, x: da.Array, others: Sequence[da.Array] = ()) -> da.Array:
     """A 0-d dask array: the sum of one complex number per block."""
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *others])
@@ -147,28 +141,51 @@ def vdot(x: da.Array, y: da.Array, backend: Backend) -> da.Array:
     return _per_block_sum(name, layer, x, [y])
 
 
-def pauli_expectation(
-    x: da.Array, L: int, positions: Sequence[int], label: str, backend: Backend
+def _pauli_group_block(
+    backend: Backend, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    return np.array([backend.pauli_group(own, src, flip, masks, weights)])
+
+
+def pauli_sum_expectation(
+    x: da.Array, L: int, positions: Sequence[int], terms: Sequence[tuple[str, complex]], backend: Backend
 ) -> da.Array:
-    """<psi|P|psi> for the Pauli string ``label`` whose character for qubit q acts on
-    stored position ``positions[q]``: block c meets block c ^ (global X/Y bits)."""
-    op = PauliString(tuple(positions), name="observable", label=label)
-    name = layers.layer_name("pauli", 0, x.name, tuple(positions), label)
+    """sum_k c_k <psi|P_k|psi>, the character of qubit q acting on stored position
+    ``positions[q]``. Terms sharing their X/Y mask f are one pass over the state:
+    block c meets block c ^ (f's global bits), nothing else moves (the seed paper's
+    reduction), so a Hamiltonian costs one pass per distinct mask, not per term."""
+    groups: dict[int, list[tuple[int, complex]]] = {}
+    for label, coeff in terms:
+        xm, ym, zm = pauli_masks(label, positions)
+        factor = coeff * 1j ** bin(ym).count("1")
+        groups.setdefault(xm | ym, []).append((ym | zm, factor))
+    name = layers.layer_name("pauli-sum", 0, x.name, tuple(positions), tuple(terms))
     layer: dict = {}
-    for c in range(x.numblocks[0]):
-        if op.pair_exchange(L) is None:
-            (action,) = op.local_actions(L, c)
-            source = c
-        else:
-            update = op.pair_update(L, c)
-            assert update is not None and update.partner is None  # a Pauli string is a rename
-            source, action = update.home, update.action
-        own, src = TaskRef((x.name, c)), TaskRef((x.name, source))
-        if action is None:  # the partner block itself, unchanged
-            layer[(name, c)] = Task((name, c), _vdot_block, backend, own, src)
-        else:
-            layer[(name, c)] = Task((name, c), _pauli_term_block, backend, action, L, own, src)
-    return _per_block_sum(name, layer, x)
+    local = (1 << L) - 1
+    for g, (flip, members) in enumerate(sorted(groups.items())):
+        masks = np.array([yz & local for yz, _ in members], dtype=np.int64)
+        for c in range(x.numblocks[0]):
+            source = c ^ (flip >> L)
+            weights = np.array(
+                [w * (-1) ** bin(source & (yz >> L)).count("1") for yz, w in members], dtype=np.complex128
+            )
+            key = (name, g * x.numblocks[0] + c)
+            layer[key] = Task(
+                key,
+                _pauli_group_block,
+                backend,
+                TaskRef((x.name, c)),
+                TaskRef((x.name, source)),
+                flip & local,
+                masks,
+                weights,
+            )
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    count = len(groups) * x.numblocks[0]
+    parts = da.Array(
+        graph, name, chunks=((1,) * count,), dtype=np.complex128, meta=np.empty(0, np.complex128)
+    )
+    return parts.sum()
 
 
 def logical_order(x: da.Array, L: int, layout: Sequence[int], backend: Backend, method: str) -> da.Array:

@@ -49,8 +49,16 @@ class Result:
     seed: int | None
     registers: tuple[ClassicalRegister, ...]
     branches: int
-    memory: list[str] | None = None
+    shot_values: np.ndarray | None = None  # per shot: the classical bits as one int (bit b: clbit b)
     state: StateVector | None = None
+
+    @property
+    def memory(self) -> list[str] | None:
+        if self.shot_values is None:
+            return None
+        values, inverse = np.unique(self.shot_values, return_inverse=True)
+        keys = count_keys(values, self.registers)
+        return [keys[i] for i in inverse]
 
     def get_counts(self) -> dict[str, int]:
         return dict(self.counts)
@@ -134,8 +142,8 @@ def sample_branches(
     registers: Sequence[ClassicalRegister],
     rng: np.random.Generator,
     keep_memory: bool,
-) -> tuple[dict[str, int], list[str] | None]:
-    """Counts (and per-shot keys) of the terminal measurements of every branch."""
+) -> tuple[dict[str, int], np.ndarray | None]:
+    """Counts (and per-shot classical values) of the terminal measurements of every branch."""
     values_seen, counts_seen = [], []
     for branch in branches:
         assert branch.state is not None
@@ -157,5 +165,4 @@ def sample_branches(
     counts_by_key = {k: int(c) for k, c in zip(keys, totals) if c}
     if not keep_memory:
         return counts_by_key, None
-    shots_in_order = rng.permutation(np.repeat(np.arange(values.size), totals))
-    return counts_by_key, [keys[i] for i in shots_in_order]
+    return counts_by_key, rng.permutation(np.repeat(values, totals))

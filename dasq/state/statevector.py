@@ -283,12 +283,11 @@ class StateVector:
         obs = PauliSum.parse(observable)
         if obs.num_qubits != self._n:
             raise ValidationError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
-        terms = [
-            readout.pauli_expectation(self._blocks, self._L, self._layout, label, self.backend)
-            for label, _ in obs
-        ]
-        values = self._compute(*terms)
-        total = sum(c * complex(v) for (_, c), v in zip(obs, values))
+        expectation = readout.pauli_sum_expectation(
+            self._blocks, self._L, self._layout, obs.terms, self.backend
+        )
+        (total,) = self._compute(expectation)
+        total = complex(total)
         return float(total.real) if obs.is_hermitian else complex(total)
 
     def inner(self, other: StateVector) -> complex:

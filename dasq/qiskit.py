@@ -1,0 +1,176 @@
+"""Qiskit's V2 primitives on dasq: ``SamplerV2`` and ``EstimatorV2``.
+
+Qiskit code runs unchanged apart from the constructor. Pubs are coerced by
+Qiskit (parameter values broadcast against observables as Qiskit defines); each
+parameter set is bound by Qiskit, converted once and simulated once, and every
+observable broadcast against it is read from that one state (terms sharing an
+X/Y mask are one pass). ``options`` are dasq's own settings, passed to
+:func:`dasq.simulate` / :func:`dasq.run` (``chunk_qubits``, ``client``,
+``dtype``, ``store``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from dasq.circuit.qiskit_io import QISKIT_MISSING
+
+try:
+    from qiskit.primitives import BaseEstimatorV2, BaseSamplerV2, PrimitiveResult, PubResult, SamplerPubResult
+    from qiskit.primitives.containers import BitArray, DataBin
+    from qiskit.primitives.containers.estimator_pub import EstimatorPub
+    from qiskit.primitives.containers.sampler_pub import SamplerPub
+    from qiskit.primitives.primitive_job import PrimitiveJob
+except ImportError:  # pragma: no cover - qiskit is an optional extra
+    raise ImportError(QISKIT_MISSING) from None
+
+from dasq.api import run, simulate
+from dasq.circuit.circuit import Circuit
+from dasq.errors import ValidationError
+
+__all__ = ["EstimatorV2", "SamplerV2"]
+
+
+def _check_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict of dasq.simulate settings, got {type(options).__name__}")
+    for name in ("seed", "shots", "density", "lazy", "initial", "memory"):
+        if name in options:
+            raise ValidationError(f"options cannot set {name!r}: the primitive sets it")
+    return dict(options)
+
+
+def _bound_circuits(pub: Any) -> np.ndarray:
+    """The pub's circuit bound to each parameter set (an object array of the pub's
+    parameter shape); Qiskit's pub validation has matched values to parameters."""
+    return pub.parameter_values.bind_all(pub.circuit)
+
+
+class EstimatorV2(BaseEstimatorV2):
+    """Expectation values of Pauli observables, exact (``precision=0``) or with Gaussian
+    noise of standard deviation ``precision`` (Qiskit's StatevectorEstimator does the
+    same), seeded by ``seed``."""
+
+    def __init__(
+        self,
+        *,
+        default_precision: float = 0.0,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        if default_precision < 0:
+            raise ValidationError(f"default_precision must be >= 0, got {default_precision}")
+        self._default_precision = float(default_precision)
+        self._seed = seed
+        self._options = _check_options(options)
+
+    @property
+    def default_precision(self) -> float:
+        return self._default_precision
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def run(self, pubs: Iterable[Any], *, precision: float | None = None) -> PrimitiveJob:
+        if precision is None:
+            precision = self._default_precision
+        coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
+        for pub in coerced:
+            pub.validate()
+        job = PrimitiveJob(self._run, coerced)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list[Any]) -> PrimitiveResult:
+        rng = np.random.default_rng(self._seed)
+        return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
+
+    def _run_pub(self, pub: Any, rng: np.random.Generator) -> PubResult:
+        bound = _bound_circuits(pub)
+        shape = np.broadcast_shapes(bound.shape, pub.observables.shape)
+        circuit_index = np.broadcast_to(np.arange(bound.size).reshape(bound.shape), shape)
+        obs_shape = pub.observables.shape
+        obs_index = np.broadcast_to(np.arange(pub.observables.size).reshape(obs_shape), shape)
+        evs = np.zeros(shape, dtype=np.float64)
+        for which in range(bound.size):  # one simulation per parameter set, all its observables
+            state = simulate(Circuit.from_qiskit(bound.flat[which]), **self._options)
+            for index in map(tuple, np.argwhere(circuit_index == which)):
+                observable = pub.observables[np.unravel_index(int(obs_index[index]), obs_shape)]
+                terms = [(label, complex(c)) for label, c in observable.items()]
+                value = complex(state.expectation(terms))
+                if abs(value.imag) > 1e-10 * max(1.0, abs(value.real)):
+                    raise ValidationError(f"observable {observable} is not Hermitian: <O> = {value}")
+                evs[index] = value.real
+        if pub.precision:
+            evs = rng.normal(evs, pub.precision)
+        data = DataBin(evs=evs, stds=np.full(shape, float(pub.precision)), shape=shape)
+        return PubResult(
+            data, metadata={"target_precision": pub.precision, "circuit_metadata": pub.circuit.metadata}
+        )
+
+
+class SamplerV2(BaseSamplerV2):
+    """Shots of every classical register, as Qiskit's BitArrays. Circuits may hold
+    mid-circuit measurements, resets and if/else blocks (see :func:`dasq.run`)."""
+
+    def __init__(
+        self, *, default_shots: int = 1024, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        if not isinstance(default_shots, int) or default_shots < 1:
+            raise ValidationError(f"default_shots must be a positive int, got {default_shots!r}")
+        self._default_shots = default_shots
+        self._seed = seed
+        self._options = _check_options(options)
+
+    @property
+    def default_shots(self) -> int:
+        return self._default_shots
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def run(self, pubs: Iterable[Any], *, shots: int | None = None) -> PrimitiveJob:
+        if shots is None:
+            shots = self._default_shots
+        coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
+        for pub in coerced:
+            pub.validate()
+        job = PrimitiveJob(self._run, coerced)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list[Any]) -> PrimitiveResult:
+        rng = np.random.default_rng(self._seed)
+        return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
+
+    def _run_pub(self, pub: Any, rng: np.random.Generator) -> SamplerPubResult:
+        bound = _bound_circuits(pub)
+        registers = [(reg.name, reg.size) for reg in pub.circuit.cregs]
+        arrays = {
+            name: np.zeros((*bound.shape, pub.shots, max(1, (size + 7) // 8)), dtype=np.uint8)
+            for name, size in registers
+        }
+        for index in np.ndindex(*bound.shape):
+            circuit = Circuit.from_qiskit(bound[index])
+            if not any(size for _, size in registers):
+                continue  # nothing to record (Qiskit warns about such pubs)
+            seed = int(rng.integers(0, 2**62))
+            result = run(circuit, pub.shots, seed=seed, memory=True, **self._options)
+            values = result.shot_values
+            for reg in circuit.registers:
+                bits = (values >> reg.start) & ((1 << reg.size) - 1)
+                nbytes = arrays[reg.name].shape[-1]
+                packed = [(bits >> (8 * (nbytes - 1 - b))) & 0xFF for b in range(nbytes)]  # big-endian bytes
+                arrays[reg.name][index] = np.stack(packed, axis=-1).astype(np.uint8)
+        meas = {name: BitArray(arrays[name], size) for name, size in registers}
+        return SamplerPubResult(
+            DataBin(**meas, shape=pub.shape),
+            metadata={"shots": pub.shots, "circuit_metadata": pub.circuit.metadata},
+        )

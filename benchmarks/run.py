@@ -6,6 +6,7 @@
     python benchmarks/run.py planning
     python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
     python benchmarks/run.py diskfloor --qubits 30 31 32
+    python benchmarks/run.py estimator [--qubits 16 --terms 40 --sets 4]
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -477,6 +478,70 @@ def suite_planning(args: argparse.Namespace) -> dict:
     return {"suite": "planning", "machine": machine(), "rows": rows, "vs_exact": optimal}
 
 
+# --------------------------------------------------------------------- estimator
+def _estimator_workload(n: int, terms: int, sets: int):
+    import numpy as np
+    from qiskit.circuit.library import efficient_su2
+    from qiskit.quantum_info import SparsePauliOp
+
+    rng = np.random.default_rng(7)
+    ansatz = efficient_su2(n, reps=2)
+    labels = ["".join(rng.choice(list("IXYZ"), n, p=[0.7, 0.1, 0.1, 0.1])) for _ in range(terms)]
+    hamiltonian = SparsePauliOp(labels, rng.normal(size=terms))
+    values = rng.uniform(-3, 3, (sets, ansatz.num_parameters))
+    return ansatz, hamiltonian, values
+
+
+def _estimator_child(args: argparse.Namespace) -> None:
+    """Warm up, then time one EstimatorV2 run of the workload; print JSON."""
+    import numpy as np
+
+    ansatz, hamiltonian, values = _estimator_workload(args.qubits, args.terms, args.sets)
+    threads = int(os.environ.get("BENCH_THREADS", "2"))
+    if args.contender == "dasq":
+        from dasq.qiskit import EstimatorV2
+
+        estimator = EstimatorV2()
+    else:
+        from qiskit_aer.primitives import EstimatorV2
+
+        estimator = EstimatorV2(options={"backend_options": {"max_parallel_threads": threads}})
+    estimator.run([(ansatz, hamiltonian, values[:1])]).result()  # warm-up (compilation, imports)
+    t = time.perf_counter()
+    evs = estimator.run([(ansatz, hamiltonian, values)]).result()[0].data.evs
+    seconds = time.perf_counter() - t
+    print(json.dumps({"seconds": seconds, "evs": np.asarray(evs).tolist(), "peak_rss": peak_rss()}))
+
+
+def suite_estimator(args: argparse.Namespace) -> dict:
+    """Qiskit's EstimatorV2 workload of the Qiskit-users issue: dasq's and Aer's, alternating."""
+    import numpy as np
+
+    contenders = ["dasq", "aer"]
+    runs: dict[str, list[dict]] = {c: [] for c in contenders}
+    for _ in range(args.reps):
+        for contender in contenders:
+            cmd = [sys.executable, __file__, "_estimator", "--contender", contender]
+            cmd += ["--qubits", str(args.qubits), "--terms", str(args.terms), "--sets", str(args.sets)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            runs[contender].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(contender, f"{runs[contender][-1]['seconds']:.3f} s", flush=True)
+    agree = float(np.max(np.abs(np.array(runs["dasq"][0]["evs"]) - np.array(runs["aer"][0]["evs"]))))
+    median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in contenders}
+    row = {
+        "qubits": args.qubits,
+        "terms": args.terms,
+        "parameter_sets": args.sets,
+        "seconds": {c: [r["seconds"] for r in runs[c]] for c in contenders},
+        "median_seconds": median,
+        "ratio_to_aer": median["dasq"] / median["aer"],
+        "max_abs_difference_of_evs": agree,
+        "peak_rss_bytes": {c: max(r["peak_rss"] for r in runs[c]) for c in contenders},
+    }
+    print(json.dumps(row))
+    return {"suite": "estimator", "machine": machine(), "threads": 2, "rows": [row]}
+
+
 # --------------------------------------------------------------------- out of core
 def _ooc_child(args: argparse.Namespace) -> None:
     """One stored run in this process: warm up small, run, check, print JSON."""
@@ -635,6 +700,13 @@ def main() -> None:
     gc.add_argument("--method")
     gc.add_argument("--chunk-qubits", type=int)
     gc.add_argument("--dasq-path", default=None)
+    ec = sub.add_parser("_estimator")
+    ec.add_argument("--contender")
+    for parser in (ec, sub.add_parser("estimator")):
+        parser.add_argument("--qubits", type=int, default=16)
+        parser.add_argument("--terms", type=int, default=40)
+        parser.add_argument("--sets", type=int, default=4)
+        parser.add_argument("--reps", type=int, default=5)
     gs = sub.add_parser("graph")
     gs.add_argument("--chunk-qubits-list", type=int, nargs="+", default=[2, 4, 6])
     gs.add_argument("--reps", type=int, default=3)
@@ -679,6 +751,9 @@ def main() -> None:
     if args.suite == "_graph":
         _graph_child(args)
         return
+    if args.suite == "_estimator":
+        _estimator_child(args)
+        return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
     if getattr(args, "fusion", None) is None:
@@ -692,6 +767,7 @@ def main() -> None:
         "planning": suite_planning,
         "outofcore": suite_outofcore,
         "diskfloor": suite_diskfloor,
+        "estimator": suite_estimator,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

@@ -2,6 +2,7 @@
 
 from dasq.api import info, plan, resume, run, simulate
 from dasq.circuit.circuit import Circuit
+from dasq.circuit.parameters import Parameter
 from dasq.errors import DasqError, StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
@@ -13,6 +14,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Circuit",
     "DasqError",
+    "Parameter",
     "PauliSum",
     "PhysicalPlan",
     "Result",

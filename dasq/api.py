@@ -45,6 +45,7 @@ def simulate(
     keep_bits: int | None = None,
     lazy: bool = False,
     relayout_method: str | None = None,
+    parameters: Any = None,
 ) -> StateVector:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
@@ -53,6 +54,9 @@ def simulate(
     number of read-outs (``to_numpy``, ``probabilities``, ``sample``...) never re-run
     the circuit. ``lazy=True`` keeps the lazy graph instead, for composing more Dask
     work. Mid-circuit measurements draw their outcomes from ``seed``.
+
+    ``parameters``: values for the circuit's symbolic parameters (a mapping by name
+    or Parameter, or a sequence in ``circuit.parameters`` order).
 
     ``initial``: None (|0...0>), a basis-state int, an array of 2^n amplitudes, or a
     StateVector. ``method``: "planned" groups the circuit into stages (one pass over
@@ -81,6 +85,7 @@ def simulate(
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     if density:
         raise NotImplementedError("density-matrix simulation is not available yet")
+    circuit = bound_circuit(circuit, parameters)
     n = circuit.num_qubits
     dt = v.check_dtype(dtype)
     v.check_choice(method, METHODS, "method")
@@ -164,6 +169,7 @@ def run(
     for name in ("lazy", "density"):
         if options.get(name):
             raise ValidationError(f"run() does not take {name}=True; use simulate()")
+    circuit = bound_circuit(circuit, options.pop("parameters", None))
     program = split_terminal_measurements(circuit)
     if not circuit.num_clbits or not (program.terminal or _writes_clbits(program.body)):
         raise ValidationError(
@@ -184,6 +190,20 @@ def run(
     counts, per_shot = sample_branches(branches, program.terminal, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final)
+
+
+def bound_circuit(circuit: Circuit, parameters: Any) -> Circuit:
+    """``circuit`` with its parameters bound to ``parameters`` (refused if any is left)."""
+    if circuit.parameters:
+        if parameters is None:
+            raise ValidationError(
+                f"the circuit has unbound parameters {circuit.parameters}: pass parameters= "
+                "(or bind them with circuit.assign_parameters)"
+            )
+        return circuit.assign_parameters(parameters)
+    if parameters:
+        raise ValidationError(f"the circuit has no parameters, but parameters={parameters!r} was given")
+    return circuit
 
 
 def _writes_clbits(body: Any) -> bool:
@@ -229,7 +249,7 @@ def plan(
     n = circuit.num_qubits
     L = _config.default_chunk_qubits(n) if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
     fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
-    body = circuit.remove_final_measurements()
+    body = bound_circuit(circuit, None).remove_final_measurements()
     if any(isinstance(op, IfElse) for op in body):
         raise ValidationError(
             "a circuit with conditioned blocks (if_test) has one plan per branch; no plan is shown"

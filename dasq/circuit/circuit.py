@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,13 @@ from dasq.circuit.kinds import (
     Swap,
     Unitary,
 )
+from dasq.circuit.parameters import (
+    ParameterExpression,
+    Parametric,
+    bind_value,
+    is_symbolic,
+    parameter_values,
+)
 from dasq.circuit.validation import (
     MAX_QUBITS,
     check_angle,
@@ -37,6 +45,21 @@ from dasq.errors import ValidationError
 
 Qubits = int | Sequence[int]
 ControlStates = Sequence[int] | int | str | None
+Angle = float | ParameterExpression
+
+
+def _accepts_parameters(method: Any) -> Any:
+    """A builder method whose angles may be symbolic: then the call is kept as a
+    Parametric record until ``assign_parameters`` binds it."""
+
+    @functools.wraps(method)
+    def build(self: Circuit, *args: Any, **kwargs: Any) -> Circuit:
+        if any(is_symbolic(a) for a in args) or any(is_symbolic(v) for v in kwargs.values()):
+            return self._defer(method.__name__, args, kwargs)
+        args = tuple(a.const if isinstance(a, ParameterExpression) else a for a in args)
+        return method(self, *args, **kwargs)
+
+    return build
 
 
 class Circuit:
@@ -91,6 +114,45 @@ class Circuit:
         return self
 
     @property
+    def parameters(self) -> list[str]:
+        """Names of the symbolic parameters still unbound, sorted."""
+        found: set[str] = set()
+        for op in self._ops:
+            if isinstance(op, Parametric):
+                found |= op.parameters
+        return sorted(found)
+
+    def assign_parameters(self, values: object) -> Circuit:
+        """A new circuit with every parameter bound: ``values`` maps names (or
+        Parameters) to numbers, or lists them in the order of ``parameters``."""
+        names = self.parameters
+        bound = parameter_values(names, values)
+        new = self.copy()
+        new._ops = []
+        for op in self._ops:
+            if isinstance(op, Parametric):
+                args, kwargs = op.bound_call(bound)
+                getattr(new, op.method)(*args, **kwargs)
+            else:
+                new._ops.append(op)
+        return new
+
+    def _defer(self, method: str, args: tuple, kwargs: dict) -> Circuit:
+        """Keep a symbolic call; the same call at zero angles checks its qubits now."""
+        zeros: dict[str, float] = {}
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, ParameterExpression):
+                zeros.update(dict.fromkeys(value.parameters, 0.0))
+        scratch = Circuit(self._num_qubits)
+        getattr(scratch, method)(
+            *bind_value(args, zeros), **{k: bind_value(v, zeros) for k, v in kwargs.items()}
+        )
+        name = scratch[-1].name if len(scratch) else method
+        qubits = scratch[-1].qubits if len(scratch) else ()
+        self._ops.append(Parametric(method, tuple(args), tuple(sorted(kwargs.items())), name, tuple(qubits)))
+        return self
+
+    @property
     def is_dynamic(self) -> bool:
         """Whether anything but terminal measurements depends on measurement outcomes
         (a mid-circuit measurement, a reset or a classically conditioned block)."""
@@ -130,7 +192,7 @@ class Circuit:
                 f"bits onto {self.num_qubits} qubits and {self.num_clbits} classical bits"
             )
         for op in other:
-            if isinstance(op, IfElse):
+            if isinstance(op, (IfElse, Parametric)):
                 self._ops.append(op)
             else:
                 self.append(op)
@@ -258,6 +320,7 @@ class Circuit:
             targets = tuple(range(self._num_qubits))
         return self._pauli_op("pauli", lab, targets, controls, control_states)
 
+    @_accepts_parameters
     def phase_gadget(
         self,
         theta: float,
@@ -271,6 +334,7 @@ class Circuit:
             PhaseGadget, targets, controls, control_states, name="phase_gadget", params=(th,), theta=th
         )
 
+    @_accepts_parameters
     def pauli_gadget(
         self,
         theta: float,
@@ -351,6 +415,8 @@ class Circuit:
                 )
             if part.global_phase:
                 raise ValidationError("an if_test body cannot carry a global phase (it is unobservable)")
+            if part.parameters:
+                raise ValidationError("bind the parameters of an if_test body before adding it")
             for op in part:
                 clbit = getattr(op, "clbit", -1)
                 if clbit >= self.num_clbits:
@@ -416,30 +482,35 @@ class Circuit:
     def sx(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
         return self._fixed("sx", library.SX, q, controls, control_states)
 
+    @_accepts_parameters
     def rx(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("rx", library.rx(th), q, controls, control_states, (th,))
 
+    @_accepts_parameters
     def ry(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("ry", library.ry(th), q, controls, control_states, (th,))
 
+    @_accepts_parameters
     def rz(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("rz", library.rz_diagonal(th), q, controls, control_states, (th,))
 
+    @_accepts_parameters
     def p(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("p", library.phase_diagonal(th), q, controls, control_states, (th,))
 
+    @_accepts_parameters
     def u(
         self,
         theta: float,
@@ -463,18 +534,22 @@ class Circuit:
     def cz(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         return self._pauli_op("cz", "Z", targ, (ctrl,), control_states)
 
+    @_accepts_parameters
     def cp(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("cp", library.phase_diagonal(th), targ, (ctrl,), control_states, (th,))
 
+    @_accepts_parameters
     def crx(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("crx", library.rx(th), targ, (ctrl,), control_states, (th,))
 
+    @_accepts_parameters
     def cry(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._fixed("cry", library.ry(th), targ, (ctrl,), control_states, (th,))
 
+    @_accepts_parameters
     def crz(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
         th = check_angle(theta, "theta")
         return self._diag("crz", library.rz_diagonal(th), targ, (ctrl,), control_states, (th,))

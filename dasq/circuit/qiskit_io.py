@@ -186,8 +186,6 @@ def _append_instruction(out: Any, inst: Any, qubits: dict, clbits: dict, circuit
         return
     if name in ("id", "delay"):
         return
-    if any(_is_unbound(p) for p in getattr(op, "params", ())):
-        raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
     _append_gate(out, op, targets, (), ())
 
 
@@ -242,8 +240,6 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
     other composite through its definition, so no dense matrix wider than
     DENSE_WIDTH qubits is ever built from a Qiskit instruction."""
     name = op.name
-    if any(_is_unbound(p) for p in getattr(op, "params", ())):
-        raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and hasattr(op, "base_gate"):
         inner = tuple((op.ctrl_state >> j) & 1 for j in range(num_ctrl))
@@ -254,8 +250,13 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
         if len(out) == before + 1 and not controls:  # keep Qiskit's name ("cx", not "x")
             out.rename_last(name)
         return
+    if name not in _ROTATIONS and any(_is_unbound(p) for p in getattr(op, "params", ())):
+        if getattr(op, "definition", None) is None:
+            raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
+        _append_definition(out, op.definition, targets, controls, states)  # e.g. rzz(2*gamma)
+        return
     kw = {"controls": tuple(controls), "control_states": tuple(states) if controls else None}
-    params = [float(p) for p in op.params] if name in ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3") else []
+    params = [_angle(p) for p in op.params] if name in _ROTATIONS else []
     if name in _FIXED and name != "id":
         if name in ("swap",):
             out.swap(*targets, **kw)
@@ -290,6 +291,30 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
             f"unsupported instruction {name!r}: it has neither a matrix nor a definition "
             "(non-unitary instructions other than measure and reset are not simulated)"
         )
+
+
+_ROTATIONS = ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3")
+
+
+def _angle(value: Any) -> Any:
+    """A number, or a Qiskit parameter expression as dasq's (affine ones only)."""
+    from qiskit.circuit import ParameterExpression as QiskitExpression
+
+    from dasq.circuit.parameters import ParameterExpression
+
+    if not isinstance(value, QiskitExpression) or not value.parameters:
+        return float(value)
+    params = list(value.parameters)
+    terms = []
+    for param in params:
+        slope = value.gradient(param)
+        if isinstance(slope, QiskitExpression) and slope.parameters:
+            raise ValidationError(
+                f"the angle {value} is not affine in its parameters; dasq binds affine angles"
+            )
+        terms.append((param.name, float(slope)))
+    const = float(value.bind(dict.fromkeys(params, 0.0)))
+    return ParameterExpression(tuple(sorted(terms)), const)
 
 
 def _append_matrix(out: Any, matrix: np.ndarray, targets: list[int], name: str, kw: dict) -> None:
@@ -372,6 +397,8 @@ def circuit_to_qiskit(circuit: Any) -> Any:
     qiskit = _import_qiskit()
     from qiskit.circuit import ClassicalRegister, QuantumRegister
 
+    if circuit.parameters:
+        raise ValidationError(f"bind the circuit's parameters {circuit.parameters} before converting it")
     n = circuit.num_qubits
     registers = [ClassicalRegister(r.size, r.name) for r in circuit.registers]
     if not registers:

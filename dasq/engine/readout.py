@@ -141,10 +141,8 @@ def vdot(x: da.Array, y: da.Array, backend: Backend) -> da.Array:
     return _per_block_sum(name, layer, x, [y])
 
 
-def _pauli_group_block(
-    backend: Backend, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray
-) -> np.ndarray:
-    return np.array([backend.pauli_group(own, src, flip, masks, weights)])
+def _pauli_groups_block(backend: Backend, own: Any, src: Any, groups: Sequence[tuple]) -> np.ndarray:
+    return np.array([sum(backend.pauli_group(own, src, flip, masks, w) for flip, masks, w in groups)])
 
 
 def pauli_sum_expectation(
@@ -153,35 +151,40 @@ def pauli_sum_expectation(
     """sum_k c_k <psi|P_k|psi>, the character of qubit q acting on stored position
     ``positions[q]``. Terms sharing their X/Y mask f are one pass over the state:
     block c meets block c ^ (f's global bits), nothing else moves (the seed paper's
-    reduction), so a Hamiltonian costs one pass per distinct mask, not per term."""
+    reduction), so a Hamiltonian costs one pass per distinct mask, not per term; and
+    one task per block pair evaluates every mask with the same global bits."""
     groups: dict[int, list[tuple[int, complex]]] = {}
     for label, coeff in terms:
         xm, ym, zm = pauli_masks(label, positions)
         factor = coeff * 1j ** bin(ym).count("1")
         groups.setdefault(xm | ym, []).append((ym | zm, factor))
+    by_partner: dict[int, list[tuple[int, list[tuple[int, complex]]]]] = {}
+    for flip, members in sorted(groups.items()):
+        by_partner.setdefault(flip >> L, []).append((flip, members))
     name = layers.layer_name("pauli-sum", 0, x.name, tuple(positions), tuple(terms))
     layer: dict = {}
     local = (1 << L) - 1
-    for g, (flip, members) in enumerate(sorted(groups.items())):
-        masks = np.array([yz & local for yz, _ in members], dtype=np.int64)
-        for c in range(x.numblocks[0]):
-            source = c ^ (flip >> L)
-            weights = np.array(
-                [w * (-1) ** bin(source & (yz >> L)).count("1") for yz, w in members], dtype=np.complex128
+    nb = x.numblocks[0]
+    for g, (global_flip, flips) in enumerate(sorted(by_partner.items())):
+        for c in range(nb):
+            source = c ^ global_flip
+            work = tuple(
+                (
+                    flip & local,
+                    np.array([yz & local for yz, _ in members], dtype=np.int64),
+                    np.array(
+                        [w * (-1) ** bin(source & (yz >> L)).count("1") for yz, w in members],
+                        dtype=np.complex128,
+                    ),
+                )
+                for flip, members in flips
             )
-            key = (name, g * x.numblocks[0] + c)
+            key = (name, g * nb + c)
             layer[key] = Task(
-                key,
-                _pauli_group_block,
-                backend,
-                TaskRef((x.name, c)),
-                TaskRef((x.name, source)),
-                flip & local,
-                masks,
-                weights,
+                key, _pauli_groups_block, backend, TaskRef((x.name, c)), TaskRef((x.name, source)), work
             )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
-    count = len(groups) * x.numblocks[0]
+    count = len(by_partner) * nb
     parts = da.Array(
         graph, name, chunks=((1,) * count,), dtype=np.complex128, meta=np.empty(0, np.complex128)
     )

@@ -1,0 +1,178 @@
+"""Symbolic angles: ``dasq.Parameter`` and the affine expressions built from them.
+
+A gate given a symbolic angle is kept as a ``Parametric`` record: the builder
+method and its arguments. ``Circuit.assign_parameters`` calls the method again
+with numbers, so a bound record is validated exactly as any other. Expressions
+are affine (c0 + sum c_k theta_k): what rotations, QAOA layers and Qiskit's
+ansatz libraries use; Qiskit expressions of that form convert, others are refused.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dasq.errors import ValidationError
+
+
+@dataclass(frozen=True)
+class ParameterExpression:
+    """const + sum coeff * parameter, parameters named by their (unique) names."""
+
+    terms: tuple[tuple[str, float], ...]
+    const: float = 0.0
+
+    @property
+    def parameters(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.terms)
+
+    def bind(self, values: Mapping[str, float]) -> float:
+        missing = sorted(self.parameters - set(values))
+        if missing:
+            raise ValidationError(f"no value for parameter(s) {missing}")
+        return self.const + sum(c * float(values[name]) for name, c in self.terms)
+
+    # ------------------------------------------------------------ arithmetic
+    @staticmethod
+    def _of(other: object) -> ParameterExpression | None:
+        if isinstance(other, ParameterExpression):
+            return other
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return ParameterExpression((), float(other))
+        return None
+
+    def __add__(self, other: object) -> ParameterExpression:
+        rhs = self._of(other)
+        if rhs is None:
+            return NotImplemented
+        merged = dict(self.terms)
+        for name, c in rhs.terms:
+            merged[name] = merged.get(name, 0.0) + c
+        return ParameterExpression(tuple(sorted(merged.items())), self.const + rhs.const)
+
+    __radd__ = __add__
+
+    def __mul__(self, other: object) -> ParameterExpression:
+        if not isinstance(other, numbers.Real) or isinstance(other, bool):
+            return NotImplemented  # products of parameters are not affine
+        k = float(other)
+        return ParameterExpression(tuple((n, c * k) for n, c in self.terms), self.const * k)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> ParameterExpression:
+        return self * -1.0
+
+    def __sub__(self, other: object) -> ParameterExpression:
+        rhs = self._of(other)
+        return NotImplemented if rhs is None else self + (-rhs)
+
+    def __rsub__(self, other: object) -> ParameterExpression:
+        return (-self) + other
+
+    def __truediv__(self, other: object) -> ParameterExpression:
+        if not isinstance(other, numbers.Real) or isinstance(other, bool) or other == 0:
+            return NotImplemented
+        return self * (1.0 / float(other))
+
+    def __repr__(self) -> str:
+        parts = [f"{c:g}*{n}" if c != 1 else n for n, c in self.terms]
+        if self.const or not parts:
+            parts.append(f"{self.const:g}")
+        return " + ".join(parts)
+
+
+class Parameter(ParameterExpression):
+    """A named symbolic angle; parameters with the same name are the same parameter."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a parameter name must be a non-empty str, got {name!r}")
+        super().__init__(((name, 1.0),), 0.0)
+
+    @property
+    def name(self) -> str:
+        return self.terms[0][0]
+
+    def __repr__(self) -> str:
+        return f"Parameter({self.name!r})"
+
+
+def is_symbolic(value: object) -> bool:
+    return isinstance(value, ParameterExpression) and bool(value.terms)
+
+
+def bind_value(value: Any, values: Mapping[str, float]) -> Any:
+    if isinstance(value, ParameterExpression):
+        return value.bind(values)
+    if isinstance(value, tuple):
+        return tuple(bind_value(v, values) for v in value)
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class Parametric:
+    """A builder call with symbolic angles: ``method(*args, **kwargs)`` once bound.
+    ``qubits`` and ``name`` come from the same call with every parameter at 0, made
+    when the record is created (so bad qubits are refused at once)."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    name: str
+    qubits: tuple[int, ...]
+
+    @property
+    def parameters(self) -> frozenset[str]:
+        found: set[str] = set()
+        for value in (*self.args, *(v for _, v in self.kwargs)):
+            if isinstance(value, ParameterExpression):
+                found |= value.parameters
+        return frozenset(found)
+
+    @property
+    def is_barrier(self) -> bool:
+        return False
+
+    @property
+    def is_collapse(self) -> bool:
+        return False
+
+    def bound_call(self, values: Mapping[str, float]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return bind_value(self.args, values), {k: bind_value(v, values) for k, v in self.kwargs}
+
+    def describe(self) -> str:
+        return f"{self.method}({', '.join(map(repr, self.args))})"
+
+    def update_digest(self, digest: Any) -> None:
+        digest.update(f"parametric;{self.method};{self.args!r};{self.kwargs!r}".encode())
+
+
+def parameter_values(names: list[str], values: object) -> dict[str, float]:
+    """``values`` (a mapping by name or Parameter, or a sequence in ``names`` order)
+    as {name: float}, every name given exactly once."""
+    if isinstance(values, Mapping):
+        out = {}
+        for key, value in values.items():
+            name = key.name if isinstance(key, Parameter) else key
+            if not isinstance(name, str):
+                raise TypeError(f"parameter keys are names or Parameters, got {key!r}")
+            out[name] = float(value)
+    else:
+        seq = list(np.asarray(values, dtype=float).reshape(-1)) if values is not None else []
+        if len(seq) != len(names):
+            raise ValidationError(f"the circuit has {len(names)} parameters {names}, got {len(seq)} values")
+        out = dict(zip(names, map(float, seq)))
+    unknown = sorted(set(out) - set(names))
+    if unknown:
+        raise ValidationError(f"the circuit has no parameter(s) {unknown}; it has {names}")
+    missing = sorted(set(names) - set(out))
+    if missing:
+        raise ValidationError(f"no value for parameter(s) {missing}")
+    if not all(np.isfinite(v) for v in out.values()):
+        raise ValidationError("parameter values must be finite")
+    return out

@@ -604,6 +604,24 @@ class Circuit:
 
         return qiskit_io.circuit_from_qiskit(qc, cls)
 
+    @classmethod
+    def from_cirq(cls, circuit: object) -> Circuit:
+        """Convert a cirq.Circuit (needs the ``cirq`` extra) through Cirq's own OpenQASM 2
+        writer: qubit k is the k-th of the circuit's sorted qubits (Cirq's state vectors
+        put that one at the most significant bit, dasq at bit k); measurement keys
+        become classical registers ``m_KEY``."""
+        try:
+            import cirq
+        except ImportError:
+            raise ImportError("this needs Cirq: pip install 'dasq[cirq]'") from None
+        if not isinstance(circuit, cirq.AbstractCircuit):
+            raise TypeError(f"expected a cirq.Circuit, got {type(circuit).__name__}")
+        try:
+            text = cirq.qasm(circuit)
+        except (ValueError, TypeError) as exc:
+            raise ValidationError(f"Cirq cannot write this circuit as OpenQASM: {exc}") from None
+        return cls.from_qasm(text)
+
     def to_qasm(self, version: int = 2) -> str:
         """OpenQASM 2 or 3 text of this circuit, written by Qiskit's exporters (needs the
         ``qiskit`` extra); ``from_qasm`` reads it back."""

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "dasq"
 
-# circuit -> plan -> backend -> storage -> engine -> state -> api / cli (errors and
+# circuit -> plan -> backend -> storage -> engine -> state -> api -> qiskit primitives / cli (errors and
 # _config are leaves every layer may use)
 RANK = {
     "dasq.errors": 0,
@@ -24,7 +24,8 @@ RANK = {
     "dasq.state": 6,
     "dasq.outofcore": 7,
     "dasq.api": 8,
-    "dasq.cli": 9,
+    "dasq.qiskit": 9,  # the V2 primitives: built on the api
+    "dasq.cli": 10,
 }
 
 

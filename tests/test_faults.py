@@ -127,7 +127,7 @@ def test_two_runs_started_together_one_refused_and_the_state_right(tmp_path, cir
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     for rc, err in results:
         assert rc == 0 or (rc == 2 and err.count("\n") == 1 and "dasq: error:" in err), err
-    assert any(rc == 0 for rc, _ in results)
+    assert any(rc == 0 for rc, _ in results), results
     reference = dasq.simulate(dasq.Circuit.from_qasm(str(qasm))).to_numpy()
     np.testing.assert_allclose(dasq.StateVector.from_zarr(store).to_numpy(), reference, atol=1e-10)
 

@@ -158,7 +158,7 @@ def test_counts_keys_and_distribution_match_aer(name):
     _assert_like_aer(result.counts, _aer_counts(qc, seed=17))
 
 
-@pytest.mark.parametrize("name", ["permuted-clbits", "three-registers", "teleport", "qasm3-if-else"])
+@pytest.mark.parametrize("name", sorted(QASM))
 def test_cli_counts_match_aer(name, tmp_path, capsys):
     path = tmp_path / f"{name}.qasm"
     path.write_text(QASM[name])

@@ -11,7 +11,9 @@ X/Y mask are one pass). ``options`` are dasq's own settings, passed to
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,10 +47,43 @@ def _check_options(options: dict[str, Any] | None) -> dict[str, Any]:
     return dict(options)
 
 
-def _bound_circuits(pub: Any) -> np.ndarray:
-    """The pub's circuit bound to each parameter set (an object array of the pub's
-    parameter shape); Qiskit's pub validation has matched values to parameters."""
-    return pub.parameter_values.bind_all(pub.circuit)
+@dataclass(frozen=True)
+class _ParameterSets:
+    """A pub's circuit converted once, and its parameter sets (Qiskit's pub validation
+    has matched values to parameters). Each set binds the one converted circuit, so
+    every set after the first reuses its plan (dasq/plan/reuse.py). A circuit whose
+    parameters dasq cannot keep symbolic (non-affine expressions) is bound by Qiskit
+    and converted once per set instead."""
+
+    pub: Any
+    circuit: Circuit | None
+    names: tuple[str, ...]
+    values: np.ndarray  # (*shape, number of parameters)
+
+    @classmethod
+    def of(cls, pub: Any) -> _ParameterSets:
+        parameters = list(pub.circuit.parameters)
+        values = pub.parameter_values.as_array(parameters)
+        try:
+            circuit: Circuit | None = Circuit.from_qiskit(pub.circuit)
+        except ValidationError:
+            circuit = None  # e.g. sin(theta): Qiskit binds it, set by set
+        return cls(pub, circuit, tuple(p.name for p in parameters), values)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape[:-1]
+
+    def bound(self, index: tuple[int, ...]) -> tuple[Circuit, dict[str, float] | None]:
+        """(circuit, parameters=) of the set at ``index``."""
+        if self.circuit is None:
+            qc = self.pub.circuit.assign_parameters(
+                dict(zip(self.pub.circuit.parameters, self.values[index]))
+            )
+            return Circuit.from_qiskit(qc), None
+        if not self.names:
+            return self.circuit, None
+        return self.circuit, dict(zip(self.names, map(float, self.values[index])))
 
 
 class EstimatorV2(BaseEstimatorV2):
@@ -92,14 +127,16 @@ class EstimatorV2(BaseEstimatorV2):
         return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
 
     def _run_pub(self, pub: Any, rng: np.random.Generator) -> PubResult:
-        bound = _bound_circuits(pub)
-        shape = np.broadcast_shapes(bound.shape, pub.observables.shape)
-        circuit_index = np.broadcast_to(np.arange(bound.size).reshape(bound.shape), shape)
+        sets = _ParameterSets.of(pub)
+        shape = np.broadcast_shapes(sets.shape, pub.observables.shape)
+        count = math.prod(sets.shape)
+        circuit_index = np.broadcast_to(np.arange(count).reshape(sets.shape), shape)
         obs_shape = pub.observables.shape
         obs_index = np.broadcast_to(np.arange(pub.observables.size).reshape(obs_shape), shape)
         evs = np.zeros(shape, dtype=np.float64)
-        for which in range(bound.size):  # one simulation per parameter set, all its observables
-            state = simulate(Circuit.from_qiskit(bound.flat[which]), **self._options)
+        for which in range(count):  # one simulation per parameter set, all its observables
+            circuit, parameters = sets.bound(np.unravel_index(which, sets.shape))
+            state = simulate(circuit, parameters=parameters, **self._options)
             for index in map(tuple, np.argwhere(circuit_index == which)):
                 observable = pub.observables[np.unravel_index(int(obs_index[index]), obs_shape)]
                 terms = [(label, complex(c)) for label, c in observable.items()]
@@ -151,18 +188,18 @@ class SamplerV2(BaseSamplerV2):
         return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
 
     def _run_pub(self, pub: Any, rng: np.random.Generator) -> SamplerPubResult:
-        bound = _bound_circuits(pub)
+        sets = _ParameterSets.of(pub)
         registers = [(reg.name, reg.size) for reg in pub.circuit.cregs]
         arrays = {
-            name: np.zeros((*bound.shape, pub.shots, max(1, (size + 7) // 8)), dtype=np.uint8)
+            name: np.zeros((*sets.shape, pub.shots, max(1, (size + 7) // 8)), dtype=np.uint8)
             for name, size in registers
         }
-        for index in np.ndindex(*bound.shape):
-            circuit = Circuit.from_qiskit(bound[index])
+        for index in np.ndindex(*sets.shape):
+            circuit, parameters = sets.bound(index)
             if not any(size for _, size in registers):
                 continue  # nothing to record (Qiskit warns about such pubs)
             seed = int(rng.integers(0, 2**62))
-            result = run(circuit, pub.shots, seed=seed, memory=True, **self._options)
+            result = run(circuit, pub.shots, seed=seed, memory=True, parameters=parameters, **self._options)
             values = result.shot_values
             for reg in circuit.registers:
                 bits = (values >> reg.start) & ((1 << reg.size) - 1)

@@ -163,3 +163,33 @@ def test_measurements_and_conditions_survive_to_qiskit_and_qasm3():
     assert dasq.run(back, 4000, seed=1).counts == dasq.run(c, 4000, seed=1).counts
     with pytest.raises(dasq.ValidationError, match="version must be 2 or 3"):
         c.to_qasm(4)
+
+
+@pytest.mark.parametrize("ctrl_state", [0, 1])
+@pytest.mark.parametrize("outer_control", [False, True])
+def test_cu_keeps_its_control_phase(ctrl_state, outer_control):
+    """CU(theta, phi, lam, gamma): gamma is a phase on the control, not part of U."""
+    from qiskit import QuantumCircuit
+    from qiskit.circuit.library import CUGate
+    from qiskit.quantum_info import Statevector
+
+    gate = CUGate(0.5, 1.2, -0.3, 0.9, ctrl_state=ctrl_state)
+    qc = QuantumCircuit(3)
+    if outer_control:
+        qc.append(gate.control(1, ctrl_state=0), [2, 0, 1])
+    else:
+        qc.append(gate, [2, 0])
+    psi = np.random.default_rng(ctrl_state).normal(size=8) + 0.5j
+    psi /= np.linalg.norm(psi)
+    got = dasq.simulate(dasq.Circuit.from_qiskit(qc), initial=psi).to_numpy()
+    np.testing.assert_allclose(got, Statevector(psi).evolve(qc).data, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_qiskit_random_circuits_convert_exactly(seed):
+    from qiskit.circuit.random import random_circuit
+    from qiskit.quantum_info import Statevector
+
+    qc = random_circuit(7, 8, max_operands=3, seed=seed)
+    got = dasq.simulate(dasq.Circuit.from_qiskit(qc), chunk_qubits=4).to_numpy()
+    np.testing.assert_allclose(got, Statevector(qc).data, atol=1e-10)

@@ -105,3 +105,50 @@ def test_qiskit_parameters_convert_and_bind_like_qiskit():
     qc2.rx(square * square, 0)
     with pytest.raises(dasq.ValidationError, match="not affine"):
         dasq.Circuit.from_qiskit(qc2)
+
+
+def _shape(plan) -> tuple:
+    return plan.summary(), [type(step).__name__ for step in plan.steps]
+
+
+def _plan_ops(plan) -> list:
+    return [op for step in plan.steps for op in getattr(step, "ops", ())]
+
+
+@pytest.mark.parametrize("chunk_qubits", [3, 2, 1])
+def test_bindings_reuse_one_plan_and_match_fresh_plans(chunk_qubits):
+    from dasq.plan.reuse import clear_plan_cache
+
+    clear_plan_cache()
+    circuit = _ansatz()
+    first = dasq.simulate(circuit, parameters=[0.3, -1.2], chunk_qubits=chunk_qubits)
+    second = dasq.simulate(circuit, parameters=[-0.7, 2.1], chunk_qubits=chunk_qubits)
+    # the same steps and groups: the plan was made once and re-filled
+    assert _shape(second.plan) == _shape(first.plan)
+    assert second.plan.digest != first.plan.digest  # new angles, new graph keys
+    for values, state in (([0.3, -1.2], first), ([-0.7, 2.1], second)):
+        want = dasq.simulate(_concrete(*values)).to_numpy()
+        np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+    fresh = _plan_ops(dasq.plan(_concrete(-0.7, 2.1), chunk_qubits=chunk_qubits))
+    assert [(op.name, op.targets, op.controls) for op in _plan_ops(second.plan)] == [
+        (op.name, op.targets, op.controls) for op in fresh
+    ]
+
+
+def test_a_binding_that_changes_a_gates_structure_is_planned_afresh():
+    """ry(0) is the identity, a diagonal: such a binding is another plan, and right."""
+    from dasq.plan.reuse import clear_plan_cache
+
+    clear_plan_cache()
+    t = Parameter("t")
+    circuit = dasq.Circuit(4).h(0).ry(t, 3).cx(3, 0).rz(t, 1).cx(0, 2)
+    generic = dasq.simulate(circuit, parameters=[0.4], chunk_qubits=2)
+    zero = dasq.simulate(circuit, parameters=[0.0], chunk_qubits=2)
+    assert generic.plan.summary() != zero.plan.summary()  # ry(0) needs no relayout
+    for value, state in ((0.4, generic), (0.0, zero)):
+        want = dasq.Circuit(4).h(0).ry(value, 3).cx(3, 0).rz(value, 1).cx(0, 2)
+        np.testing.assert_allclose(state.to_numpy(), dasq.simulate(want).to_numpy(), atol=1e-12)
+    again = dasq.simulate(circuit, parameters=[-1.1], chunk_qubits=2)  # back to the first plan
+    assert _shape(again.plan) == _shape(generic.plan)
+    want = dasq.Circuit(4).h(0).ry(-1.1, 3).cx(3, 0).rz(-1.1, 1).cx(0, 2)
+    np.testing.assert_allclose(again.to_numpy(), dasq.simulate(want).to_numpy(), atol=1e-12)

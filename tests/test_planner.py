@@ -240,3 +240,31 @@ def test_dasq_plan_is_pure_data_printed_one_line_per_step(capsys, tmp_path):
     assert printed == expected
     with pytest.raises(TypeError, match=r"dasq\.Circuit"):
         dasq.plan("h q[0];")
+
+
+def test_in_cache_blocks_fuse_only_when_the_union_is_cheaper():
+    """Blocks that fit in cache keep disjoint one-qubit gates apart (five 2x2 passes cost
+    less than one 32x32 matrix there); larger blocks fuse them up to F qubits."""
+    from dasq.plan.fusion import IN_CACHE_QUBITS
+
+    c = dasq.Circuit(6)
+    for q in range(5):
+        c.ry(0.3 + q, q)
+    c.cx(0, 1).rz(0.2, 1).cx(1, 0)  # one two-qubit group: the union costs no more
+    small = fuse(list(c), IN_CACHE_QUBITS, 5)
+    assert [len(g.qubits) for g in small] == [1, 1, 1, 1, 1, 2]
+    large = fuse(list(c), IN_CACHE_QUBITS + 1, 5)
+    assert len(large[0].qubits) == 5
+
+
+def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():
+    """One block of 2^18 amplitudes: the wide-fusion path, against Qiskit."""
+    qi = pytest.importorskip("qiskit.quantum_info")
+    from qiskit.circuit.random import random_circuit
+
+    qc = random_circuit(18, 6, max_operands=2, seed=11)
+    state = dasq.simulate(dasq.Circuit.from_qiskit(qc), chunk_qubits=18)
+    assert state.plan.chunk_qubits == 18
+    assert max(len(g.qubits) for s in state.plan.stages for g in s.groups if not g.diagonal) > 2
+    want = qi.Statevector(qc).data
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)

@@ -9,6 +9,7 @@ at every width and placement (benchmarks/README.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,15 @@ class MatrixKernel(Kernel):
         tensor[...] = np.moveaxis(res, list(range(k)), axes)
 
 
+@functools.cache
+def _blas_controller() -> Any:
+    """One inspection of the loaded BLAS libraries per process (each inspection reads
+    /proc/self/maps: milliseconds, paid on every run otherwise)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 class CPUBackend(Backend):
     name = "cpu"
     singleton = "CPU"
@@ -118,14 +128,16 @@ class CPUBackend(Backend):
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         # BLAS threads inside every Dask thread oversubscribe the cores (measured
         # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(limits=1, user_api="blas")
+        return _blas_controller().limit(limits=1, user_api="blas")
 
     # ------------------------------------------------------------ actions
     def apply_dense(
         self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
     ) -> None:
+        if len(targets) == 1 and not controls and block.flags.c_contiguous:  # the commonest action
+            m = np.asarray(matrix).astype(block.dtype, copy=False)
+            numba_kernels.apply_matrix_1q(block, int(targets[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+            return
         view = block.reshape((2,) * L)[_fixed_index(L, controls)]
         k = len(targets)
         pinned = [b for b, _ in controls]

@@ -31,6 +31,7 @@ from dasq.circuit.parameters import (
     Parametric,
     bind_value,
     is_symbolic,
+    mark_slot,
     parameter_values,
 )
 from dasq.circuit.validation import (
@@ -129,10 +130,13 @@ class Circuit:
         bound = parameter_values(names, values)
         new = self.copy()
         new._ops = []
-        for op in self._ops:
+        for index, op in enumerate(self._ops):
             if isinstance(op, Parametric):
                 args, kwargs = op.bound_call(bound)
+                first = len(new._ops)
                 getattr(new, op.method)(*args, **kwargs)
+                for j, made in enumerate(new._ops[first:]):
+                    mark_slot(made, (index, j))  # lets the plan cache reuse this circuit's plan
             else:
                 new._ops.append(op)
         return new

@@ -152,6 +152,20 @@ class Parametric:
         digest.update(f"parametric;{self.method};{self.args!r};{self.kwargs!r}".encode())
 
 
+SLOT_ATTRIBUTE = "_binding_slot"
+
+
+def mark_slot(op: Any, slot: tuple[int, int]) -> None:
+    """Mark an operation made by binding a Parametric record: ``slot`` is (index of the
+    record in its circuit, index among the operations its call made). The plan cache
+    (dasq/plan/reuse.py) finds it again in a plan by this mark."""
+    object.__setattr__(op, SLOT_ATTRIBUTE, slot)
+
+
+def binding_slot(op: Any) -> tuple[int, int] | None:
+    return op.__dict__.get(SLOT_ATTRIBUTE)
+
+
 def parameter_values(names: list[str], values: object) -> dict[str, float]:
     """``values`` (a mapping by name or Parameter, or a sequence in ``names`` order)
     as {name: float}, every name given exactly once."""

@@ -241,6 +241,9 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
     DENSE_WIDTH qubits is ever built from a Qiskit instruction."""
     name = op.name
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
+    if num_ctrl and name != "cu" and op.base_gate.name == "u" and len(op.params) == 4:
+        _append_definition(out, op.definition, targets, controls, states)  # a controlled CU
+        return
     if num_ctrl and hasattr(op, "base_gate"):
         inner = tuple((op.ctrl_state >> j) & 1 for j in range(num_ctrl))
         before = len(out)
@@ -249,6 +252,8 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
         )
         if len(out) == before + 1 and not controls:  # keep Qiskit's name ("cx", not "x")
             out.rename_last(name)
+        if name == "cu":  # CU's fourth angle is a phase on its control, not part of its base U
+            _append_control_phase(out, _angle(op.params[3]), targets[0], inner[0], controls, states)
         return
     if name not in _ROTATIONS and any(_is_unbound(p) for p in getattr(op, "params", ())):
         if getattr(op, "definition", None) is None:
@@ -291,6 +296,18 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
             f"unsupported instruction {name!r}: it has neither a matrix nor a definition "
             "(non-unitary instructions other than measure and reset are not simulated)"
         )
+
+
+def _append_control_phase(
+    out: Any, gamma: Any, qubit: int, state: int, controls: tuple, states: tuple
+) -> None:
+    """exp(i gamma) on ``qubit`` in ``state`` (under the outer ``controls``)."""
+    kw = {"controls": tuple(controls), "control_states": tuple(states) if controls else None}
+    if state == 0:
+        out.x(qubit, **kw)
+    out.p(gamma, qubit, **kw)
+    if state == 0:
+        out.x(qubit, **kw)
 
 
 _ROTATIONS = ("rx", "ry", "rz", "p", "u", "u1", "u2", "u3")

@@ -85,11 +85,14 @@ SYNC_BELOW_QUBITS = 13  # blocks under 2^13 amplitudes: a task's work is below a
 
 def local_scheduler(x: da.Array, client: Any) -> str | None:
     """ "sync" for graphs of tiny blocks run in this process (threads only add their
-    per-task cost: 9 s against 17 s for 61,781 four-amplitude tasks, benchmarks/README.md);
+    per-task cost: 9 s against 17 s for 61,781 four-amplitude tasks, benchmarks/README.md)
+    and for one block (one task per step: nothing to run beside it);
     None (Dask's choice) for larger blocks, a client, or a scheduler the user set."""
     if client is not None or dask.config.get("scheduler", None) is not None:
         return None
-    if scheduler_client(None) is not None or not x.chunks[0] or max(x.chunks[0]) >= 1 << SYNC_BELOW_QUBITS:
+    if scheduler_client(None) is not None or not x.chunks[0]:
+        return None
+    if len(x.chunks[0]) > 1 and max(x.chunks[0]) >= 1 << SYNC_BELOW_QUBITS:
         return None
     return "sync"
 

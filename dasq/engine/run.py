@@ -16,7 +16,7 @@ from dasq.engine.memory import MemoryExecutor, persist, resolve_relayout_method
 from dasq.engine.program import DEFAULT_CACHE_QUBITS
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
-from dasq.plan.planner import make_plan
+from dasq.plan.reuse import cached_plan
 from dasq.plan.steps import PhysicalPlan
 
 
@@ -60,7 +60,7 @@ def evolve(
     """Run ``ops`` on ``blocks`` (stored under ``layout``), or on basis state |basis>
     when ``blocks`` is None (its layout is then chosen by the plan, for free)."""
     backend = get_backend(options.backend)
-    plan = make_plan(
+    plan = cached_plan(
         ops,
         num_qubits,
         chunk_qubits,

@@ -21,6 +21,15 @@ from dasq.errors import ValidationError
 MAX_DIAGONAL_QUBITS = 12
 DEFAULT_FUSION_SIZE = 5  # measured best of 2..6 on QFT and random circuits (benchmarks/README.md)
 
+# Blocks of at most 2^17 amplitudes stay in cache, so a pass costs little and a
+# group's flops decide: there a group grows only while one kernel on the union costs
+# no more than two kernels. Nanoseconds per amplitude of a dense k-qubit kernel on a
+# 2^16-amplitude block (numba for k = 1, BLAS above), measured on the 2-core
+# development machine in both precisions and rounded; the shape (a 2^k matrix
+# against one pass each) is what matters, not the machine.
+IN_CACHE_QUBITS = 17
+IN_CACHE_DENSE_COST = (0.0, 1.3, 4.0, 6.0, 9.0, 14.0, 18.0)  # index: group width k
+
 
 @dataclass(frozen=True)
 class Group:
@@ -40,10 +49,21 @@ def footprint(op: Operation, L: int) -> frozenset[int]:
     return frozenset(q for q in op.qubits if q < L)
 
 
+def _worth_growing(width: int, op_width: int, union: int, L: int) -> bool:
+    """Whether a dense group of ``width`` qubits should take an operation of
+    ``op_width`` qubits (giving ``union``; a diagonal counts as one qubit, a phase
+    table costing about one pass): always for blocks beyond cache (a pass is the
+    cost), by the in-cache kernel costs otherwise."""
+    if L > IN_CACHE_QUBITS or union >= len(IN_CACHE_DENSE_COST):
+        return True
+    cost = IN_CACHE_DENSE_COST
+    return cost[union] <= cost[width] + cost[op_width]
+
+
 def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
     """Greedy in-order grouping of ``ops``: dense groups of at most ``max_qubits``
-    qubits (diagonals join them while they fit), and diagonal runs of at most
-    ``MAX_DIAGONAL_QUBITS``."""
+    qubits (diagonals join them while they fit; in-cache blocks only while the union
+    is cheaper than two kernels), and diagonal runs of at most ``MAX_DIAGONAL_QUBITS``."""
     if max_qubits < 1:
         raise ValidationError(f"fusion size must be >= 1, got {max_qubits}")
     groups: list[Group] = []
@@ -61,7 +81,8 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
         fp = footprint(op, L)
         union = len(current | fp)
         if op.is_diagonal and len(fp) <= MAX_DIAGONAL_QUBITS:
-            if members and (union <= max_qubits or (diagonal_run and union <= MAX_DIAGONAL_QUBITS)):
+            joins_dense = union <= max_qubits and (diagonal_run or _worth_growing(len(current), 1, union, L))
+            if members and (joins_dense or (diagonal_run and union <= MAX_DIAGONAL_QUBITS)):
                 current |= fp
                 members.append(op)
                 continue
@@ -72,7 +93,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
             groups.append(Group(tuple(sorted(fp)), (op,), fused=False))
             diagonal_run = True
             continue
-        elif members and union <= max_qubits:
+        elif members and union <= max_qubits and _worth_growing(len(current), len(fp), union, L):
             diagonal_run = False
         else:
             flush()

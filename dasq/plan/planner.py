@@ -59,10 +59,10 @@ def make_plan(
         plan = PhysicalPlan(
             num_qubits, chunk_qubits, "per-operation", fusion_size, layout, layout, tuple(steps), len(ops)
         )
-    return _with_phase(plan, global_phase)
+    return with_global_phase(plan, global_phase)
 
 
-def _with_phase(plan: PhysicalPlan, global_phase: float) -> PhysicalPlan:
+def with_global_phase(plan: PhysicalPlan, global_phase: float) -> PhysicalPlan:
     """Fold the global phase into the last program (it commutes with every step)."""
     if not global_phase:
         return plan

@@ -12,8 +12,8 @@ differ). A bound value that changes the structure (an angle that makes a rotatio
 diagonal, such as ``ry(0)``) gives another key, which is planned afresh; a plan
 in which the planner merged a slotted operation into a new one is never reused.
 
-The same cache serves a circuit simulated several times (run() branches, repeated
-read-outs): its operations are the same objects, so the plan is found.
+Only bound circuits are cached: a plan keeps its operations alive (a user's large
+explicit matrices among them), which is worth it where many bindings follow.
 """
 
 from __future__ import annotations
@@ -42,8 +42,17 @@ def cached_plan(
     fusion_size: int,
     global_phase: float = 0.0,
 ) -> PhysicalPlan:
-    """:func:`make_plan`, answered from the cache when a plan of the same structure exists."""
+    """:func:`make_plan`, answered from the cache when a bound circuit of the same
+    structure was planned before."""
     layout = None if initial_layout is None else tuple(initial_layout)
+
+    def fresh() -> PhysicalPlan:
+        return make_plan(
+            ops, num_qubits, chunk_qubits, method=method, initial_layout=layout, fusion_size=fusion_size
+        )
+
+    if not any(binding_slot(op) is not None for op in ops):
+        return with_global_phase(fresh(), global_phase)
     structure = tuple(_structure(op, chunk_qubits) for op in ops)
     key = (num_qubits, chunk_qubits, method, layout, fusion_size, structure)
     if key in _plans:
@@ -51,9 +60,7 @@ def cached_plan(
         template = _plans[key]
         if template is not None:
             return with_global_phase(rebind(template, ops), global_phase)
-    plan = make_plan(
-        ops, num_qubits, chunk_qubits, method=method, initial_layout=layout, fusion_size=fusion_size
-    )
+    plan = fresh()
     _plans[key] = plan if _reusable(plan, ops) else None
     while len(_plans) > PLAN_CACHE_SIZE:
         _plans.popitem(last=False)

@@ -7,6 +7,7 @@
     python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
     python benchmarks/run.py diskfloor --qubits 30 31 32
     python benchmarks/run.py estimator [--qubits 16 --terms 40 --sets 4]
+    python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -542,6 +543,105 @@ def suite_estimator(args: argparse.Namespace) -> dict:
     return {"suite": "estimator", "machine": machine(), "threads": 2, "rows": [row]}
 
 
+# --------------------------------------------------------------------- density matrices
+def _density_noise(qc):
+    """Aer's noise model of the density suite: depolarising after every gate (1% on one
+    qubit, 2% on two), amplitude damping (2%) after every one-qubit gate."""
+    from qiskit_aer.noise import NoiseModel, amplitude_damping_error, depolarizing_error
+
+    model = NoiseModel()
+    one = sorted({i.operation.name for i in qc.data if len(i.qubits) == 1})
+    two = sorted({i.operation.name for i in qc.data if len(i.qubits) == 2})
+    model.add_all_qubit_quantum_error(depolarizing_error(0.01, 1).compose(amplitude_damping_error(0.02)), one)
+    model.add_all_qubit_quantum_error(depolarizing_error(0.02, 2), two)
+    return model
+
+
+def _density_child(args: argparse.Namespace) -> None:
+    """Warm up, then time one noisy density-matrix run to its probabilities; print JSON."""
+    import numpy as np
+
+    from benchmarks.circuits import CIRCUITS
+
+    threads = int(os.environ.get("BENCH_THREADS", "2"))
+    qc = CIRCUITS[args.circuit](args.qubits)
+    model = _density_noise(qc)
+    if args.contender == "dasq":
+        import dasq
+
+        noise = dasq.NoiseModel.from_qiskit_aer(model)
+        circuit = dasq.Circuit.from_qiskit(qc)
+
+        def once(c):
+            return dasq.simulate(c, density=True, noise_model=noise, dtype=args.dtype).probabilities()
+
+        once(dasq.Circuit.from_qiskit(CIRCUITS[args.circuit](4)))
+        t = time.perf_counter()
+        probs = once(circuit)
+    else:
+        from qiskit_aer import AerSimulator
+
+        sim = AerSimulator(
+            method="density_matrix",
+            noise_model=model,
+            precision="single" if args.dtype == "complex64" else "double",
+            max_parallel_threads=threads,
+        )
+        saved = qc.copy()
+        saved.save_probabilities()
+        small = CIRCUITS[args.circuit](4)
+        small.save_probabilities()
+        sim.run(small).result()
+        t = time.perf_counter()
+        probs = sim.run(saved).result().data()["probabilities"]
+    seconds = time.perf_counter() - t
+    np.save(args.save, np.asarray(probs))
+    print(json.dumps({"seconds": seconds, "peak_rss": peak_rss()}))
+
+
+def suite_density(args: argparse.Namespace) -> dict:
+    """Noisy circuits as density matrices: dasq against Aer's density_matrix method,
+    alternating, same precision, probabilities compared before the times count."""
+    import tempfile
+
+    import numpy as np
+
+    from benchmarks.circuits import CIRCUITS
+
+    rows = []
+    for dtype in args.dtypes:
+        for circuit in args.circuits:
+            for n in args.qubits:
+                runs: dict[str, list[dict]] = {"dasq": [], "aer": []}
+                probs = {}
+                with tempfile.TemporaryDirectory() as tmp:
+                    for rep in range(args.reps):
+                        for contender in ("dasq", "aer"):
+                            save = f"{tmp}/{contender}{rep}.npy"
+                            cmd = [sys.executable, __file__, "_density", "--contender", contender]
+                            cmd += ["--circuit", circuit, "--qubits", str(n), "--dtype", dtype]
+                            cmd += ["--save", save]
+                            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                            runs[contender].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                            probs[contender] = np.load(save)
+                agree = float(np.max(np.abs(probs["dasq"] - probs["aer"])))
+                median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in runs}
+                row = {
+                    "circuit": circuit,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "gates": len(CIRCUITS[circuit](n).data),
+                    "seconds": {c: [r["seconds"] for r in runs[c]] for c in runs},
+                    "median_seconds": median,
+                    "ratio_to_aer": median["dasq"] / median["aer"],
+                    "max_abs_difference_of_probabilities": agree,
+                    "peak_rss_bytes": {c: max(r["peak_rss"] for r in runs[c]) for c in runs},
+                }
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    return {"suite": "density", "machine": machine(), "threads": 2, "rows": rows}
+
+
 # --------------------------------------------------------------------- out of core
 def _ooc_child(args: argparse.Namespace) -> None:
     """One stored run in this process: warm up small, run, check, print JSON."""
@@ -707,6 +807,17 @@ def main() -> None:
         parser.add_argument("--terms", type=int, default=40)
         parser.add_argument("--sets", type=int, default=4)
         parser.add_argument("--reps", type=int, default=5)
+    dc = sub.add_parser("_density")
+    dc.add_argument("--contender")
+    dc.add_argument("--circuit")
+    dc.add_argument("--qubits", type=int)
+    dc.add_argument("--dtype")
+    dc.add_argument("--save")
+    ds = sub.add_parser("density")
+    ds.add_argument("--qubits", type=int, nargs="+", default=[10, 12, 13])
+    ds.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    ds.add_argument("--dtypes", nargs="+", default=["complex128"])
+    ds.add_argument("--reps", type=int, default=3)
     gs = sub.add_parser("graph")
     gs.add_argument("--chunk-qubits-list", type=int, nargs="+", default=[2, 4, 6])
     gs.add_argument("--reps", type=int, default=3)
@@ -754,6 +865,9 @@ def main() -> None:
     if args.suite == "_estimator":
         _estimator_child(args)
         return
+    if args.suite == "_density":
+        _density_child(args)
+        return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
     if getattr(args, "fusion", None) is None:
@@ -768,6 +882,7 @@ def main() -> None:
         "outofcore": suite_outofcore,
         "diskfloor": suite_diskfloor,
         "estimator": suite_estimator,
+        "density": suite_density,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

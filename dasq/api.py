@@ -10,9 +10,11 @@ import numpy as np
 
 from dasq import _config
 from dasq.circuit import validation as v
+from dasq.circuit.choi import choi_circuit, choi_operations, resets_as_channels
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import IfElse
 from dasq.circuit.dynamic import split_terminal_measurements
+from dasq.circuit.noise import NoiseModel
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.errors import ValidationError
@@ -20,8 +22,10 @@ from dasq.outofcore import resume, simulate_to_store
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
+from dasq.state.density import DensityMatrix, initial_choi
 from dasq.state.shots import Result, run_branches, sample_branches
 from dasq.state.statevector import StateVector
+from dasq.state.trajectories import Trajectories, refuse_conditions, run_trajectories
 from dasq.storage.store import describe_store, verify_store
 
 __all__ = ["info", "plan", "resume", "run", "simulate"]
@@ -46,7 +50,9 @@ def simulate(
     lazy: bool = False,
     relayout_method: str | None = None,
     parameters: Any = None,
-) -> StateVector:
+    noise_model: NoiseModel | None = None,
+    trajectories: int | None = None,
+) -> StateVector | DensityMatrix | Trajectories:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
     The returned state's blocks are computed once (persisted in memory, futures on
@@ -80,17 +86,57 @@ def simulate(
     ``compression`` ("zstd" or "blosc") is lossless, ``keep_bits`` (mantissa bits
     kept) is lossy bit rounding whose cost is in ``state.storage_fidelity``.
     Without ``store``, ``memory_limit`` only refuses runs that cannot fit.
+
+    ``density=True`` returns a :class:`DensityMatrix` (held as its 2N-qubit Choi
+    vector; ``chunk_qubits`` counts its qubits, 0..2N): channels (``c.depolarize``,
+    ``c.kraus``...) and resets are applied exactly, mid-circuit measurements collapse
+    on drawn outcomes. ``noise_model`` (a :class:`dasq.NoiseModel`) adds its channels
+    and readout errors to the circuit first. ``trajectories=T`` samples the channels
+    on T statevectors instead (a :class:`dasq.Trajectories`: averages with standard
+    errors), for states too large for a density matrix.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
-    if density:
-        raise NotImplementedError("density-matrix simulation is not available yet")
     circuit = bound_circuit(circuit, parameters)
+    if noise_model is not None:
+        circuit = _noisy(circuit, noise_model)
+    if trajectories is not None:
+        count = v.check_int(trajectories, "trajectories", 1)
+        if density or store is not None or lazy:
+            raise ValidationError(
+                "trajectories= runs in memory on statevectors: drop density=, store= and lazy="
+            )
+        refuse_conditions(circuit)
+        body = circuit.remove_final_measurements()
+        clean = body.copy()
+        clean._ops = [op for op in body if not getattr(op, "is_channel", False)]
+        options = dict(
+            initial=initial,
+            dtype=dtype,
+            chunk_qubits=chunk_qubits,
+            memory_limit=memory_limit,
+            client=client,
+            method=method,
+            fusion_size=fusion_size,
+            relayout_method=relayout_method,
+        )
+        simulate(clean, seed=0, **options)  # validates every option once, before any trajectory
+        rng = np.random.default_rng(seed)
+
+        def begin(segment: Circuit) -> StateVector:
+            return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)  # type: ignore[return-value]
+
+        return run_trajectories(body, count, begin, rng)
+    if not density:
+        refuse_channels(circuit)
+    else:
+        circuit = resets_as_channels(circuit)
     n = circuit.num_qubits
+    width = 2 * n if density else n  # qubits of the vector the engine runs (a Choi vector: 2N)
     dt = v.check_dtype(dtype)
     v.check_choice(method, METHODS, "method")
     fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
-    L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
+    L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width)
     program = split_terminal_measurements(circuit)
     if store is not None:
         if method == "per-operation":
@@ -102,14 +148,20 @@ def simulate(
                 "out-of-core runs start from a basis state: initial must be None or an int, "
                 f"got {type(initial).__name__}"
             )
-        if program.conditional:
-            raise ValidationError("conditioned blocks (if_test) are in-memory only; run without store=")
+        if program.conditional or (density and program.dynamic):
+            raise ValidationError(
+                "conditioned blocks (if_test) and, for density matrices, mid-circuit measurements are "
+                "in-memory only; run without store="
+            )
+        basis = 0 if initial is None else v.check_basis(initial, n)
+        body = circuit.remove_final_measurements()
         return simulate_to_store(
-            circuit.remove_final_measurements(),
+            choi_circuit(body) if density else body,
             store=store,
             memory_limit=memory_limit,
             dtype=dt,
-            basis=0 if initial is None else v.check_basis(initial, n),
+            basis=basis | (basis << n) if density else basis,
+            density_qubits=n if density else 0,
             chunk_qubits=L,
             client=client,
             progress=progress,
@@ -119,12 +171,12 @@ def simulate(
         )
     if compression is not None or keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
-    L = _config.default_chunk_qubits(n) if L is None else L
+    L = _config.default_chunk_qubits(width) if L is None else L
     if memory_limit is not None:
         available, where = v.check_memory_limit(memory_limit), "memory_limit"
     else:
         available, where = _config.available_memory(client)
-    v.check_in_memory_run(n, np.dtype(dt).itemsize, L, available, where)
+    v.check_in_memory_run(width, np.dtype(dt).itemsize, L, available, where)
     options = RunOptions(
         method=method,
         fusion_size=fusion,
@@ -135,10 +187,12 @@ def simulate(
     )
     rng = np.random.default_rng(seed)
 
-    def start(segment: Circuit) -> StateVector:
+    def start(segment: Circuit) -> Any:
+        if density:
+            return _density_from(initial, segment, n, L, dt, options, rng)
         return _evolve_from(initial, segment, n, L, dt, options, rng)
 
-    if program.conditional:  # one trajectory: one shot through the branches
+    if (density and program.dynamic) or program.conditional:  # one trajectory: one shot through the branches
         (branch,) = run_branches(program, n, 1, start, rng)
         assert branch.state is not None
         return branch.state
@@ -166,10 +220,18 @@ def run(
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     shots = v.check_shots(shots)
-    for name in ("lazy", "density"):
-        if options.get(name):
-            raise ValidationError(f"run() does not take {name}=True; use simulate()")
+    if options.get("lazy"):
+        raise ValidationError("run() does not take lazy=True; use simulate()")
+    if options.get("trajectories") is not None:
+        raise ValidationError("run() samples shots itself; trajectories= belongs to simulate()")
     circuit = bound_circuit(circuit, options.pop("parameters", None))
+    noise_model = options.pop("noise_model", None)
+    if noise_model is not None:
+        circuit = _noisy(circuit, noise_model)
+    if options.get("density"):
+        circuit = resets_as_channels(circuit)
+    else:
+        refuse_channels(circuit)
     program = split_terminal_measurements(circuit)
     if not circuit.num_clbits or not (program.terminal or _writes_clbits(program.body)):
         raise ValidationError(
@@ -187,7 +249,7 @@ def run(
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
 
     branches = run_branches(program, circuit.num_qubits, shots, start, rng)
-    counts, per_shot = sample_branches(branches, program.terminal, circuit.registers, rng, memory)
+    counts, per_shot = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final)
 
@@ -204,6 +266,46 @@ def bound_circuit(circuit: Circuit, parameters: Any) -> Circuit:
     if parameters:
         raise ValidationError(f"the circuit has no parameters, but parameters={parameters!r} was given")
     return circuit
+
+
+def _noisy(circuit: Circuit, noise_model: Any) -> Circuit:
+    if not isinstance(noise_model, NoiseModel):
+        raise TypeError(f"noise_model must be a dasq.NoiseModel, got {type(noise_model).__name__}")
+    return noise_model.apply(circuit)
+
+
+def refuse_channels(circuit: Circuit) -> None:
+    """A statevector run cannot hold a channel's result: say what to use instead."""
+    found = [op for op in circuit if getattr(op, "is_channel", False)]
+    if found:
+        raise ValidationError(
+            f"the circuit has {len(found)} channel(s) ({found[0].describe()} first); a statevector "
+            "cannot hold their result: pass density=True (a DensityMatrix), or trajectories=T to "
+            "sample them on statevectors"
+        )
+
+
+def _density_from(
+    initial: Any, circuit: Circuit, n: int, L: int, dt: str, options: RunOptions, rng: np.random.Generator
+) -> DensityMatrix:
+    start = initial_choi(initial, n, L, dt)
+    ops = choi_operations(circuit.operations, n)
+    if isinstance(start, int):
+        run = evolve(ops, 0.0, 2 * n, L, dt, options, rng, basis=start)
+    else:
+        blocks, layout = start
+        run = evolve(ops, 0.0, 2 * n, L, dt, options, rng, blocks=blocks, layout=layout)
+    choi = StateVector(
+        run.blocks,
+        2 * n,
+        L,
+        layout=run.layout,
+        options=options,
+        rng=rng,
+        plan=run.plan,
+        report=Report(2 * n, L, tuple(run.records)),
+    )
+    return DensityMatrix(choi)
 
 
 def _writes_clbits(body: Any) -> bool:

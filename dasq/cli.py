@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shots", type=NON_NEGATIVE, default=1024)
     run.add_argument("--seed", type=NON_NEGATIVE, default=None)
     run.add_argument("--dtype", default="complex128", choices=["complex128", "complex64"])
+    run.add_argument(
+        "--density",
+        action="store_true",
+        help="simulate the density matrix (resets as channels; --chunk-qubits counts its 2N Choi qubits)",
+    )
     run.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=None)
     run.add_argument(
         "--method",
@@ -114,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
             circuit,
             args.shots,
             seed=args.seed,
+            density=args.density,
             dtype=args.dtype,
             chunk_qubits=args.chunk_qubits,
             client=client,

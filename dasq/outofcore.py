@@ -23,6 +23,7 @@ from dasq.errors import StoreError, ValidationError
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.planner import make_plan
 from dasq.plan.steps import PhysicalPlan
+from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
 from dasq.storage import chunks
 from dasq.storage import store as st
@@ -43,9 +44,12 @@ def simulate_to_store(
     fusion_size: int | None,
     compression: str | None,
     keep_bits: int | None,
-) -> StateVector:
+    density_qubits: int = 0,
+) -> StateVector | DensityMatrix:
     """Run ``circuit`` from basis state ``basis`` into the zarr group ``store``; a store
-    that already holds a run of this circuit is resumed (or opened when complete)."""
+    that already holds a run of this circuit is resumed (or opened when complete).
+    ``density_qubits`` = N: ``circuit`` is the Choi-vector circuit of an N-qubit
+    density matrix (the manifest says so; the state comes back as a DensityMatrix)."""
     if not isinstance(store, (str, os.PathLike)):
         raise TypeError(f"store must be a path (str or os.PathLike), got {type(store).__name__}")
     path = Path(store).expanduser().absolute()
@@ -80,6 +84,7 @@ def simulate_to_store(
         basis=basis,
         fusion_size=fusion_size,
         plan_digest=plan.digest,
+        density_qubits=density_qubits,
     )
 
     def build(staging: Path) -> None:
@@ -143,8 +148,9 @@ def resume(
     circuit: Circuit | None = None,
     client: Any = None,
     progress: bool = False,
-) -> StateVector:
-    """Finish the run stored in ``store`` (after a crash or a kill) and return its state.
+) -> StateVector | DensityMatrix:
+    """Finish the run stored in ``store`` (after a crash or a kill) and return its state
+    (a DensityMatrix when the store holds one).
 
     With ``circuit``, refuse unless the store holds a run of that very circuit. A
     complete store is simply opened. Nothing read from the store is executed: the
@@ -162,10 +168,12 @@ def resume(
         return _resume_locked(path, manifest, client, progress)
 
 
-def _resume_locked(path: Path, manifest: Manifest, client: Any, progress: bool) -> StateVector:
+def _resume_locked(
+    path: Path, manifest: Manifest, client: Any, progress: bool
+) -> StateVector | DensityMatrix:
     """Finish (or open) the run in ``path``, whose write lock this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
-        return StateVector.from_zarr(path, client=client)
+        return _as_state(StateVector.from_zarr(path, client=client), manifest)
     recorded = _recorded_circuit(path, manifest)
     plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size)
     if plan.digest != manifest.plan_digest:
@@ -197,7 +205,13 @@ def _recorded_circuit(path: Path, manifest: Manifest) -> Circuit:
     return circuit
 
 
-def _execute(path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool) -> StateVector:
+def _as_state(state: StateVector, manifest: Manifest) -> StateVector | DensityMatrix:
+    return DensityMatrix(state) if manifest.density_qubits else state
+
+
+def _execute(
+    path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool
+) -> StateVector | DensityMatrix:
     backend = get_backend("cpu")
     if not manifest.complete:
         stream.StreamExecutor(path, manifest, backend, client=client, progress=progress).run(plan)
@@ -207,4 +221,4 @@ def _execute(path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, pr
     records = tuple(stream.pass_record(p, n, L, nblocks) for p in stream.stream_passes(plan))
     state.plan = plan
     state.report = Report(n, L, records)
-    return state
+    return _as_state(state, manifest)

@@ -91,7 +91,7 @@ def test_circuit_size_errors():
         ({"initial": np.ones(4) / 2}, ValueError, r"shape \(8,\)"),
         ({"initial": np.array([np.nan] + [0] * 7)}, ValueError, "NaN"),
         ({"initial": "zero"}, TypeError, "initial must be"),
-        ({"density": True}, NotImplementedError, "density"),
+        ({"density": True, "chunk_qubits": 7}, ValueError, "between 0 and 6"),  # Choi vector: 2N qubits
         ({"store": 5}, TypeError, "store must be a path"),
     ],
 )

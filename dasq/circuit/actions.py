@@ -109,6 +109,39 @@ class CombineAction(Action):
         )
 
 
+@dataclass(frozen=True, eq=False)
+class PairMatrixAction(Action):
+    """A two-qubit matrix on (local bit ``target``, the global bit that pairs blocks),
+    seen from one block: new[r] = sum_c own[r, c] x[c] + other[r, c] s[c] over the
+    local bit, ``s`` the partner block, or (``packed`` = c) only its half with the
+    bit equal to c, the only column of ``other`` that is not zero."""
+
+    target: int
+    own: np.ndarray
+    other: np.ndarray
+    packed: int | None
+
+    def apply(self, backend: Any, block: Any, L: int, partner: Any = None) -> None:
+        hi, lo = 1 << (L - 1 - self.target), 1 << self.target
+        view = block.reshape(hi, 2, lo)
+        x = (view[:, 0, :].copy(), view[:, 1, :].copy())
+        if partner is None:
+            src: tuple = (None, None)
+        elif self.packed is None:
+            whole = partner.reshape(hi, 2, lo)
+            src = (whole[:, 0, :], whole[:, 1, :])
+        else:
+            src = tuple(partner.reshape(hi, lo) if c == self.packed else None for c in (0, 1))
+        for r in (0, 1):
+            out = view[:, r, :]
+            out *= 0
+            for c in (0, 1):
+                if self.own[r, c] != 0:
+                    out += self.own[r, c] * x[c]
+                if self.other[r, c] != 0 and src[c] is not None:
+                    out += self.other[r, c] * src[c]
+
+
 @dataclass(frozen=True)
 class PairUpdate:
     """How block c is rebuilt in a pair exchange: from block ``home`` read whole and,
@@ -118,4 +151,4 @@ class PairUpdate:
     home: int
     partner: int | None
     packed: Controls
-    action: CombineAction | None
+    action: CombineAction | PairMatrixAction | None

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit import library
+from dasq.circuit import channels, library
 from dasq.circuit.classical import MAX_CLBITS, ClassicalRegister, IfElse, check_condition
 from dasq.circuit.kinds import (
     Barrier,
+    Channel,
     Diagonal,
     Measure,
     Operation,
@@ -434,7 +435,48 @@ class Circuit:
         return self._add(Reset, qubit, name="reset")
 
     def barrier(self) -> Circuit:
+        """A barrier on every qubit (no effect on the state; kept for drawing and export)."""
         return self._add(Barrier, tuple(range(self._num_qubits)), name="barrier")
+
+    # ----------------------------------------------------------------- channels (density matrices)
+    def _channel(self, name: str, kraus: np.ndarray, targets: Qubits, params: tuple[float, ...]) -> Circuit:
+        return self._add(Channel, targets, name=name, params=params, kraus=kraus)
+
+    def dephase(self, p: float, q: int) -> Circuit:
+        """Dephasing: (1 - p) rho + p Z rho Z."""
+        return self._channel("dephase", channels.dephasing(p), q, (p,))
+
+    def dephase2(self, p: float, q1: int, q2: int) -> Circuit:
+        """Two-qubit dephasing: (1 - p) rho + p/3 (Z1 rho Z1 + Z2 rho Z2 + Z1Z2 rho Z1Z2)."""
+        return self._channel("dephase2", channels.dephasing2(p), (q1, q2), (p,))
+
+    def depolarize(self, p: float, q: int) -> Circuit:
+        """Depolarising: (1 - p) rho + p/3 (X rho X + Y rho Y + Z rho Z)."""
+        return self._channel("depolarize", channels.depolarising(p), q, (p,))
+
+    def depolarize2(self, p: float, q1: int, q2: int) -> Circuit:
+        """Two-qubit depolarising: (1 - p) rho + p/15 sum of P rho P over the 15
+        non-identity two-qubit Paulis."""
+        return self._channel("depolarize2", channels.depolarising2(p), (q1, q2), (p,))
+
+    def amplitude_damp(self, gamma: float, q: int) -> Circuit:
+        """Amplitude damping: K0 = [[1, 0], [0, sqrt(1 - gamma)]], K1 = [[0, sqrt(gamma)], [0, 0]]."""
+        return self._channel("amplitude_damp", channels.amplitude_damping(gamma), q, (gamma,))
+
+    def pauli_channel(self, px: float, py: float, pz: float, q: int) -> Circuit:
+        """(1 - px - py - pz) rho + px X rho X + py Y rho Y + pz Z rho Z."""
+        return self._channel("pauli_channel", channels.pauli_channel(px, py, pz), q, (px, py, pz))
+
+    def kraus(self, ops: object, targets: Qubits, *, name: str = "kraus") -> Circuit:
+        """sum_i K_i rho K_i^dagger; each K_i indexed as a ``unitary`` matrix (bit j of
+        its index belongs to ``targets[j]``); refused unless it preserves the trace."""
+        return self._add(Channel, targets, name=name, kraus=ops)
+
+    def superop(self, matrix: object, targets: Qubits, *, name: str = "superop") -> Circuit:
+        """A channel given by its superoperator (column stacking, as Qiskit's ``SuperOp``:
+        rho[i, j] at i + j 2^k); refused unless completely positive and trace preserving."""
+        t = check_qubits(targets, self._num_qubits, "targets")
+        return self._add(Channel, t, name=name, kraus=channels.kraus_of_superop(matrix, len(t)))
 
     # ----------------------------------------------------------------- one-qubit gates
     def _fixed(

@@ -24,6 +24,7 @@ class ShotProgram:
 
     body: tuple[Any, ...]
     terminal: tuple[tuple[int, int], ...]
+    readout: tuple[tuple[float, float], ...] = ()  # per terminal measurement: P(1|0), P(0|1)
 
     @property
     def dynamic(self) -> bool:
@@ -50,6 +51,7 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
     ops = list(circuit)
     keep = [True] * len(ops)
     terminal: list[tuple[int, int]] = []
+    readout: list[tuple[float, float]] = []
     touched: set[int] = set()  # qubits acted on later (terminal measurements excepted)
     read: set[int] = set()  # clbits read later
     maybe_written: set[int] = set()  # clbits a later IfElse may write
@@ -66,6 +68,7 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
             if c not in read and c not in maybe_written:
                 keep[i] = False
                 terminal.append((op.targets[0], c))
+                readout.append(op.readout)
                 written.add(c)
                 continue
         touched.update(op.qubits)
@@ -76,4 +79,4 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
             written.add(op.clbit)
             read.discard(op.clbit)  # earlier writes are hidden from later reads
     body = tuple(op for op, k in zip(ops, keep) if k)
-    return ShotProgram(body, tuple(reversed(terminal)))
+    return ShotProgram(body, tuple(reversed(terminal)), tuple(reversed(readout)))

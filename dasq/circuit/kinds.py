@@ -26,7 +26,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dasq.circuit import validation as v
-from dasq.circuit.actions import Action, CombineAction, Controls, DenseAction, DiagonalAction, PairUpdate
+from dasq.circuit.actions import (
+    Action,
+    CombineAction,
+    Controls,
+    DenseAction,
+    DiagonalAction,
+    PairMatrixAction,
+    PairUpdate,
+)
 from dasq.errors import ValidationError
 
 SWAP_MATRIX = np.eye(4, dtype=complex)[[0, 2, 1, 3]]
@@ -125,6 +133,12 @@ class Operation:
     def is_barrier(self) -> bool:
         return False
 
+    @property
+    def is_channel(self) -> bool:
+        """A non-unitary map (a channel, or its superoperator on a Choi vector): only
+        density-matrix runs and trajectories take it."""
+        return False
+
     def needs_local(self) -> frozenset[int]:
         """The qubits that must be local for this operation to run inside one block."""
         return frozenset() if self.is_diagonal else frozenset(self.targets)
@@ -182,6 +196,13 @@ class Operation:
     def conjugate(self) -> Operation:
         """The complex conjugate (what acts on the bra side of a density matrix)."""
         raise TypeError(f"{self.kind} has no conjugate")
+
+    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
+        """This operation on the 2N-qubit Choi vector of a density matrix of
+        ``num_qubits`` = N qubits (ket qubit q at q, bra qubit at q + N): U on the
+        ket qubits and conj(U) on the bra qubits."""
+        bra = self.conjugate().remap(range(num_qubits, 2 * num_qubits))
+        return (self, bra)
 
     def to_qiskit(self) -> Any:
         """The Qiskit instruction (on qubits ``controls + targets``)."""
@@ -615,18 +636,27 @@ class Measure(_Collapse):
     ``clbit`` (-1: kept only in the state's ``measurements``)."""
 
     clbit: int = -1
+    readout: tuple[float, float] = (0.0, 0.0)  # P(read 1 | 0), P(read 0 | 1): a readout error
 
     @classmethod
-    def check_payload(cls, num_targets: int, clbit: object = -1, **rest: Any) -> dict[str, Any]:
+    def check_payload(
+        cls, num_targets: int, clbit: object = -1, readout: object = (0.0, 0.0), **rest: Any
+    ) -> dict[str, Any]:
         super().check_payload(num_targets, **rest)
         if not isinstance(clbit, (int, np.integer)) or isinstance(clbit, bool):
             raise TypeError(f"clbit must be an int, got {type(clbit).__name__}")
         if clbit < -1:
             raise ValidationError(f"clbit must be a classical bit index (or -1 for none), got {clbit}")
-        return {"clbit": int(clbit)}
+        if not isinstance(readout, (tuple, list)) or len(readout) != 2:
+            raise TypeError(f"readout must be a pair (P(1|0), P(0|1)), got {readout!r}")
+        p01, p10 = (v.check_probability(p, "readout error probability") for p in readout)
+        return {"clbit": int(clbit), "readout": (p01, p10)}
 
     def describe(self) -> str:
         return super().describe() + (f" -> c{self.clbit}" if self.clbit >= 0 else "")
+
+    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
+        raise TypeError("a measurement draws an outcome; density-matrix runs branch on it before lowering")
 
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Measure as QiskitMeasure
@@ -637,6 +667,12 @@ class Measure(_Collapse):
 @dataclass(frozen=True, eq=False)
 class Reset(_Collapse):
     """Measure, then flip to |0> if the outcome was 1."""
+
+    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
+        """On a density matrix a reset is a channel (|0><0|, |0><1|): nothing is drawn."""
+        from dasq.circuit.channels import reset_kraus, superop_of
+
+        return (LinearMap.of_channel(superop_of(reset_kraus()), self.targets, num_qubits, "reset"),)
 
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Reset as QiskitReset
@@ -662,7 +698,141 @@ class Barrier(Operation):
     def conjugate(self) -> Operation:
         return self
 
+    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
+        return (self,)
+
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Barrier as QiskitBarrier
 
         return QiskitBarrier(len(self.targets))
+
+
+@dataclass(frozen=True, eq=False)
+class Channel(Operation):
+    """A quantum channel sum_i K_i rho K_i^dagger on the targets, kept as its Kraus
+    operators (``kraus[i]`` indexed as a ``unitary`` matrix). Density-matrix runs
+    apply its superoperator; trajectories draw one K_i per shot; a statevector run
+    refuses it."""
+
+    kraus: np.ndarray = field(default_factory=lambda: np.eye(2)[None])
+
+    @classmethod
+    def check_payload(cls, num_targets: int, kraus: object = None, **rest: Any) -> dict[str, Any]:
+        from dasq.circuit.channels import check_kraus
+
+        if rest:
+            return super().check_payload(num_targets, **rest)
+        if kraus is None:
+            raise ValidationError("a channel needs its Kraus operators")
+        return {"kraus": check_kraus(kraus, num_targets)}
+
+    @classmethod
+    def create(
+        cls, num_qubits: int, targets: object, controls: object = (), *args: Any, **kw: Any
+    ) -> Operation:
+        if controls:
+            raise ValidationError("a channel takes no controls")
+        return super().create(num_qubits, targets, (), *args, **kw)
+
+    @property
+    def is_channel(self) -> bool:
+        return True
+
+    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
+        raise ValidationError(
+            f"{self.describe()} is a channel; a statevector cannot hold its result: simulate with "
+            "density=True, or sample it with trajectories="
+        )
+
+    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
+        from dasq.circuit.channels import superop_of
+
+        return (LinearMap.of_channel(superop_of(self.kraus), self.targets, num_qubits, self.name),)
+
+    def to_qiskit(self) -> Any:
+        from qiskit.quantum_info import Kraus
+
+        return Kraus(list(self.kraus)).to_instruction()
+
+
+@dataclass(frozen=True, eq=False)
+class LinearMap(Operation):
+    """A dense 2^k x 2^k matrix that need not be unitary: a channel's superoperator
+    on the Choi vector of a density matrix (ket and bra qubits; the seed paper's
+    Alg. 18), or one Kraus operator drawn by a trajectory. Diagonal ones (dephasing)
+    run inside each block with no communication; a two-target one with one global
+    target pairs blocks and sends only the part of the partner block that the
+    matrix reads (one-qubit depolarising: half of it; damping: half, from half of
+    the blocks: the paper's Alg. 21 and 25)."""
+
+    matrix: np.ndarray = field(default_factory=lambda: np.eye(4))
+
+    kind: ClassVar[str] = "linear_map"
+
+    @classmethod
+    def check_payload(cls, num_targets: int, matrix: object = None, **rest: Any) -> dict[str, Any]:
+        if rest:
+            return super().check_payload(num_targets, **rest)
+        if matrix is None:
+            raise ValidationError("a linear map needs a matrix")
+        return {"matrix": v.check_matrix(matrix, num_targets, require_unitary=False)}
+
+    @classmethod
+    def of_channel(cls, superop: np.ndarray, targets: Sequence[int], num_qubits: int, name: str) -> LinearMap:
+        """The superoperator of a channel on ``targets`` of an N-qubit density matrix."""
+        choi_targets = tuple(targets) + tuple(t + num_qubits for t in targets)
+        return cls.create(2 * num_qubits, choi_targets, name=name or "channel", matrix=superop)  # type: ignore[return-value]
+
+    @property
+    def is_channel(self) -> bool:
+        return True
+
+    @cached_property
+    def is_diagonal(self) -> bool:  # type: ignore[override]
+        m = self.matrix
+        return np.count_nonzero(m) == np.count_nonzero(np.diagonal(m))
+
+    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
+        if self.is_diagonal:
+            t, d = reduce_diagonal(np.diag(self.matrix), self.targets, L, block)
+            return (DiagonalAction(t, d, ()),)
+        _require_local(self, L)
+        return (DenseAction(self.targets, (), self.matrix),)
+
+    def _split(self) -> tuple[int, int] | None:
+        """(index of the local target, index of the global one) for a two-target matrix."""
+        return None if len(self.targets) != 2 else (0, 1) if self.targets[0] < self.targets[1] else (1, 0)
+
+    def pair_exchange(self, L: int) -> ExchangeSpec | None:
+        split = self._split()
+        if self.is_diagonal or split is None:
+            return None
+        local, glob = (self.targets[j] for j in split)
+        if local >= L or glob < L:
+            return None
+        return ExchangeSpec(1 << (glob - L), rename=False)
+
+    def pair_update(self, L: int, block: int) -> PairUpdate | None:
+        jl, jg = self._split()  # type: ignore[misc]
+        a, g = self.targets[jl], self.targets[jg] - L
+        mine = bit(block, g)
+
+        def row(k: int, b: int) -> int:
+            return (k << jl) | (b << jg)
+
+        m = self.matrix
+        own = np.array([[m[row(r, mine), row(c, mine)] for c in (0, 1)] for r in (0, 1)])
+        other = np.array([[m[row(r, mine), row(c, 1 - mine)] for c in (0, 1)] for r in (0, 1)])
+        read = [c for c in (0, 1) if np.any(other[:, c])]
+        if not read:
+            if np.array_equal(own, np.eye(2)):
+                return None
+            return PairUpdate(block, None, (), PairMatrixAction(a, own, other, None))
+        partner = block ^ (1 << g)
+        if len(read) == 1:  # the matrix reads half of the partner block: only that half is sent
+            packed = ((a, read[0]),)
+            return PairUpdate(block, partner, packed, PairMatrixAction(a, own, other, read[0]))
+        return PairUpdate(block, partner, (), PairMatrixAction(a, own, other, None))
+
+    def to_qiskit(self) -> Any:
+        raise TypeError("a linear map is not a gate; export the circuit's channels instead")

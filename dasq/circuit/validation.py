@@ -119,6 +119,14 @@ def check_angle(theta: object, what: str = "angle") -> float:
     return value
 
 
+def check_probability(p: object, what: str = "probability") -> float:
+    """A real number in [0, 1]."""
+    value = check_angle(p, what)
+    if not 0.0 <= value <= 1.0:
+        raise ValidationError(f"{what} must be in [0, 1], got {value:g}")
+    return value
+
+
 def as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
     """``data`` as a finite complex128 array, and the unitarity tolerance its precision allows."""
     try:

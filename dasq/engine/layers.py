@@ -26,7 +26,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
-from dasq.circuit.actions import CombineAction
+from dasq.circuit.actions import CombineAction, PairMatrixAction
 from dasq.engine.program import BlockRunner
 from dasq.plan import relayout as algebra
 from dasq.plan.steps import Exchange, Permute, Traffic
@@ -272,7 +272,9 @@ def rechunk_relayout(
 
 
 # --------------------------------------------------------------------- exchanges (per-operation)
-def _combine(backend: Backend, action: CombineAction, L: int, home: Any, partner: Any = None) -> Any:
+def _combine(
+    backend: Backend, action: CombineAction | PairMatrixAction, L: int, home: Any, partner: Any = None
+) -> Any:
     out = home.copy()
     action.apply(backend, out, L, partner)
     return out

@@ -201,3 +201,43 @@ def logical_order(x: da.Array, L: int, layout: Sequence[int], backend: Backend, 
         return x
     y, _ = layers.permute_layer(x, Permute(local_order, global_order), L, backend, "readout")
     return y
+
+
+def _take(backend: Backend, block: Any, offsets: np.ndarray) -> np.ndarray:
+    return np.asarray(backend.to_host(block[offsets]), dtype=np.complex128)
+
+
+def _scatter(parts: Sequence[np.ndarray], where: Sequence[np.ndarray], size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.complex128)
+    for values, ks in zip(parts, where):
+        out[ks] = values
+    return out
+
+
+def choi_entries(
+    x: da.Array, L: int, layout: Sequence[int], num_qubits: int, flip: int, backend: Backend
+) -> Any:
+    """Delayed rho[k, k ^ flip] for every k < 2^N, read from a 2N-qubit Choi vector
+    stored under ``layout`` (ket qubit q at ``layout[q]``, bra at ``layout[q + N]``).
+
+    Only 2^N of the 4^N amplitudes are read, each block sending the few that it
+    holds: traces, probabilities and Pauli expectations of a density matrix are a
+    reduction with no exchange between blocks (the seed paper's Alg. 26)."""
+    n = num_qubits
+    k = np.arange(1 << n, dtype=np.int64)
+    j = k ^ flip
+    stored = np.zeros_like(k)
+    for q in range(n):
+        stored |= ((k >> q) & 1) << layout[q]
+        stored |= ((j >> q) & 1) << layout[q + n]
+    owner = stored >> L
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(x.numblocks[0] + 1))
+    take = dask.delayed(_take, pure=True)
+    parts, where = [], []
+    for c in range(x.numblocks[0]):
+        ks = order[bounds[c] : bounds[c + 1]]
+        if ks.size:
+            parts.append(take(backend, x.blocks[c], stored[ks] & ((1 << L) - 1)))
+            where.append(ks)
+    return dask.delayed(_scatter, pure=True)(parts, where, 1 << n)

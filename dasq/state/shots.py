@@ -130,20 +130,26 @@ def _split(branch: Branch, op: Any, n: int, start: Start, rng: np.random.Generat
             child_state = state.projected(q, outcome, p, reset=reset)
         memory = branch.memory
         clbit = getattr(op, "clbit", -1)
-        if not reset and clbit >= 0:
-            memory = (memory & ~(1 << clbit)) | (outcome << clbit)
-        children.append(Branch(count, memory, child_state))
+        if reset or clbit < 0:
+            children.append(Branch(count, memory, child_state))
+            continue
+        wrong = int(rng.binomial(count, op.readout[outcome]))  # readout error: the bit recorded flips
+        for recorded, shots in ((outcome, count - wrong), (1 - outcome, wrong)):
+            if shots:
+                children.append(Branch(shots, (memory & ~(1 << clbit)) | (recorded << clbit), child_state))
     return children
 
 
 def sample_branches(
     branches: Sequence[Branch],
-    terminal: Sequence[tuple[int, int]],
+    program: ShotProgram,
     registers: Sequence[ClassicalRegister],
     rng: np.random.Generator,
     keep_memory: bool,
 ) -> tuple[dict[str, int], np.ndarray | None]:
-    """Counts (and per-shot classical values) of the terminal measurements of every branch."""
+    """Counts (and per-shot classical values) of the terminal measurements of every
+    branch, readout errors applied to the bits they record."""
+    terminal = program.terminal
     values_seen, counts_seen = [], []
     for branch in branches:
         assert branch.state is not None
@@ -153,6 +159,9 @@ def sample_branches(
             memory = np.full(indices.size, branch.memory, dtype=np.int64)
             for q, c in terminal:
                 memory = (memory & ~np.int64(1 << c)) | (((indices >> q) & 1) << c)
+            for (_, c), error in zip(terminal, program.readout):
+                if any(error):
+                    memory, counts = _readout_flips(memory, counts, c, error, rng)
         else:
             memory, counts = np.array([branch.memory], dtype=np.int64), np.array([branch.shots])
         values_seen.append(memory)
@@ -166,3 +175,15 @@ def sample_branches(
     if not keep_memory:
         return counts_by_key, None
     return counts_by_key, rng.permutation(np.repeat(values, totals))
+
+
+def _readout_flips(
+    memory: np.ndarray, counts: np.ndarray, clbit: int, error: tuple[float, float], rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each recorded ``clbit`` flips with probability error[bit] (shots split binomially)."""
+    bit = (memory >> clbit) & 1
+    flips = rng.binomial(counts, np.where(bit == 1, error[1], error[0]))
+    return (
+        np.concatenate([memory, memory ^ np.int64(1 << clbit)]),
+        np.concatenate([counts - flips, flips]),
+    )

@@ -38,6 +38,16 @@ MAX_MARGINAL_QUBITS = 30
 SHOTS_PER_PASS = 500_000_000  # numpy's hypergeometric draws need fewer than 10^9 draws in all
 
 
+def labelled_counts(indices: np.ndarray, counts: np.ndarray, qubits: Sequence[int]) -> dict[str, int]:
+    """Counts of basis-state indices as Qiskit-style labels over ``qubits`` (qubits[0] rightmost)."""
+    outcomes = np.zeros(indices.shape, dtype=np.int64)
+    for j, q in enumerate(qubits):
+        outcomes |= ((indices >> q) & 1) << j
+    values, inverse = np.unique(outcomes, return_inverse=True)
+    totals = np.bincount(inverse, weights=counts, minlength=values.size)
+    return {format(int(v), f"0{len(qubits)}b"): int(c) for v, c in zip(values, totals)}
+
+
 class StateVector:
     """A pure state of ``num_qubits`` qubits held as blocks of 2^chunk_qubits amplitudes.
 
@@ -238,12 +248,7 @@ class StateVector:
         the chunking, layout, executor or cluster (see :meth:`sample_counts`)."""
         qs = check_readout_qubits(qubits, self._n)
         indices, counts = self.sample_counts(shots, seed)
-        outcomes = np.zeros(indices.shape, dtype=np.int64)
-        for j, q in enumerate(qs):
-            outcomes |= ((indices >> q) & 1) << j
-        values, inverse = np.unique(outcomes, return_inverse=True)
-        totals = np.bincount(inverse, weights=counts, minlength=values.size)
-        return {format(int(v), f"0{len(qs)}b"): int(c) for v, c in zip(values, totals)}
+        return labelled_counts(indices, counts, qs)
 
     def sample_counts(self, shots: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(basis-state indices ascending, how many of ``shots`` drew each), drawn from

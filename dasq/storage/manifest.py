@@ -48,6 +48,7 @@ class Manifest:
     basis: int = 0  # the run's initial basis state
     fusion_size: int = 0  # the planner's fusion size (0: a saved state, not a run)
     plan_digest: str | None = None  # digest of the physical plan the run follows
+    density_qubits: int = 0  # N > 0: the state is the 2N-qubit Choi vector of an N-qubit density matrix
     chunk_crc32c: str | None = None  # checksum of every chunk of ``current``, by position (storage.chunks)
     array_metadata: dict = field(default_factory=dict)  # sha256 of each array's zarr.json (its codecs)
     store_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # new for every store created

@@ -417,6 +417,7 @@ def describe_store(path: str | os.PathLike[str]) -> dict:
     return {
         "path": str(where),
         "num_qubits": m.num_qubits,
+        "density_qubits": m.density_qubits,
         "dtype": m.dtype,
         "chunk_qubits": m.chunk_qubits,
         "storage_chunk_qubits": m.storage_qubits,

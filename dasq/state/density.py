@@ -1,0 +1,371 @@
+"""DensityMatrix: an N-qubit mixed state held as its 2N-qubit Choi vector.
+
+rho[i, j] is amplitude i + j 2^N of a StateVector on 2N qubits (ket qubit q at q,
+bra qubit q at q + N), so a density matrix is run by the same engine, planner and
+stores as a pure state (``dasq/circuit/choi.py`` says what each operation is on
+the Choi vector). The read-outs here are the density-matrix ones: probabilities,
+traces and Pauli expectations read only the 2^N entries rho[k, k ^ f] where they
+live (no exchange: the seed paper's Alg. 26); the purity is the vector's squared
+norm; the partial trace (Alg. 28) gives a smaller DensityMatrix.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from dasq.backend.registry import get_backend
+from dasq.circuit.choi import choi_circuit
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.kinds import pauli_masks
+from dasq.circuit.validation import check_index, check_qubits, check_readout_qubits, check_shots
+from dasq.engine import readout
+from dasq.engine.memory import persist
+from dasq.errors import ValidationError
+from dasq.state.observables import PauliSum
+from dasq.state.statevector import MAX_MARGINAL_QUBITS, SHOTS_PER_PASS, StateVector, labelled_counts
+
+
+class DensityMatrix:
+    """A density matrix of ``num_qubits`` qubits; build one with
+    ``dasq.simulate(circuit, density=True)``. ``chunk_qubits`` and ``layout`` are
+    those of the Choi vector (2N qubits); ``choi`` is that vector as a StateVector."""
+
+    def __init__(self, choi: StateVector, measurements: Sequence[tuple[int, int]] = ()) -> None:
+        if choi.num_qubits % 2:
+            raise ValidationError(f"a Choi vector has an even number of qubits, got {choi.num_qubits}")
+        self.choi = choi
+        self._n = choi.num_qubits // 2
+        self.measurements: list[tuple[int, int]] = list(measurements)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def num_qubits(self) -> int:
+        return self._n
+
+    @property
+    def chunk_qubits(self) -> int:
+        return self.choi.chunk_qubits
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.choi.dtype
+
+    @property
+    def layout(self) -> tuple[int, ...]:
+        return self.choi.layout
+
+    @property
+    def blocks(self) -> da.Array:
+        return self.choi.blocks
+
+    @property
+    def plan(self) -> Any:
+        return self.choi.plan
+
+    @property
+    def report(self) -> Any:
+        return self.choi.report
+
+    @property
+    def store(self) -> str | None:
+        return self.choi.store
+
+    @property
+    def storage_fidelity(self) -> float:
+        return self.choi.storage_fidelity
+
+    @property
+    def amplitudes(self) -> da.Array:
+        """rho as a lazy 2^N x 2^N dask array (row i, column j)."""
+        d = 1 << self._n
+        return self.choi.amplitudes.reshape(d, d).T
+
+    def __repr__(self) -> str:
+        c = self.choi
+        return (
+            f"<dasq.DensityMatrix {self._n} qubits, {self.dtype}, {1 << (2 * self._n - c.chunk_qubits)} "
+            f"blocks of 2^{c.chunk_qubits} amplitudes>"
+        )
+
+    def _repr_html_(self) -> str:
+        c = self.choi
+        where = f", stored in {html.escape(c.store)}" if c.store else ""
+        return (
+            f"<b>dasq.DensityMatrix</b>: {self._n} qubits (a Choi vector of {2 * self._n}), {self.dtype}, "
+            f"{1 << (2 * self._n - c.chunk_qubits)} blocks of 2<sup>{c.chunk_qubits}</sup> amplitudes"
+            f"{where}, {c.report.amplitudes_moved} amplitudes moved between blocks"
+        )
+
+    # ----------------------------------------------------------------- evolution
+    def apply(self, circuit: Circuit) -> DensityMatrix:
+        """A new density matrix: this one with ``circuit`` (gates, channels, resets) applied."""
+        if not isinstance(circuit, Circuit):
+            raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        if circuit.num_qubits != self._n:
+            raise ValidationError(f"circuit has {circuit.num_qubits} qubits but the state has {self._n}")
+        return DensityMatrix(self.choi.apply(choi_circuit(circuit)), self.measurements)
+
+    def project(self, qubit: int, outcome: int) -> DensityMatrix:
+        """A new density matrix: this one after measuring ``qubit`` with ``outcome``,
+        renormalised. Refuses an outcome of probability 0."""
+        (q,) = check_readout_qubits([qubit], self._n)
+        if outcome not in (0, 1):
+            raise ValidationError(f"a measurement outcome is 0 or 1, got {outcome!r}")
+        probs = self.probabilities([q])
+        p = float(probs[outcome] / probs.sum())
+        if p <= 0:
+            raise ValidationError(f"qubit {q} has probability 0 of outcome {outcome}")
+        return self.projected(q, outcome, p)
+
+    def projected(
+        self, qubit: int, outcome: int, probability: float, *, reset: bool = False
+    ) -> DensityMatrix:
+        """:meth:`project` when the outcome's ``probability`` is known: the ket and the
+        bra bit are both kept at ``outcome`` and the entries divided by it."""
+        ket = self.choi.projected(qubit, outcome, probability**2, reset=reset)
+        both = ket.projected(qubit + self._n, outcome, 1.0, reset=reset)
+        return DensityMatrix(both, self.measurements + ([] if reset else [(qubit, outcome)]))
+
+    # ----------------------------------------------------------------- read-out
+    def _entries(self, flip: int) -> np.ndarray:
+        """rho[k, k ^ flip] for every k (2^N numbers)."""
+        c = self.choi
+        part = readout.choi_entries(c.blocks, c.chunk_qubits, c.layout, self._n, flip, c.backend)
+        return c._compute(part)[0]
+
+    def _diagonal(self) -> np.ndarray:
+        return self._entries(0).real
+
+    def trace(self) -> float:
+        """Tr(rho) (1 for a normalised density matrix)."""
+        return float(self._diagonal().sum())
+
+    def norm(self) -> float:
+        """Tr(rho), the density-matrix counterpart of a statevector's norm."""
+        return self.trace()
+
+    def purity(self) -> float:
+        """Tr(rho^2): 1 for a pure state, 2^-N for the maximally mixed one."""
+        return self.choi.norm() ** 2
+
+    def to_numpy(self, force: bool = False) -> np.ndarray:
+        """rho as a 2^N x 2^N numpy array; refuses above ``dasq.to-numpy-limit`` bytes
+        (default a quarter of RAM) unless ``force=True``."""
+        d = 1 << self._n
+        return self.choi.to_numpy(force=force).reshape(d, d).T
+
+    def amplitude(self, row: int, column: int) -> complex:
+        """rho[row, column]."""
+        i, j = check_index(row, self._n, "row"), check_index(column, self._n, "column")
+        return self.choi.amplitude(i + (j << self._n))
+
+    def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
+        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``."""
+        qs = check_readout_qubits(qubits, self._n)
+        if len(qs) > MAX_MARGINAL_QUBITS:
+            raise ValidationError(f"a marginal over at most {MAX_MARGINAL_QUBITS} qubits is allowed")
+        p = np.clip(self._diagonal(), 0.0, None)
+        k = np.arange(p.size, dtype=np.int64)
+        index = np.zeros_like(k)
+        for j, q in enumerate(qs):
+            index |= ((k >> q) & 1) << j
+        return np.bincount(index, weights=p, minlength=1 << len(qs))
+
+    def sample(
+        self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None
+    ) -> dict[str, int]:
+        """Counts of ``shots`` measurements of ``qubits`` (all by default), Qiskit-style
+        labels with ``qubits[0]`` rightmost; a seed fixes them for any chunking."""
+        qs = check_readout_qubits(qubits, self._n)
+        indices, counts = self.sample_counts(shots, seed)
+        return labelled_counts(indices, counts, qs)
+
+    def sample_counts(self, shots: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(basis-state indices ascending, counts) of ``shots`` draws from the diagonal,
+        drawn as a statevector with the same probabilities would draw them."""
+        shots = check_shots(shots)
+        key = int(np.random.default_rng(seed).integers(0, 2**62))
+        amplitudes = np.sqrt(np.clip(self._diagonal(), 0.0, None)).astype(np.complex128)
+        tables, _ = readout.layout_tables(range(self._n), self._n)
+        cpu = get_backend("cpu")
+        found = []
+        for batch, start in enumerate(range(0, shots, SHOTS_PER_PASS)):
+            n_shots, k = min(SHOTS_PER_PASS, shots - start), key + 1000 * batch
+            lam = readout.poisson_mean(n_shots)
+            for attempt in range(8):
+                kept = readout.keep_shots(
+                    [cpu.poisson_draws(amplitudes, 0, tables, lam, k + attempt)], n_shots, k + attempt
+                )
+                if kept is not None:
+                    found.append(kept)
+                    break
+                lam *= 2
+            else:
+                raise ValidationError(f"cannot sample: the trace is {self.trace():.3g}, not 1")
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        indices, inverse = np.unique(np.concatenate([i for i, _ in found]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=indices.size)
+        return indices, counts.astype(np.int64)
+
+    def expectation(self, observable: Any) -> float | complex:
+        """Tr(H rho) for a Pauli sum H (PauliSum, label, list of (label, coeff) or a
+        qiskit SparsePauliOp): one read of 2^N entries per distinct X/Y mask."""
+        obs = PauliSum.parse(observable)
+        if obs.num_qubits != self._n:
+            raise ValidationError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
+        k = np.arange(1 << self._n, dtype=np.int64)
+        by_flip: dict[int, list[tuple[int, complex]]] = {}
+        for label, coeff in obs.terms:
+            xm, ym, zm = pauli_masks(label, range(self._n))
+            by_flip.setdefault(xm | ym, []).append((ym | zm, coeff * 1j ** bin(ym).count("1")))
+        total = 0j
+        for flip, terms in by_flip.items():
+            entries = self._entries(flip)
+            for yz, weight in terms:
+                parity = np.zeros_like(k)
+                for q in range(self._n):
+                    if (yz >> q) & 1:
+                        parity ^= (k >> q) & 1
+                total += weight * complex(np.sum(entries * (1 - 2 * parity)))
+        return float(total.real) if obs.is_hermitian else complex(total)
+
+    def fidelity(self, other: Any) -> float:
+        """Fidelity with a pure state (a StateVector or 2^N amplitudes: <psi|rho|psi>)
+        or a mixed one (a DensityMatrix or a 2^N x 2^N array: Uhlmann's
+        (Tr sqrt(sqrt(rho) sigma sqrt(rho)))^2, from dense matrices)."""
+        if isinstance(other, StateVector):
+            if other.num_qubits != self._n:
+                raise ValidationError(f"states have {self._n} and {other.num_qubits} qubits")
+            psi = other.to_numpy()
+        elif isinstance(other, DensityMatrix):
+            if other.num_qubits != self._n:
+                raise ValidationError(f"states have {self._n} and {other.num_qubits} qubits")
+            return _uhlmann(self.to_numpy(), other.to_numpy())
+        else:
+            arr = np.asarray(other)
+            d = 1 << self._n
+            if arr.shape == (d, d):
+                return _uhlmann(self.to_numpy(), arr.astype(np.complex128))
+            if arr.shape != (d,):
+                raise ValidationError(
+                    f"expected {d} amplitudes or a ({d}, {d}) matrix, got shape {arr.shape}"
+                )
+            psi = arr.astype(np.complex128)
+        psi = psi / np.linalg.norm(psi)
+        rho_psi = self.choi._compute(self.amplitudes @ psi)[0]
+        return float(np.real(np.vdot(psi, rho_psi)))
+
+    def partial_trace(self, qubits: Sequence[int] | int) -> DensityMatrix:
+        """The density matrix of the other qubits: ``qubits`` traced out (the others
+        keep their order, renumbered from 0)."""
+        traced = check_qubits(qubits, self._n, "qubits")
+        if len(traced) == self._n:
+            raise ValidationError(
+                f"partial_trace over all {self._n} qubits leaves nothing; use trace() for the number"
+            )
+        n = self._n
+        bits = list(range(2 * n - 1, -1, -1))  # the original bit of each axis
+        y = self.choi.amplitudes.reshape((2,) * (2 * n))
+        for q in traced:
+            ket, bra = bits.index(q), bits.index(q + n)
+            picks = []
+            for b in (0, 1):
+                index: list[Any] = [slice(None)] * len(bits)
+                index[ket] = index[bra] = b
+                picks.append(y[tuple(index)])
+            y = picks[0] + picks[1]
+            bits = [x for x in bits if x not in (q, q + n)]
+        m = n - len(traced)
+        L = min(self.chunk_qubits, 2 * m)
+        vector = y.reshape(-1).rechunk(1 << L, method="tasks")
+        c = self.choi
+        options = c._options
+        blocks = vector if options.lazy else persist(vector, options.client)
+        smaller = StateVector(blocks, 2 * m, L, options=options, rng=c._rng)
+        return DensityMatrix(smaller)
+
+
+def _uhlmann(rho: np.ndarray, sigma: np.ndarray) -> float:
+    def sqrt_psd(a: np.ndarray) -> np.ndarray:
+        w, v = np.linalg.eigh((a + a.conj().T) / 2)
+        return (v * np.sqrt(np.clip(w, 0, None))) @ v.conj().T
+
+    root = sqrt_psd(rho)
+    w = np.linalg.eigvalsh(root @ sigma @ root)
+    return float(np.sum(np.sqrt(np.clip(w, 0, None))) ** 2)
+
+
+MAXIMALLY_MIXED = "maximally_mixed"
+
+
+def initial_choi(
+    initial: Any, num_qubits: int, chunk_qubits: int, dtype: str
+) -> int | tuple[da.Array, tuple]:
+    """The starting Choi vector of a density-matrix run: a basis index of the 2N-qubit
+    vector (for None or a basis-state int), or (blocks, layout)."""
+    from dasq.circuit import validation as v
+
+    n, L = num_qubits, chunk_qubits
+    if initial is None or v.is_int(initial):
+        b = 0 if initial is None else v.check_basis(initial, n)
+        return b | (b << n)
+    if isinstance(initial, DensityMatrix):
+        if initial.num_qubits != n:
+            raise ValidationError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")
+        c = initial.choi
+        if c.chunk_qubits == L:
+            return c.blocks.astype(dtype), c.layout
+        return c.amplitudes.astype(dtype).rechunk(1 << L, method="tasks"), tuple(range(2 * n))
+    d = 1 << n
+    if isinstance(initial, str):
+        if initial != MAXIMALLY_MIXED:
+            raise ValidationError(f"initial={initial!r}: the named initial state is {MAXIMALLY_MIXED!r}")
+        step = d + 1  # rho[i, i] sits at i (2^N + 1)
+        blocks = da.map_blocks(
+            _mixed_block, da.empty(d * d, chunks=1 << L, dtype=dtype), d=d, step=step, dtype=dtype
+        )
+        return blocks, tuple(range(2 * n))
+    if isinstance(initial, StateVector):
+        if initial.num_qubits != n:
+            raise ValidationError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")
+        psi = initial.amplitudes.astype(dtype)
+        return da.outer(psi.conj(), psi).reshape(-1).rechunk(1 << L, method="tasks"), tuple(range(2 * n))
+    if isinstance(initial, (np.ndarray, list, tuple)):
+        arr = np.asarray(initial)
+        if not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"initial amplitudes must be numbers, got dtype {arr.dtype}")
+        arr = arr.astype(np.complex128)
+        if not np.all(np.isfinite(arr)):
+            raise ValidationError("the initial state contains NaN or infinity")
+        if arr.shape == (d,):
+            v.check_initial_amplitudes(True, float(np.linalg.norm(arr)))
+            rho = np.outer(arr, arr.conj())
+        elif arr.shape == (d, d):
+            rho = arr
+            if np.max(np.abs(rho - rho.conj().T)) > 1e-8 or abs(np.trace(rho) - 1) > v.NORM_ATOL:
+                raise ValidationError("an initial density matrix must be Hermitian with trace 1")
+        else:
+            raise ValidationError(
+                f"an initial state of {n} qubits is {d} amplitudes or a ({d}, {d}) density matrix, "
+                f"got shape {arr.shape}"
+            )
+        vector = np.ascontiguousarray(rho.T).reshape(-1).astype(dtype)
+        return da.from_array(vector, chunks=1 << L), tuple(range(2 * n))
+    raise TypeError(
+        "initial must be None, a basis-state int, 'maximally_mixed', amplitudes, a density matrix "
+        f"array, a StateVector or a DensityMatrix, got {type(initial).__name__}"
+    )
+
+
+def _mixed_block(block: np.ndarray, block_info: Any = None, *, d: int, step: int) -> np.ndarray:
+    start = block_info[0]["array-location"][0][0]
+    out = np.zeros(block.shape, dtype=block.dtype)
+    first = (-start) % step
+    out[first::step] = 1.0 / d
+    return out

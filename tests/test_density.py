@@ -187,12 +187,35 @@ def test_channel_communication_is_at_most_table_one(build, moved):
     np.testing.assert_allclose(dm.to_numpy(), reference(circuit), atol=1e-12)
 
 
-def test_two_qubit_depolarising_moves_more_than_table_one():
-    # Known gap: the paper's Alg. 22 sends Sigma/2; dasq brings both bra qubits local and
-    # back (two fused relayouts of 3/4 of the state). Kept visible here.
-    circuit = dasq.Circuit(4).depolarize2(0.1, 1, 2)
-    dm = dasq.simulate(circuit, density=True, chunk_qubits=4, method="per-operation")
-    assert dm.report.amplitudes_moved == 3 * SIGMA // 2
+@pytest.mark.parametrize(
+    ("targets", "chunk_qubits", "moved", "path"),
+    [
+        ((1, 2), 4, SIGMA // 2, "group-sum"),  # both bra qubits global: two rounds of a quarter
+        ((2, 1), 4, SIGMA // 2, "group-sum"),
+        ((1, 2), 6, SIGMA // 8, "pair-exchange"),  # one bra qubit global: an eighth (pre-combined)
+        ((3, 0), 5, SIGMA // 8, "pair-exchange"),
+        ((1, 2), 8, 0, "local"),
+    ],
+)
+def test_two_qubit_depolarising_communication_is_table_one(targets, chunk_qubits, moved, path):
+    # Alg. 22: Sigma/8 with one global bra qubit, Sigma/2 (two rounds) with two
+    circuit = dasq.Circuit(4).h(0).cx(0, 1).ry(0.4, 2).cx(2, 3).depolarize2(0.3, *targets)
+    before = dasq.Circuit(4).h(0).cx(0, 1).ry(0.4, 2).cx(2, 3)
+    kw = {"density": True, "chunk_qubits": chunk_qubits, "method": "per-operation"}
+    dm = dasq.simulate(circuit, **kw)
+    assert dm.report.amplitudes_moved - dasq.simulate(before, **kw).report.amplitudes_moved == moved
+    assert path in [step.path for step in dm.plan.steps]
+    np.testing.assert_allclose(dm.to_numpy(), reference(circuit), atol=1e-12)
+
+
+def test_a_low_rank_read_sends_only_its_rank():
+    # a two-qubit Kraus map with one global bra qubit reads the partner through a
+    # projection: what is sent is counted from the rank, and the result is exact
+    rng = np.random.default_rng(5)
+    circuit = dasq.Circuit(4).h(0).cx(0, 2).kraus(_random_kraus(rng, 2, 2), [0, 3])
+    dm = dasq.simulate(circuit, density=True, chunk_qubits=7, method="per-operation")
+    np.testing.assert_allclose(dm.to_numpy(), reference(circuit), atol=1e-12)
+    assert 0 < dm.report.amplitudes_moved <= SIGMA
 
 
 # ----------------------------------------------------------------- measurement, run, CLI

@@ -99,6 +99,18 @@ class Backend:
     ) -> None:
         raise NotImplementedError
 
+    def apply_pair_map(
+        self, block: Any, L: int, targets: Sequence[int], own: Any, weights: Any, piece: Any
+    ) -> None:
+        """block <- ``own`` on local ``targets`` + ``weights`` (2^k x r) applied to the
+        r values per group a partner sent (``piece``, grouped by the other local bits)."""
+        raise NotImplementedError
+
+    def project(self, piece: Any, L: int, targets: Sequence[int], matrix: Any) -> Any:
+        """r combinations (rows of ``matrix``, r x 2^m) over bits ``targets`` of a
+        2^L piece, grouped by its other bits: what a partner sends of a low-rank read."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ compiled groups
     def compile_matrix(self, qubits: Sequence[int], matrix: np.ndarray, dtype: str) -> Kernel:
         raise NotImplementedError

@@ -179,6 +179,27 @@ class CPUBackend(Backend):
         else:
             view[...] = own * view + other * src
 
+    def apply_pair_map(
+        self, block: Any, L: int, targets: Sequence[int], own: Any, weights: Any, piece: Any
+    ) -> None:
+        view = block.reshape((2,) * L)
+        k = len(targets)
+        axes = [_axis(targets[k - 1 - i], L) for i in range(k)]
+        m = np.asarray(own).astype(block.dtype, copy=False).reshape((2,) * (2 * k))
+        res = np.tensordot(m, view, axes=(list(range(k, 2 * k)), axes))
+        if weights is not None:
+            r = weights.shape[1]
+            w = np.asarray(weights).astype(block.dtype, copy=False).reshape((2,) * k + (r,))
+            res += np.tensordot(w, piece.reshape((2,) * (L - k) + (r,)), axes=([k], [L - k]))
+        view[...] = np.moveaxis(res, list(range(k)), axes)
+
+    def project(self, piece: Any, L: int, targets: Sequence[int], matrix: Any) -> Any:
+        m = len(targets)
+        axes = [_axis(targets[m - 1 - i], L) for i in range(m)]
+        p = np.asarray(matrix).astype(piece.dtype, copy=False).reshape((-1,) + (2,) * m)
+        res = np.tensordot(p, piece.reshape((2,) * L), axes=(list(range(1, m + 1)), axes))
+        return np.ascontiguousarray(np.moveaxis(res, 0, -1)).reshape(-1)
+
     # ------------------------------------------------------------ compiled groups
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
         if np.all(table == 1):

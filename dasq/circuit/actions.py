@@ -110,45 +110,69 @@ class CombineAction(Action):
 
 
 @dataclass(frozen=True, eq=False)
-class PairMatrixAction(Action):
-    """A two-qubit matrix on (local bit ``target``, the global bit that pairs blocks),
-    seen from one block: new[r] = sum_c own[r, c] x[c] + other[r, c] s[c] over the
-    local bit, ``s`` the partner block, or (``packed`` = c) only its half with the
-    bit equal to c, the only column of ``other`` that is not zero."""
+class PairMapAction(Action):
+    """A matrix on local ``targets`` and the global bit that pairs blocks, seen from
+    one block: new = ``own`` x (bit j of its index -> targets[j]) plus ``weights``
+    (2^k x r) times the r values per group that the partner sent (``Projection``);
+    ``weights`` None: the partner is not read."""
 
-    target: int
+    targets: tuple[int, ...]
     own: np.ndarray
-    other: np.ndarray
-    packed: int | None
+    weights: np.ndarray | None
 
     def apply(self, backend: Any, block: Any, L: int, partner: Any = None) -> None:
-        hi, lo = 1 << (L - 1 - self.target), 1 << self.target
-        view = block.reshape(hi, 2, lo)
-        x = (view[:, 0, :].copy(), view[:, 1, :].copy())
-        if partner is None:
-            src: tuple = (None, None)
-        elif self.packed is None:
-            whole = partner.reshape(hi, 2, lo)
-            src = (whole[:, 0, :], whole[:, 1, :])
-        else:
-            src = tuple(partner.reshape(hi, lo) if c == self.packed else None for c in (0, 1))
-        for r in (0, 1):
-            out = view[:, r, :]
-            out *= 0
-            for c in (0, 1):
-                if self.own[r, c] != 0:
-                    out += self.own[r, c] * x[c]
-                if self.other[r, c] != 0 and src[c] is not None:
-                    out += self.other[r, c] * src[c]
+        backend.apply_pair_map(block, L, self.targets, self.own, self.weights, partner)
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """What a partner sends when the matrix reads a low-rank part of it: of its
+    amplitudes whose local bits meet ``PairUpdate.packed``, r combinations per group
+    of the bits ``targets`` (positions in that packed piece), the rows of ``matrix``
+    (r x 2^m). Two-qubit depolarising sends one value per eight (Alg. 22)."""
+
+    targets: tuple[int, ...]
+    matrix: np.ndarray
+
+    def apply(self, backend: Any, piece: Any, L: int) -> Any:
+        return backend.project(piece, L, self.targets, self.matrix)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupShareAction(Action):
+    """A block's share of a summing exchange: block <- ``scale`` x block, plus
+    ``weight`` x (the sum over its group of blocks of their pieces at ``fixed``)
+    added where its own local bits meet ``fixed``."""
+
+    fixed: Controls
+    scale: complex
+    weight: complex
+
+    def apply(self, backend: Any, block: Any, L: int, total: Any = None) -> None:
+        block *= self.scale
+        piece = backend.pack(block, L, self.fixed)
+        backend.place(block, L, self.fixed, piece + self.weight * total)
 
 
 @dataclass(frozen=True)
 class PairUpdate:
     """How block c is rebuilt in a pair exchange: from block ``home`` read whole and,
     when ``partner`` is set, the amplitudes of block ``partner`` whose local bits meet
-    ``packed`` (sent packed). ``action`` None: block c is block ``home`` renamed."""
+    ``packed`` (sent packed), combined by ``projection`` when it is set. ``action``
+    None: block c is block ``home`` renamed."""
 
     home: int
     partner: int | None
     packed: Controls
-    action: CombineAction | PairMatrixAction | None
+    action: CombineAction | PairMapAction | None
+    projection: Projection | None = None
+
+    def sent(self, L: int) -> int:
+        """Amplitudes the partner sends for this block (0: it reads no partner)."""
+        if self.partner is None:
+            return 0
+        piece = (1 << L) >> len(self.packed)
+        if self.projection is None:
+            return piece
+        m, r = len(self.projection.targets), self.projection.matrix.shape[0]
+        return (piece >> m) * r

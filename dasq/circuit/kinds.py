@@ -32,8 +32,10 @@ from dasq.circuit.actions import (
     Controls,
     DenseAction,
     DiagonalAction,
-    PairMatrixAction,
+    GroupShareAction,
+    PairMapAction,
     PairUpdate,
+    Projection,
 )
 from dasq.errors import ValidationError
 
@@ -50,10 +52,13 @@ def bit(value: int, b: int) -> int:
 @dataclass(frozen=True)
 class ExchangeSpec:
     """Blocks c and c ^ ``mask`` meet; ``rename``: block c is computed from block
-    c ^ mask alone, where that block lives (nothing is sent)."""
+    c ^ mask alone, where that block lives (nothing is sent). ``summed``: the blocks
+    that differ in the bits of ``mask`` add up one piece of each, by a butterfly (one
+    round of pairs per bit), and each block takes the sum back (``group_share``)."""
 
     mask: int
     rename: bool
+    summed: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,6 +192,10 @@ class Operation:
     def relayout_pairs(self, L: int) -> tuple[tuple[int, int], ...] | None:
         """(global, local) position pairs when this operation IS a relayout (a SWAP)."""
         return None
+
+    def group_share(self, L: int, block: int) -> GroupShareAction:
+        """Block ``block``'s part of a summing exchange (``ExchangeSpec.summed``)."""
+        raise TypeError(f"{self.kind} has no summing exchange")
 
     def absorbed_swap(self) -> tuple[int, int] | None:
         """The two qubits of an uncontrolled SWAP: the planner relabels them, nothing moves."""
@@ -760,10 +769,12 @@ class LinearMap(Operation):
     """A dense 2^k x 2^k matrix that need not be unitary: a channel's superoperator
     on the Choi vector of a density matrix (ket and bra qubits; the seed paper's
     Alg. 18), or one Kraus operator drawn by a trajectory. Diagonal ones (dephasing)
-    run inside each block with no communication; a two-target one with one global
-    target pairs blocks and sends only the part of the partner block that the
-    matrix reads (one-qubit depolarising: half of it; damping: half, from half of
-    the blocks: the paper's Alg. 21 and 25)."""
+    run inside each block with no communication. With one global target, blocks
+    pair and the partner sends only what the matrix reads, combined to its rank
+    (one-qubit depolarising: half a block; damping: half, from half of the blocks;
+    two-qubit depolarising: an eighth: Alg. 21, 25, 22). A depolarising map whose
+    bra qubits are all global sums the traces of the blocks of each group by a
+    butterfly (two-qubit depolarising: two rounds of a quarter: Alg. 22)."""
 
     matrix: np.ndarray = field(default_factory=lambda: np.eye(4))
 
@@ -778,10 +789,33 @@ class LinearMap(Operation):
         return {"matrix": v.check_matrix(matrix, num_targets, require_unitary=False)}
 
     @classmethod
+    def create(
+        cls, num_qubits: int, targets: object, controls: object = (), *args: Any, **kw: Any
+    ) -> Operation:
+        if controls:
+            raise ValidationError("a linear map takes no controls")
+        return super().create(num_qubits, targets, (), *args, **kw)
+
+    @classmethod
     def of_channel(cls, superop: np.ndarray, targets: Sequence[int], num_qubits: int, name: str) -> LinearMap:
         """The superoperator of a channel on ``targets`` of an N-qubit density matrix."""
         choi_targets = tuple(targets) + tuple(t + num_qubits for t in targets)
         return cls.create(2 * num_qubits, choi_targets, name=name or "channel", matrix=superop)  # type: ignore[return-value]
+
+    @cached_property
+    def depolarising(self) -> tuple[complex, complex] | None:
+        """(s, w) when the matrix is s I + w D on (ket targets, bra targets), D adding up
+        the entries rho[i, i] of the targets (the trace) into each of them: a k-qubit
+        depolarising channel, s = 1 - 4^k p / (4^k - 1), w = 2^k p / (4^k - 1)."""
+        m, half = self.matrix, len(self.targets) // 2
+        if half == 0 or len(self.targets) != 2 * half:
+            return None
+        low = (1 << half) - 1
+        on_diagonal = np.array([(i & low) == (i >> half) for i in range(m.shape[0])])
+        s = m[1, 1]
+        w = m[0, 0] - s
+        expected = s * np.eye(m.shape[0]) + w * np.outer(on_diagonal, on_diagonal)
+        return (complex(s), complex(w)) if np.allclose(m, expected, rtol=0, atol=1e-14) else None
 
     @property
     def is_channel(self) -> bool:
@@ -799,40 +833,103 @@ class LinearMap(Operation):
         _require_local(self, L)
         return (DenseAction(self.targets, (), self.matrix),)
 
-    def _split(self) -> tuple[int, int] | None:
-        """(index of the local target, index of the global one) for a two-target matrix."""
-        return None if len(self.targets) != 2 else (0, 1) if self.targets[0] < self.targets[1] else (1, 0)
+    def _global_target(self, L: int) -> int | None:
+        """The index j of the one global target (None: none, or more than one)."""
+        found = [j for j, t in enumerate(self.targets) if t >= L]
+        return found[0] if len(found) == 1 else None
 
     def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        split = self._split()
-        if self.is_diagonal or split is None:
+        if self.is_diagonal:
             return None
-        local, glob = (self.targets[j] for j in split)
-        if local >= L or glob < L:
-            return None
-        return ExchangeSpec(1 << (glob - L), rename=False)
+        if self._summed(L):
+            mask = sum(1 << (t - L) for t in self.targets[len(self.targets) // 2 :])
+            return ExchangeSpec(mask, rename=False, summed=True)
+        jg = self._global_target(L)
+        return None if jg is None else ExchangeSpec(1 << (self.targets[jg] - L), rename=False)
+
+    def _summed(self, L: int) -> bool:
+        """All bra targets global, all ket targets local, a depolarising map."""
+        half = len(self.targets) // 2
+        kets, bras = self.targets[:half], self.targets[half:]
+        return (
+            half > 1
+            and all(t < L for t in kets)
+            and all(t >= L for t in bras)
+            and self.depolarising is not None
+        )
+
+    def group_share(self, L: int, block: int) -> GroupShareAction:
+        half = len(self.targets) // 2
+        kets, bras = self.targets[:half], self.targets[half:]
+        fixed = tuple((k, bit(block, b - L)) for k, b in zip(kets, bras))
+        s, w = self.depolarising  # type: ignore[misc]
+        return GroupShareAction(fixed, s, w)
 
     def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        jl, jg = self._split()  # type: ignore[misc]
-        a, g = self.targets[jl], self.targets[jg] - L
-        mine = bit(block, g)
+        jg = self._global_target(L)
+        assert jg is not None
+        local = [j for j in range(len(self.targets)) if j != jg]
+        mine = bit(block, self.targets[jg] - L)
 
-        def row(k: int, b: int) -> int:
-            return (k << jl) | (b << jg)
+        def index(c: int, b: int) -> int:  # matrix index of local combination c, global bit b
+            return sum(bit(c, i) << j for i, j in enumerate(local)) | (b << jg)
 
-        m = self.matrix
-        own = np.array([[m[row(r, mine), row(c, mine)] for c in (0, 1)] for r in (0, 1)])
-        other = np.array([[m[row(r, mine), row(c, 1 - mine)] for c in (0, 1)] for r in (0, 1)])
-        read = [c for c in (0, 1) if np.any(other[:, c])]
+        combos = range(1 << len(local))
+        rows = [index(c, mine) for c in combos]
+        own = self.matrix[np.ix_(rows, [index(c, mine) for c in combos])]
+        other = self.matrix[np.ix_(rows, [index(c, 1 - mine) for c in combos])]
+        targets = tuple(self.targets[j] for j in local)
+        read = [c for c in combos if np.any(other[:, c])]
         if not read:
-            if np.array_equal(own, np.eye(2)):
+            if np.array_equal(own, np.eye(len(combos))):
                 return None
-            return PairUpdate(block, None, (), PairMatrixAction(a, own, other, None))
-        partner = block ^ (1 << g)
-        if len(read) == 1:  # the matrix reads half of the partner block: only that half is sent
-            packed = ((a, read[0]),)
-            return PairUpdate(block, partner, packed, PairMatrixAction(a, own, other, read[0]))
-        return PairUpdate(block, partner, (), PairMatrixAction(a, own, other, None))
+            return PairUpdate(block, None, (), PairMapAction(targets, own, None))
+        packed, projection, weights = _low_rank_read(other, read, targets)
+        action = PairMapAction(targets, own, weights)
+        return PairUpdate(block, block ^ (1 << (self.targets[jg] - L)), packed, action, projection)
 
     def to_qiskit(self) -> Any:
         raise TypeError("a linear map is not a gate; export the circuit's channels instead")
+
+
+def _low_rank_read(
+    other: np.ndarray, read: Sequence[int], targets: Sequence[int]
+) -> tuple[Controls, Projection | None, np.ndarray]:
+    """What a partner sends for ``other`` (rows: this block's local combinations; columns:
+    the partner's), the columns ``read`` being its non-zero ones: the local bits that
+    every read column shares are fixed (a slice), and over the other bits the columns
+    are combined to their rank r: other = weights @ projection on what is sent."""
+    k = len(targets)
+    fixed = [i for i in range(k) if len({bit(c, i) for c in read}) == 1]
+    packed = tuple((targets[i], bit(read[0], i)) for i in fixed)
+    free = [i for i in range(k) if i not in fixed]
+    base = sum(bit(read[0], i) << i for i in fixed)
+    columns = [base | sum(bit(f, t) << i for t, i in enumerate(free)) for f in range(1 << len(free))]
+    sub = other[:, columns]
+    basis: list[np.ndarray] = []
+    coeffs: list[tuple[int, int, complex]] = []  # (basis vector, column, coefficient)
+    for f in range(sub.shape[1]):
+        col = sub[:, f]
+        if not np.any(col):
+            continue
+        for b, vec in enumerate(basis):
+            pivot = int(np.flatnonzero(vec)[0])
+            alpha = col[pivot] / vec[pivot]
+            if np.allclose(col, alpha * vec, rtol=0, atol=1e-14 * np.abs(col).max()):
+                coeffs.append((b, f, alpha))
+                break
+        else:
+            coeffs.append((len(basis), f, 1.0))
+            basis.append(col)
+    if not free:
+        return packed, None, sub
+    if len(basis) >= sub.shape[1]:
+        matrix, weights = np.eye(sub.shape[1], dtype=complex), sub
+    else:
+        matrix = np.zeros((len(basis), sub.shape[1]), dtype=complex)
+        for b, f, alpha in coeffs:
+            matrix[b, f] = alpha
+        weights = np.stack(basis, axis=1)
+    below = {targets[i] for i in fixed}
+    in_piece = tuple(targets[i] - sum(1 for q in below if q < targets[i]) for i in free)
+    return packed, Projection(in_piece, matrix), weights

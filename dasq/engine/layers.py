@@ -26,7 +26,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
-from dasq.circuit.actions import CombineAction, PairMatrixAction
+from dasq.circuit.actions import CombineAction, GroupShareAction, PairMapAction, Projection
 from dasq.engine.program import BlockRunner
 from dasq.plan import relayout as algebra
 from dasq.plan.steps import Exchange, Permute, Traffic
@@ -273,15 +273,58 @@ def rechunk_relayout(
 
 # --------------------------------------------------------------------- exchanges (per-operation)
 def _combine(
-    backend: Backend, action: CombineAction | PairMatrixAction, L: int, home: Any, partner: Any = None
+    backend: Backend, action: CombineAction | PairMapAction, L: int, home: Any, partner: Any = None
 ) -> Any:
     out = home.copy()
     action.apply(backend, out, L, partner)
     return out
 
 
-def _pack(backend: Backend, L: int, fixed: Controls, block: Any) -> Any:
-    return backend.pack(block, L, fixed)
+def _pack(backend: Backend, L: int, fixed: Controls, projection: Projection | None, block: Any) -> Any:
+    piece = backend.pack(block, L, fixed)
+    return piece if projection is None else projection.apply(backend, piece, L - len(fixed))
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _share(backend: Backend, action: GroupShareAction, L: int, block: Any, total: Any) -> Any:
+    out = block.copy()
+    action.apply(backend, out, L, total)
+    return out
+
+
+def group_sum_layer(
+    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str
+) -> tuple[da.Array, LayerCost]:
+    """Blocks that differ in the bits of ``step.spec.mask`` add up one piece each by a
+    butterfly (round r: c adds the partial sum of c ^ bit r), then each block takes
+    its share of the total: each round moves one piece per block."""
+    name = layer_name("group-sum", index, x.name, step.token(), L, backend.name)
+    layer: dict = {}
+    nb = num_blocks(x)
+    shares = [step.op.group_share(L, c) for c in range(nb)]
+    for c, share in enumerate(shares):
+        layer[(f"{name}-r0", c)] = Task(
+            (f"{name}-r0", c), _pack, backend, L, share.fixed, None, TaskRef((x.name, c))
+        )
+    bits = [b for b in range(nb.bit_length()) if step.spec.mask >> b & 1]
+    for r, b in enumerate(bits, start=1):
+        for c in range(nb):
+            key = (f"{name}-r{r}", c)
+            layer[key] = Task(
+                key, _add, TaskRef((f"{name}-r{r - 1}", c)), TaskRef((f"{name}-r{r - 1}", c ^ (1 << b)))
+            )
+    last = f"{name}-r{len(bits)}"
+    for c, share in enumerate(shares):
+        layer[(name, c)] = Task(
+            (name, c), _share, backend, share, L, TaskRef((x.name, c)), TaskRef((last, c))
+        )
+    piece = (1 << L) >> len(shares[0].fixed)
+    sent = len(bits) * nb
+    cost = LayerCost(Traffic(sent, sent * piece, 0), nb * (len(bits) + 2))
+    return _array(name, layer, x, x.chunks, x._meta), cost
 
 
 def exchange_layer(
@@ -289,6 +332,8 @@ def exchange_layer(
 ) -> tuple[da.Array, LayerCost]:
     """Blocks rebuilt from themselves and a partner block (pair exchange) or from the
     partner alone where it lives (rename); the partner's piece is packed where it lives."""
+    if step.spec.summed:
+        return group_sum_layer(x, step, L, backend, index)
     name = layer_name("exchange", index, x.name, step.token(), L, backend.name)
     layer: dict = {}
     size = 1 << L
@@ -306,10 +351,11 @@ def exchange_layer(
         args: list = [TaskRef((x.name, update.home))]
         if update.partner is not None:
             messages += 1
-            moved += size >> len(update.packed)
-            if update.packed:
+            moved += update.sent(L)
+            if update.packed or update.projection is not None:
                 key = (f"{name}-pack", c)
-                layer[key] = Task(key, _pack, backend, L, update.packed, TaskRef((x.name, update.partner)))
+                source = TaskRef((x.name, update.partner))
+                layer[key] = Task(key, _pack, backend, L, update.packed, update.projection, source)
                 tasks += 1
                 args.append(TaskRef(key))
             else:

@@ -8,6 +8,8 @@ seed paper's Table I:
 - ``pair-exchange`` / ``rename``: the kind pairs block c with block c ^ mask
   (one-target gates on a global qubit, global X/Y of Pauli strings and gadgets,
   global-global SWAPs); with s local controls only 2^-s of a block is sent;
+- ``group-sum``: blocks that differ in several global bits add up one piece each
+  by a butterfly (depolarising with every bra qubit global: Alg. 22);
 - ``swap-exchange``: a SWAP of a global and a local qubit IS a one-pair relayout;
 - ``relayout``: a many-target gate with global targets: one fused relayout brings
   them local, the gate runs, one fused relayout brings them back (Alg. 10);
@@ -38,7 +40,8 @@ def lower_operation(op: Operation, qubit: int, origin: int | None, L: int) -> li
         return [single_program(op, L, origin, "diagonal" if op.is_diagonal else "local")]
     spec = op.pair_exchange(L)
     if spec is not None:
-        return [Exchange(op, spec, origin, "rename" if spec.rename else "pair-exchange")]
+        path = "group-sum" if spec.summed else "rename" if spec.rename else "pair-exchange"
+        return [Exchange(op, spec, origin, path)]
     pairs = op.relayout_pairs(L)
     if pairs is not None:
         return [Relayout(pairs, op.local_controls(L), op.global_controls(L), origin, "swap-exchange")]

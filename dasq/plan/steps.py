@@ -178,8 +178,9 @@ class BlockProgram(Step):
 @dataclass(frozen=True)
 class Exchange(Step):
     """One operation whose needed qubits include a global one, run by making block c
-    meet block c ^ spec.mask (pair exchange) or by computing it from that block where
-    it lives (rename): Alg. 6-8, 11-14 and global-global SWAPs."""
+    meet block c ^ spec.mask (pair exchange), by computing it from that block where
+    it lives (rename), or by summing a piece over groups of blocks (group sum):
+    Alg. 6-8, 11-14, 21, 22, 25 and global-global SWAPs."""
 
     op: Operation
     spec: ExchangeSpec
@@ -191,11 +192,16 @@ class Exchange(Step):
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         total = Traffic()
         size = 1 << L
-        for c in range(1 << (num_qubits - L)):
+        blocks = 1 << (num_qubits - L)
+        if self.spec.summed:  # one round of pairs per bit, each block receiving one piece
+            rounds = self.spec.mask.bit_count()
+            piece = size >> len(self.op.group_share(L, 0).fixed)
+            return Traffic(rounds * blocks, rounds * blocks * piece, 0)
+        for c in range(blocks):
             update = self.op.pair_update(L, c)
             if update is None:
                 continue
-            moved = size >> len(update.packed) if update.partner is not None else 0
+            moved = update.sent(L)
             renamed = size if update.home != c else 0
             total = total + Traffic(int(update.partner is not None), moved, renamed)
         return total

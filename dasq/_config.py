@@ -1,7 +1,9 @@
 """Defaults that depend on the machine, overridable through ``dask.config``.
 
 Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM),
-``dasq.chunk-qubits`` (default local qubits per block, None = chosen here),
+``dasq.chunk-qubits`` (default local qubits per block, None = chosen here from the
+cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
+affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
 ``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16)
 and ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
 "packed", "tasks" or "p2p"; see dasq/engine/layers.py).
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import dask
+import dask.system
 
 # Blocks of at least 2^18 amplitudes (4 MiB in complex128): below that a block's work
 # is smaller than what splitting costs (relayouts, tasks). Measured on 2 cores, QFT and
@@ -44,12 +48,22 @@ def to_numpy_limit() -> int:
     return int(dask.config.get("dasq.to-numpy-limit", None) or total_memory() // 4)
 
 
-def default_chunk_qubits(num_qubits: int) -> int:
-    """Blocks of at most 2^22 amplitudes, at least 4 blocks per core once the state
-    is big enough for that to matter (up to 2^18 amplitudes: one block)."""
+def cores(client: Any = None) -> int:
+    """Threads that run blocks side by side: the worker threads of ``client``, else
+    this machine's usable cores (affinity and cgroup limits included)."""
+    if client is not None:
+        threads = sum(client.nthreads().values())
+        if threads:
+            return int(threads)
+    return int(dask.system.CPU_COUNT or os.cpu_count() or 1)
+
+
+def default_chunk_qubits(num_qubits: int, client: Any = None) -> int:
+    """Blocks of at most 2^22 amplitudes, at least 4 blocks per core (per worker
+    thread on a client) once the state is big enough for that to matter (up to
+    2^18 amplitudes: one block)."""
     configured = dask.config.get("dasq.chunk-qubits", None)
     if configured is not None:
         return min(int(configured), num_qubits)
-    cores = os.cpu_count() or 1
-    spread = num_qubits - math.ceil(math.log2(4 * cores))
+    spread = num_qubits - math.ceil(math.log2(4 * cores(client)))
     return min(num_qubits, max(MIN_DEFAULT_CHUNK_QUBITS, min(MAX_DEFAULT_CHUNK_QUBITS, spread)))

@@ -15,11 +15,12 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import IfElse
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
+from dasq.engine.memory import scheduler_client
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix, initial_choi
@@ -54,6 +55,12 @@ def simulate(
     trajectories: int | None = None,
 ) -> StateVector | DensityMatrix | Trajectories:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
+
+    ``dtype``: "complex128" (default) or "complex64". ``chunk_qubits``: local qubits
+    per block (default: from the cores of ``client``'s workers, or of this machine,
+    and dask config ``dasq.chunk-qubits``). ``client``: a ``distributed.Client``
+    whose workers hold the blocks (default: Dask's default client, else threads).
+    ``progress``: a progress bar over the plan's steps.
 
     The returned state's blocks are computed once (persisted in memory, futures on
     ``client`` or Dask's default distributed client, or written to ``store``), so any
@@ -135,7 +142,7 @@ def simulate(
     width = 2 * n if density else n  # qubits of the vector the engine runs (a Choi vector: 2N)
     dt = v.check_dtype(dtype)
     v.check_choice(method, METHODS, "method")
-    fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
+    fusion = v.check_fusion_size(default_fusion_size() if fusion_size is None else fusion_size)
     L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width)
     program = split_terminal_measurements(circuit)
     if store is not None:
@@ -171,11 +178,12 @@ def simulate(
         )
     if compression is not None or keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
-    L = _config.default_chunk_qubits(width) if L is None else L
+    running_on = scheduler_client(client)  # the cluster that will hold the blocks, if any
+    L = _config.default_chunk_qubits(width, running_on) if L is None else L
     if memory_limit is not None:
         available, where = v.check_memory_limit(memory_limit), "memory_limit"
     else:
-        available, where = _config.available_memory(client)
+        available, where = _config.available_memory(running_on)
     v.check_in_memory_run(width, np.dtype(dt).itemsize, L, available, where)
     options = RunOptions(
         method=method,
@@ -343,14 +351,15 @@ def plan(
     method: str = "auto",
     fusion_size: int | None = None,
 ) -> PhysicalPlan:
-    """The physical plan ``simulate`` would run from a basis state (terminal
-    measurements left to sampling), without simulating:
-    ``print(plan)`` shows one line per step, ``plan.to_json()`` its data."""
+    """The physical plan ``simulate`` would run on ``circuit`` from a basis state
+    (terminal measurements left to sampling), without simulating:
+    ``print(plan)`` shows one line per step, ``plan.to_json()`` its data.
+    ``chunk_qubits``, ``method`` and ``fusion_size`` as in :func:`simulate`."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     n = circuit.num_qubits
     L = _config.default_chunk_qubits(n) if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
-    fusion = DEFAULT_FUSION_SIZE if fusion_size is None else v.check_fusion_size(fusion_size)
+    fusion = v.check_fusion_size(default_fusion_size() if fusion_size is None else fusion_size)
     body = bound_circuit(circuit, None).remove_final_measurements()
     if any(isinstance(op, IfElse) for op in body):
         raise ValidationError(
@@ -362,7 +371,7 @@ def plan(
 
 
 def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:
-    """What a store holds: qubits, dtype, layout, stages done/total, codec, disk used/needed.
+    """What the zarr ``store`` holds: qubits, dtype, layout, stages done/total, codec, disk used/needed.
     With ``verify=True`` every chunk of the current state is read and checked (its
     place, its stage and its checksum) first; a damaged store raises StoreError."""
     facts = describe_store(store)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -43,55 +44,93 @@ def _count(minimum: int) -> Any:
 NON_NEGATIVE, POSITIVE = _count(0), _count(1)
 
 
+SHOTS_HELP = "shots to sample (0: none)"
+SEED_HELP = "seed of the sampling and of mid-circuit outcomes (default: fresh entropy)"
+OBSERVABLE_HELP = "also print the expectation of a Pauli sum, e.g. 'ZZI:0.5,XXX:1'"
+CHUNK_HELP = "local qubits per block: blocks of 2^N amplitudes (default: from the cores)"
+METHOD_HELP = "'planned': stages of fused gates; 'per-operation': each gate on its own"
+FUSION_HELP = "widest fused gate, in qubits (default: 5, or dask config dasq.fusion-size)"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from dasq import __version__
+
+    defaults = argparse.ArgumentDefaultsHelpFormatter
     p = argparse.ArgumentParser(prog="dasq", description="Quantum circuit simulation on Dask.")
+    p.add_argument("--version", action="version", version=f"dasq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="simulate an OpenQASM 2/3 circuit and print counts")
-    run.add_argument("circuit", help="path to an OpenQASM file")
-    run.add_argument("--shots", type=NON_NEGATIVE, default=1024)
-    run.add_argument("--seed", type=NON_NEGATIVE, default=None)
-    run.add_argument("--dtype", default="complex128", choices=["complex128", "complex64"])
+    run = sub.add_parser(
+        "run", help="simulate an OpenQASM 2/3 circuit and print counts", formatter_class=defaults
+    )
+    run.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
+    run.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
+    run.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
+    run.add_argument(
+        "--dtype", default="complex128", choices=["complex128", "complex64"], help="amplitude precision"
+    )
     run.add_argument(
         "--density",
         action="store_true",
         help="simulate the density matrix (resets as channels; --chunk-qubits counts its 2N Choi qubits)",
     )
-    run.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=None)
+    run.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=CHUNK_HELP)
     run.add_argument(
-        "--method",
-        default="auto",
-        choices=["auto", "planned", "per-operation"],
-        help="stage planner (default) or per-operation lowering",
+        "--method", default="auto", choices=["auto", "planned", "per-operation"], help=METHOD_HELP
     )
-    run.add_argument("--fusion-size", type=POSITIVE, default=None, help="max qubits of a fused gate")
-    run.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
+    run.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
+    run.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
     run.add_argument(
         "--workers",
         type=POSITIVE,
-        default=None,
-        help="start a local distributed cluster with this many worker processes",
+        default=argparse.SUPPRESS,
+        help="start a local distributed cluster of this many single-thread worker processes "
+        "(prints its dashboard link)",
     )
-    run.add_argument("--scheduler", default=None, help="address of a running dask scheduler")
-    run.add_argument("--store", default=None, help="run out of core in this zarr store (PATH.zarr)")
-    run.add_argument("--memory-limit", default=None, help="working memory for a stored run, e.g. 4GiB")
-    run.add_argument("--compression", default=None, choices=["zstd", "blosc"], help="lossless chunk codec")
     run.add_argument(
-        "--keep-bits", type=POSITIVE, default=None, help="lossy: mantissa bits kept in stored chunks"
+        "--scheduler",
+        default=argparse.SUPPRESS,
+        help="address of a running Dask scheduler, e.g. tcp://host:8786",
+    )
+    run.add_argument(
+        "--store", default=argparse.SUPPRESS, help="run out of core in this zarr store (PATH.zarr)"
+    )
+    run.add_argument(
+        "--memory-limit",
+        default=argparse.SUPPRESS,
+        help="working memory of a stored run, e.g. 4GiB (default: a quarter of RAM)",
+    )
+    run.add_argument(
+        "--compression",
+        default=argparse.SUPPRESS,
+        choices=["zstd", "blosc"],
+        help="lossless codec of stored chunks (default: none)",
+    )
+    run.add_argument(
+        "--keep-bits",
+        type=POSITIVE,
+        default=argparse.SUPPRESS,
+        help="lossy storage: mantissa bits kept in stored chunks (default: all)",
     )
     _add_output_options(run)
-    plan_p = sub.add_parser("plan", help="print the physical plan of a circuit without simulating it")
-    plan_p.add_argument("circuit", help="path to an OpenQASM file")
-    plan_p.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=None)
-    plan_p.add_argument("--method", default="auto", choices=["auto", "planned", "per-operation"])
-    plan_p.add_argument("--fusion-size", type=POSITIVE, default=None, help="max qubits of a fused gate")
+    plan_p = sub.add_parser(
+        "plan", help="print the physical plan of a circuit without simulating it", formatter_class=defaults
+    )
+    plan_p.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
+    plan_p.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=CHUNK_HELP)
+    plan_p.add_argument(
+        "--method", default="auto", choices=["auto", "planned", "per-operation"], help=METHOD_HELP
+    )
+    plan_p.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
     plan_p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    resume = sub.add_parser("resume", help="finish an interrupted stored run, then print counts")
+    resume = sub.add_parser(
+        "resume", help="finish an interrupted stored run, then print counts", formatter_class=defaults
+    )
     resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
-    resume.add_argument("--shots", type=NON_NEGATIVE, default=1024)
-    resume.add_argument("--seed", type=NON_NEGATIVE, default=None)
-    resume.add_argument("--observable", default=None, help="Pauli sum, e.g. 'ZZI:0.5,XXX:1'")
+    resume.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
+    resume.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
+    resume.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
     _add_output_options(resume)
-    info = sub.add_parser("info", help="describe a stored state or run")
+    info = sub.add_parser("info", help="describe a stored state or run", formatter_class=defaults)
     info.add_argument("store", help="path of the zarr store (PATH.zarr)")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.add_argument(
@@ -100,13 +139,44 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+OPTIONAL = ("seed", "chunk_qubits", "fusion_size", "observable", "workers", "scheduler", "store")
+OPTIONAL += ("memory_limit", "compression", "keep_bits")
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Arguments with every optional setting present (None when not given): help
+    shows "(default: ...)" only where a default is a value."""
+    args = _parser().parse_args(argv)
+    for name in OPTIONAL:
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    return args
+
+
+def _cli_words(message: str) -> str:
+    """An error raised by the Python API, in the command line's words: ``keep_bits=``
+    and ``chunk_qubits`` become ``--keep-bits`` and ``--chunk-qubits``."""
+    names = "|".join((*OPTIONAL, "density", "method", "dtype", "shots"))
+
+    def flag(match: re.Match[str]) -> str:
+        value = f" {match[3]}" if match[3] else ""
+        return "--" + match[1].replace("_", "-") + value
+
+    message = re.sub(rf"\b({names})=('?)([\w.-]*)\2", flag, message)
+    return re.sub(
+        r"\b(chunk_qubits|fusion_size|keep_bits|memory_limit)\b",
+        lambda m: "--" + m[1].replace("_", "-"),
+        message,
+    )
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar per stage (default: on for stored runs in a terminal)",
+        help="progress bar (default: on for stored runs in a terminal)",
     )
 
 
@@ -191,8 +261,22 @@ def _client(args: argparse.Namespace) -> object | None:
     from distributed import Client, LocalCluster
 
     if args.scheduler:
-        return Client(args.scheduler)
-    return Client(LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None))
+        client = Client(args.scheduler)
+    else:
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=_dashboard())
+        client = Client(cluster)
+    link = client.dashboard_link if _dashboard() else None
+    print(f"dasq: dashboard {link}" if link else "dasq: no dashboard (pip install bokeh)", file=sys.stderr)
+    return client
+
+
+def _dashboard() -> str | None:
+    """A free port for the Dask dashboard when bokeh (which draws it) is installed."""
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return None
+    return ":0"
 
 
 def _progress(args: argparse.Namespace, stored: bool) -> bool:
@@ -249,7 +333,7 @@ def _report(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         if args.command == "run":
             return _run(args)
@@ -260,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "info":
             return _info(args)
     except (DasqError, ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
-        print(f"dasq: error: {exc}", file=sys.stderr)
+        print(f"dasq: error: {_cli_words(str(exc))}", file=sys.stderr)
         return 2
     return 1  # pragma: no cover - argparse rejects unknown commands
 

@@ -20,7 +20,7 @@ from dasq.circuit.validation import check_memory_limit
 from dasq.engine import stream
 from dasq.engine.report import Report
 from dasq.errors import StoreError, ValidationError
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix
@@ -61,10 +61,10 @@ def simulate_to_store(
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
             return _resume_locked(path, manifest, client, progress)
     path = st.new_store_path(path)
-    fusion_size = DEFAULT_FUSION_SIZE if fusion_size is None else fusion_size
+    fusion_size = default_fusion_size() if fusion_size is None else fusion_size
     n = circuit.num_qubits
     min_local = max((len(op.needs_local()) for op in circuit), default=0)
-    workers = 1 if client is not None else (os.cpu_count() or 1)
+    workers = 1 if client is not None else _config.cores()
     L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local)
     plan = _plan(circuit, L, fusion_size)
     passes = stream.stream_passes(plan)
@@ -154,7 +154,9 @@ def resume(
 
     With ``circuit``, refuse unless the store holds a run of that very circuit. A
     complete store is simply opened. Nothing read from the store is executed: the
-    circuit comes back from its JSON record and is planned again.
+    circuit comes back from its JSON record and is planned again. ``client``: a
+    distributed client whose workers run the stages (default: threads here);
+    ``progress``: a progress bar per stage.
     """
     path = Path(store).expanduser().absolute()
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it

@@ -81,9 +81,11 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
     "argv,message",
     [
         (["run", "missing.qasm"], "nor an existing file"),
-        (["run", EXAMPLE, "--chunk-qubits", "9"], "chunk_qubits must be between 0 and 5"),
+        (["run", EXAMPLE, "--chunk-qubits", "9"], "--chunk-qubits must be between 0 and 5"),
         (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
-        (["plan", EXAMPLE, "--chunk-qubits", "6"], "chunk_qubits must be between 0 and 5"),
+        (["plan", EXAMPLE, "--chunk-qubits", "6"], "--chunk-qubits must be between 0 and 5"),
+        (["run", EXAMPLE, "--compression", "zstd"], "--compression and --keep-bits apply to stored states"),
+        (["run", EXAMPLE, "--method", "per-operation", "--store", "x.zarr"], "--method per-operation is"),
     ],
 )
 def test_errors_are_one_line_and_nonzero(argv, message, capsys):
@@ -117,3 +119,26 @@ def test_console_script_runs():
         check=True,
     )
     assert sum(int(line.split()[1]) for line in out.stdout.splitlines()) == 10
+
+
+def test_version_and_help_with_defaults(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"dasq {dasq.__version__}"
+    for command in ("run", "plan", "resume", "info"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        options = [line.split()[0] for line in text.splitlines() if line.strip().startswith("--")]
+        assert options and "--json" in options
+        for line in text.split("\n  --")[1:]:  # every option says what it does
+            assert len(line.split(None, 2)) >= 2, line
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "(default: 1024)" in capsys.readouterr().out
+
+
+def test_workers_print_where_the_dashboard_is(capsys):
+    assert main(["run", EXAMPLE, "--workers", "1", "--shots", "10", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "dasq: dashboard http" in err or "dasq: no dashboard (pip install bokeh)" in err

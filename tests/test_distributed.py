@@ -43,6 +43,23 @@ def test_distributed_and_threaded_results_are_identical(client):
     assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved > 0
 
 
+def test_defaults_come_from_the_cluster_and_agree_with_threads(client):
+    from dasq import _config
+
+    assert _config.cores(client) == 2  # two single-thread workers, whatever this machine has
+    assert _config.default_chunk_qubits(24, client) == 21  # 8 blocks: 4 per worker thread
+    c = _circuit()
+    on_cluster = dasq.simulate(c, seed=11, client=client)
+    threaded = dasq.simulate(c, seed=11, chunk_qubits=on_cluster.chunk_qubits)
+    np.testing.assert_allclose(on_cluster.to_numpy(), threaded.to_numpy(), atol=1e-10)
+
+
+def test_a_state_larger_than_the_cluster_is_refused_with_the_numbers(client):
+    big = dasq.Circuit(40).h(0)
+    with pytest.raises(dasq.ValidationError, match="cluster"):
+        dasq.simulate(big, client=client)
+
+
 def test_default_client_is_used_when_none_is_given(client):
     c = dasq.Circuit(4).h(3).cx(3, 0)
     state = dasq.simulate(c, chunk_qubits=2)  # the Client above is the default scheduler

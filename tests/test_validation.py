@@ -158,3 +158,23 @@ def test_default_chunking_is_sensible_and_configurable():
     assert default_chunk_qubits(40) == 22  # blocks never above 2^22 amplitudes
     with dask.config.set({"dasq.chunk-qubits": 3}):
         assert dasq.simulate(dasq.Circuit(6).h(5)).chunk_qubits == 3
+
+
+def test_defaults_follow_the_usable_cores_and_dask_config(monkeypatch):
+    import dask
+    import dask.system
+
+    from dasq import _config
+
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 1)  # e.g. a cgroup quota of one core
+    assert _config.cores() == 1
+    assert _config.default_chunk_qubits(24) == 22  # 4 blocks of 2^22 for one core
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 16)
+    assert _config.default_chunk_qubits(24) == 18  # 64 blocks for 16 cores
+    circuit = dasq.Circuit(12).h(0).cx(0, 1).h(2).cx(2, 3).cx(1, 2)
+    assert dasq.plan(circuit).fusion_size == 5
+    with dask.config.set({"dasq.fusion-size": 2}):
+        assert dasq.plan(circuit).fusion_size == 2
+        assert dasq.simulate(circuit).plan.fusion_size == 2
+    with dask.config.set({"dasq.fusion-size": 0}), pytest.raises(dasq.ValidationError, match="fusion"):
+        dasq.simulate(circuit)

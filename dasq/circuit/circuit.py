@@ -85,14 +85,17 @@ class Circuit:
     # ----------------------------------------------------------------- container
     @property
     def num_qubits(self) -> int:
+        """Number of qubits."""
         return self._num_qubits
 
     @property
     def operations(self) -> tuple[Operation | IfElse, ...]:
+        """The operation records in order (measurements and ``if_test`` blocks included)."""
         return tuple(self._ops)
 
     @property
     def num_clbits(self) -> int:
+        """Number of classical bits, over all registers."""
         return sum(r.size for r in self._registers)
 
     @property
@@ -214,6 +217,7 @@ class Circuit:
         return new
 
     def copy(self) -> Circuit:
+        """A shallow copy: the same (immutable) records, its own list and registers."""
         new = Circuit(self._num_qubits, self.global_phase)
         new._ops = list(self._ops)
         new._registers = list(self._registers)
@@ -242,6 +246,7 @@ class Circuit:
         return digest.hexdigest()
 
     def count_ops(self) -> dict[str, int]:
+        """How many operations of each name, in order of first appearance."""
         counts: dict[str, int] = {}
         for op in self._ops:
             counts[op.name] = counts.get(op.name, 0) + 1
@@ -257,6 +262,7 @@ class Circuit:
         return f"<dasq.Circuit {self._num_qubits} qubits, {len(self)} operations>"
 
     def draw(self) -> str:
+        """The circuit as text, one operation per line (``str(circuit)``)."""
         return str(self)
 
     def _repr_html_(self) -> str:
@@ -502,36 +508,46 @@ class Circuit:
         return self.diagonal(values, q, controls, cs, name=name, params=params)
 
     def h(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Hadamard on qubit ``q``."""
         return self._fixed("h", library.H, q, controls, control_states)
 
     def x(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Pauli X (NOT) on qubit ``q``."""
         return self._pauli_op("x", "X", q, controls, control_states)
 
     def y(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Pauli Y on qubit ``q``."""
         return self._pauli_op("y", "Y", q, controls, control_states)
 
     def z(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Pauli Z on qubit ``q``."""
         return self._pauli_op("z", "Z", q, controls, control_states)
 
     def s(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """S = diag(1, i) on qubit ``q``."""
         return self._diag("s", np.array([1, 1j]), q, controls, control_states)
 
     def sdg(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """S-dagger = diag(1, -i) on qubit ``q``."""
         return self._diag("sdg", np.array([1, -1j]), q, controls, control_states)
 
     def t(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """T = diag(1, e^{i pi/4}) on qubit ``q``."""
         return self._diag("t", library.phase_diagonal(np.pi / 4), q, controls, control_states)
 
     def tdg(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """T-dagger = diag(1, e^{-i pi/4}) on qubit ``q``."""
         return self._diag("tdg", library.phase_diagonal(-np.pi / 4), q, controls, control_states)
 
     def sx(self, q: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Square root of X on qubit ``q`` (Qiskit's ``sx``)."""
         return self._fixed("sx", library.SX, q, controls, control_states)
 
     @_accepts_parameters
     def rx(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
+        """exp(-i theta X / 2) on qubit ``q``."""
         th = check_angle(theta, "theta")
         return self._fixed("rx", library.rx(th), q, controls, control_states, (th,))
 
@@ -539,6 +555,7 @@ class Circuit:
     def ry(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
+        """exp(-i theta Y / 2) on qubit ``q``."""
         th = check_angle(theta, "theta")
         return self._fixed("ry", library.ry(th), q, controls, control_states, (th,))
 
@@ -546,6 +563,7 @@ class Circuit:
     def rz(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
+        """exp(-i theta Z / 2) on qubit ``q`` (a diagonal: never communicates)."""
         th = check_angle(theta, "theta")
         return self._diag("rz", library.rz_diagonal(th), q, controls, control_states, (th,))
 
@@ -553,6 +571,7 @@ class Circuit:
     def p(
         self, theta: float, q: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
+        """Phase gate diag(1, e^{i theta}) on qubit ``q``."""
         th = check_angle(theta, "theta")
         return self._diag("p", library.phase_diagonal(th), q, controls, control_states, (th,))
 
@@ -567,54 +586,67 @@ class Circuit:
         controls: Qubits = (),
         control_states: ControlStates = None,
     ) -> Circuit:
+        """Qiskit's U(theta, phi, lam) on qubit ``q``."""
         angles = tuple(check_angle(a, n) for a, n in ((theta, "theta"), (phi, "phi"), (lam, "lam")))
         return self._fixed("u", library.u(*angles), q, controls, control_states, angles)
 
     # ----------------------------------------------------------------- controlled gates
     def cx(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled X (CNOT): control ``ctrl``, target ``targ``."""
         return self._pauli_op("cx", "X", targ, (ctrl,), control_states)
 
     def cy(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled Y: control ``ctrl``, target ``targ``."""
         return self._pauli_op("cy", "Y", targ, (ctrl,), control_states)
 
     def cz(self, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled Z (a diagonal): control ``ctrl``, target ``targ``."""
         return self._pauli_op("cz", "Z", targ, (ctrl,), control_states)
 
     @_accepts_parameters
     def cp(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled phase diag(1, e^{i theta}) on ``targ``, controlled by ``ctrl``."""
         th = check_angle(theta, "theta")
         return self._diag("cp", library.phase_diagonal(th), targ, (ctrl,), control_states, (th,))
 
     @_accepts_parameters
     def crx(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled RX(theta): control ``ctrl``, target ``targ``."""
         th = check_angle(theta, "theta")
         return self._fixed("crx", library.rx(th), targ, (ctrl,), control_states, (th,))
 
     @_accepts_parameters
     def cry(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled RY(theta): control ``ctrl``, target ``targ``."""
         th = check_angle(theta, "theta")
         return self._fixed("cry", library.ry(th), targ, (ctrl,), control_states, (th,))
 
     @_accepts_parameters
     def crz(self, theta: float, ctrl: int, targ: int, *, control_states: ControlStates = None) -> Circuit:
+        """Controlled RZ(theta): control ``ctrl``, target ``targ``."""
         th = check_angle(theta, "theta")
         return self._diag("crz", library.rz_diagonal(th), targ, (ctrl,), control_states, (th,))
 
     def swap(self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None) -> Circuit:
+        """Exchange qubits ``a`` and ``b`` (with ``controls``: a Fredkin gate)."""
         return self._add(Swap, (a, b), controls, control_states, name="cswap" if controls else "swap")
 
     def iswap(
         self, a: int, b: int, *, controls: Qubits = (), control_states: ControlStates = None
     ) -> Circuit:
+        """iSWAP on qubits ``a`` and ``b``."""
         return self.unitary(library.ISWAP, (a, b), controls, control_states, name="iswap")
 
     def ccx(self, c1: int, c2: int, t: int, *, control_states: ControlStates = None) -> Circuit:
+        """Toffoli: controls ``c1`` and ``c2``, target ``t``."""
         return self._pauli_op("ccx", "X", t, (c1, c2), control_states)
 
     def cswap(self, ctrl: int, a: int, b: int, *, control_states: ControlStates = None) -> Circuit:
+        """Fredkin: swap ``a`` and ``b`` when ``ctrl`` is |1>."""
         return self.swap(a, b, controls=(ctrl,), control_states=control_states)
 
     def mcx(self, ctrls: Sequence[int], t: int, *, control_states: ControlStates = None) -> Circuit:
+        """X on ``t`` controlled by every qubit of ``ctrls``."""
         return self._pauli_op("mcx", "X", t, tuple(ctrls), control_states)
 
     # ----------------------------------------------------------------- helpers

@@ -45,6 +45,7 @@ class QuantumError:
 
     @property
     def num_qubits(self) -> int:
+        """Qubits the error acts on."""
         return self.kraus.shape[1].bit_length() - 1
 
     @classmethod
@@ -54,18 +55,22 @@ class QuantumError:
 
     @classmethod
     def dephasing(cls, p: float, num_qubits: int = 1) -> QuantumError:
+        """Dephasing: Z with probability ``p`` (two qubits: ZI, IZ, ZZ with p/3 each)."""
         return cls(_by_width(num_qubits, channels.dephasing, channels.dephasing2)(p), "dephase")
 
     @classmethod
     def amplitude_damping(cls, gamma: float) -> QuantumError:
+        """Amplitude damping: |1> decays to |0> with probability ``gamma``."""
         return cls(channels.amplitude_damping(gamma), "amplitude_damp")
 
     @classmethod
     def pauli(cls, px: float, py: float, pz: float) -> QuantumError:
+        """Pauli channel: X, Y, Z with probabilities ``px``, ``py``, ``pz``."""
         return cls(channels.pauli_channel(px, py, pz), "pauli_channel")
 
     @classmethod
     def from_kraus(cls, ops: object, name: str = "kraus") -> QuantumError:
+        """An error from Kraus operators (validated: trace preserving)."""
         return cls(np.asarray(ops), name)
 
 
@@ -126,6 +131,7 @@ class NoiseModel:
         return self
 
     def errors_after(self, op: Operation) -> list[QuantumError]:
+        """The errors that follow ``op``: a local error on its qubits replaces the all-qubit one."""
         qs = op.qubits
         local = self.local_errors.get((op.name, qs))
         if local is not None:

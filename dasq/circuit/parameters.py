@@ -96,6 +96,7 @@ class Parameter(ParameterExpression):
 
     @property
     def name(self) -> str:
+        """The parameter's name (what binds it)."""
         return self.terms[0][0]
 
     def __repr__(self) -> str:

@@ -15,11 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import dask
+
 from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
 
 MAX_DIAGONAL_QUBITS = 12
 DEFAULT_FUSION_SIZE = 5  # measured best of 2..6 on QFT and random circuits (benchmarks/README.md)
+
+
+def default_fusion_size() -> int:
+    """The widest fused group: dask config ``dasq.fusion-size``, else the measured default."""
+    configured = dask.config.get("dasq.fusion-size", None)
+    return DEFAULT_FUSION_SIZE if configured is None else int(configured)
+
 
 # Blocks of at most 2^17 amplitudes stay in cache, so a pass costs little and a
 # group's flops decide: there a group grows only while one kernel on the union costs

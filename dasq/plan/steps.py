@@ -324,14 +324,17 @@ class PhysicalPlan:
 
     @property
     def stages(self) -> tuple[BlockProgram, ...]:
+        """The passes over the blocks (BlockProgram steps)."""
         return tuple(s for s in self.steps if isinstance(s, BlockProgram))
 
     @property
     def relayouts(self) -> tuple[Relayout, ...]:
+        """The fused relayouts (all-to-all exchanges of global and local qubits)."""
         return tuple(s for s in self.steps if isinstance(s, Relayout))
 
     @property
     def traffic(self) -> Traffic:
+        """Messages, amplitudes moved and renamed, summed over the steps."""
         total = Traffic()
         for _, step, L in self.walk():
             total = total + step.traffic(self.num_qubits, L)
@@ -339,9 +342,11 @@ class PhysicalPlan:
 
     @property
     def amplitudes_moved(self) -> int:
+        """Amplitudes read from another block, over the whole plan."""
         return self.traffic.amplitudes_moved
 
     def summary(self) -> dict[str, Any]:
+        """Totals of the plan as plain data (stages, relayouts, amplitudes moved, fusion)."""
         return {
             "num_qubits": self.num_qubits,
             "chunk_qubits": self.chunk_qubits,
@@ -368,6 +373,7 @@ class PhysicalPlan:
         return out
 
     def to_json_text(self) -> str:
+        """``to_json`` as a JSON string."""
         return json.dumps(self.to_json())
 
     def __str__(self) -> str:

@@ -45,38 +45,47 @@ class DensityMatrix:
     # ----------------------------------------------------------------- properties
     @property
     def num_qubits(self) -> int:
+        """N, the qubits of the density matrix (its Choi vector has 2N)."""
         return self._n
 
     @property
     def chunk_qubits(self) -> int:
+        """Local qubits per block of the Choi vector."""
         return self.choi.chunk_qubits
 
     @property
     def dtype(self) -> np.dtype:
+        """Complex dtype of the amplitudes."""
         return self.choi.dtype
 
     @property
     def layout(self) -> tuple[int, ...]:
+        """Bit position of each Choi qubit (ket q at q, bra q at q + N) in the blocks."""
         return self.choi.layout
 
     @property
     def blocks(self) -> da.Array:
+        """The Choi vector's stored blocks (physical order: see ``layout``)."""
         return self.choi.blocks
 
     @property
     def plan(self) -> Any:
+        """The physical plan that produced this state (None for an initial state)."""
         return self.choi.plan
 
     @property
     def report(self) -> Any:
+        """What the run did: steps, seconds, amplitudes moved (a ``RunReport``)."""
         return self.choi.report
 
     @property
     def store(self) -> str | None:
+        """Path of the zarr store holding the state, or None in memory."""
         return self.choi.store
 
     @property
     def storage_fidelity(self) -> float:
+        """Fidelity kept by lossy storage (1.0 unless ``keep_bits=`` was set)."""
         return self.choi.storage_fidelity
 
     @property

@@ -62,10 +62,12 @@ class PauliSum:
 
     @property
     def terms(self) -> list[tuple[str, complex]]:
+        """(label, coefficient) pairs; the rightmost character of a label is qubit 0."""
         return list(self._terms)
 
     @property
     def is_hermitian(self) -> bool:
+        """True when every coefficient is real (a Hermitian observable)."""
         return all(c.imag == 0 for _, c in self._terms)
 
     def __iter__(self) -> Iterator[tuple[str, complex]]:

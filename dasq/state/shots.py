@@ -54,6 +54,7 @@ class Result:
 
     @property
     def memory(self) -> list[str] | None:
+        """Each shot's outcome key, in shot order (None unless run with ``memory=True``)."""
         if self.shot_values is None:
             return None
         values, inverse = np.unique(self.shot_values, return_inverse=True)
@@ -61,14 +62,17 @@ class Result:
         return [keys[i] for i in inverse]
 
     def get_counts(self) -> dict[str, int]:
+        """Counts keyed by the classical registers, as Qiskit's ``get_counts``."""
         return dict(self.counts)
 
     def get_memory(self) -> list[str]:
+        """Each shot's outcome key (Qiskit's ``get_memory``); needs ``memory=True``."""
         if self.memory is None:
             raise ValidationError("run with memory=True to keep every shot's outcome")
         return list(self.memory)
 
     def probabilities(self) -> dict[str, float]:
+        """Counts divided by the shots."""
         return {k: v / self.shots for k, v in self.counts.items()} if self.shots else {}
 
 

@@ -88,18 +88,22 @@ class StateVector:
     # ----------------------------------------------------------------- properties
     @property
     def num_qubits(self) -> int:
+        """Number of qubits."""
         return self._n
 
     @property
     def chunk_qubits(self) -> int:
+        """Local qubits per block: blocks hold 2^chunk_qubits amplitudes."""
         return self._L
 
     @property
     def dtype(self) -> np.dtype:
+        """Complex dtype of the amplitudes (complex128 or complex64)."""
         return self._blocks.dtype
 
     @property
     def backend(self) -> Backend:
+        """The array backend that runs the blocks' kernels."""
         return get_backend(self._options.backend)
 
     @property

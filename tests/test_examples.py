@@ -1,0 +1,37 @@
+"""Every example script runs as a user would run it, at a small size, and says what it should."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _run(*argv: str) -> str:
+    out = subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=300, cwd=EXAMPLES.parent
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_every_example_script_is_run_by_a_test():
+    tested = {"quickstart.py", "cluster.py", "out_of_core.py"}  # out_of_core: tests/test_outofcore.py
+    assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_quickstart():
+    out = _run(str(EXAMPLES / "quickstart.py"))
+    assert abs(float(re.search(r"norm: (\S+)", out)[1]) - 1) < 1e-12 and "top counts" in out
+
+
+def test_cluster_script_on_a_local_cluster():
+    out = _run(str(EXAMPLES / "cluster.py"), "20", "2")
+    assert "20 qubits in 4 blocks of 2^18 on 2 workers" in out  # blocks per worker thread, >= 2^18
+    moved = int(re.search(r"amplitudes moved: (\d+)", out)[1])
+    assert moved > 0
+    assert float(re.search(r"max \|p - 2\^-n\|: (\S+)", out)[1]) < 1e-12
+    assert "norm 1.000000" in out

@@ -46,6 +46,7 @@ def circuit_to_record(circuit: Circuit) -> tuple[dict[str, Any], np.ndarray]:
         "version": RECORD_VERSION,
         "num_qubits": circuit.num_qubits,
         "global_phase": circuit.global_phase,
+        "registers": [[r.name, r.size] for r in circuit.registers],
         "operations": ops,
     }
     operands = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.complex128)
@@ -64,6 +65,11 @@ def circuit_from_record(record: object, operands: np.ndarray) -> Circuit:
     if not isinstance(entries, list):
         raise ValidationError("a circuit record needs a list of operations")
     circuit = Circuit(record.get("num_qubits"), record.get("global_phase", 0.0))  # type: ignore[arg-type]
+    registers = record.get("registers", [])  # records written before registers were kept have none
+    if not isinstance(registers, list) or not all(isinstance(r, list) and len(r) == 2 for r in registers):
+        raise ValidationError(f"a circuit record's registers must be [name, size] pairs, got {registers!r}")
+    for name, size in registers:
+        circuit.add_register(name, size)
     for i, entry in enumerate(entries):
         try:
             circuit.append(_operation(entry, operands))

@@ -54,6 +54,11 @@ def test_defaults_come_from_the_cluster_and_agree_with_threads(client):
     np.testing.assert_allclose(on_cluster.to_numpy(), threaded.to_numpy(), atol=1e-10)
 
 
+def test_a_state_on_a_cluster_says_so_in_a_notebook(client):
+    state = dasq.simulate(dasq.Circuit(4).h(3).cx(3, 0), chunk_qubits=2, client=client)
+    assert "on a cluster (2 workers" in state._repr_html_()
+
+
 def test_a_state_larger_than_the_cluster_is_refused_with_the_numbers(client):
     big = dasq.Circuit(40).h(0)
     with pytest.raises(dasq.ValidationError, match="cluster"):

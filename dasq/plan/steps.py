@@ -389,6 +389,26 @@ class PhysicalPlan:
         lines += [f"  {i:>3} {step.describe(self.num_qubits, L)}" for i, step, L in self.walk()]
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """A notebook table: the totals, then one row per step with its traffic."""
+        import html
+
+        s = self.summary()
+        rows = []
+        for i, step, L in self.walk():
+            t = step.traffic(self.num_qubits, L)
+            what = html.escape(step.describe(self.num_qubits, L))
+            rows.append(
+                f"<tr><td>{i}</td><td>{step.name}</td><td>{t.amplitudes_moved}</td><td>{what}</td></tr>"
+            )
+        return (
+            f"<b>dasq.PhysicalPlan</b> ({self.method}): {s['operations']} operations on {self.num_qubits} "
+            f"qubits, blocks of 2<sup>{self.chunk_qubits}</sup>: {s['stages']} stages, {s['relayouts']} "
+            f"relayouts, {s['amplitudes_moved']} amplitudes moved"
+            "<table><tr><th>step</th><th>kind</th><th>moved</th><th>what</th></tr>"
+            f"{''.join(rows)}</table>"
+        )
+
     def __repr__(self) -> str:
         return (
             f"<dasq.PhysicalPlan {self.method}: {len(self.steps)} steps on {self.num_qubits} qubits, "

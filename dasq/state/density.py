@@ -11,7 +11,6 @@ norm; the partial trace (Alg. 28) gives a smaller DensityMatrix.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,13 +101,7 @@ class DensityMatrix:
         )
 
     def _repr_html_(self) -> str:
-        c = self.choi
-        where = f", stored in {html.escape(c.store)}" if c.store else ""
-        return (
-            f"<b>dasq.DensityMatrix</b>: {self._n} qubits (a Choi vector of {2 * self._n}), {self.dtype}, "
-            f"{1 << (2 * self._n - c.chunk_qubits)} blocks of 2<sup>{c.chunk_qubits}</sup> amplitudes"
-            f"{where}, {c.report.amplitudes_moved} amplitudes moved between blocks"
-        )
+        return self.choi._html("dasq.DensityMatrix", f" of {self._n} qubits, held as its Choi vector")
 
     # ----------------------------------------------------------------- evolution
     def apply(self, circuit: Circuit) -> DensityMatrix:

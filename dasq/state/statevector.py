@@ -134,12 +134,27 @@ class StateVector:
         )
 
     def _repr_html_(self) -> str:
-        where = f", stored in {html.escape(self.store)}" if self.store else ""
-        steps = f"; {len(self.plan.steps)} plan steps" if self.plan is not None else ""
+        return self._html("dasq.StateVector")
+
+    def _html(self, title: str, note: str = "") -> str:
+        """Qubits, dtype, blocks, layout, where the blocks live, what the plan cost."""
+        where = f"stored in {html.escape(self.store)}" if self.store else "in memory"
+        client = self._options.client
+        if client is not None:
+            link = getattr(client, "dashboard_link", None)
+            dashboard = f", <a href='{html.escape(link)}'>dashboard</a>" if link else ""
+            where = f"on a cluster ({len(client.nthreads())} workers{dashboard})"
+        plan = "<br>"
+        if self.plan is not None:
+            s = self.plan.summary()
+            plan = (
+                f"<br>plan: {s['stages']} stages, {s['relayouts']} relayouts ({len(self.plan.steps)} steps); "
+            )
+        moved = self.report.amplitudes_moved
         return (
-            f"<b>dasq.StateVector</b>: {self._n} qubits, {self.dtype}, {1 << (self._n - self._L)} blocks "
-            f"of 2<sup>{self._L}</sup> amplitudes{where}{steps}, "
-            f"{self.report.amplitudes_moved} amplitudes moved between blocks"
+            f"<b>{title}</b>{note}: {self._n} qubits, {self.dtype}, {1 << (self._n - self._L)} blocks of "
+            f"2<sup>{self._L}</sup> amplitudes, {where}<br>layout (position of each qubit): "
+            f"{list(self._layout)}{plan}{moved} amplitudes moved between blocks"
         )
 
     # ----------------------------------------------------------------- evolution

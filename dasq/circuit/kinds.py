@@ -717,7 +717,25 @@ class Barrier(Operation):
 
 
 @dataclass(frozen=True, eq=False)
-class Channel(Operation):
+class _Uncontrolled(Operation):
+    """A non-unitary kind: controls are refused (a controlled channel is not defined
+    by its Kraus operators alone, and the kernels would ignore them)."""
+
+    @classmethod
+    def create(
+        cls, num_qubits: int, targets: object, controls: object = (), *args: Any, **kw: Any
+    ) -> Operation:
+        if controls:
+            raise ValidationError(f"a {cls.kind.replace('_', ' ')} takes no controls")
+        return super().create(num_qubits, targets, (), *args, **kw)
+
+    @property
+    def is_channel(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, eq=False)
+class Channel(_Uncontrolled):
     """A quantum channel sum_i K_i rho K_i^dagger on the targets, kept as its Kraus
     operators (``kraus[i]`` indexed as a ``unitary`` matrix). Density-matrix runs
     apply its superoperator; trajectories draw one K_i per shot; a statevector run
@@ -734,18 +752,6 @@ class Channel(Operation):
         if kraus is None:
             raise ValidationError("a channel needs its Kraus operators")
         return {"kraus": check_kraus(kraus, num_targets)}
-
-    @classmethod
-    def create(
-        cls, num_qubits: int, targets: object, controls: object = (), *args: Any, **kw: Any
-    ) -> Operation:
-        if controls:
-            raise ValidationError("a channel takes no controls")
-        return super().create(num_qubits, targets, (), *args, **kw)
-
-    @property
-    def is_channel(self) -> bool:
-        return True
 
     def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
         raise ValidationError(
@@ -765,7 +771,7 @@ class Channel(Operation):
 
 
 @dataclass(frozen=True, eq=False)
-class LinearMap(Operation):
+class LinearMap(_Uncontrolled):
     """A dense 2^k x 2^k matrix that need not be unitary: a channel's superoperator
     on the Choi vector of a density matrix (ket and bra qubits; the seed paper's
     Alg. 18), or one Kraus operator drawn by a trajectory. Diagonal ones (dephasing)
@@ -789,14 +795,6 @@ class LinearMap(Operation):
         return {"matrix": v.check_matrix(matrix, num_targets, require_unitary=False)}
 
     @classmethod
-    def create(
-        cls, num_qubits: int, targets: object, controls: object = (), *args: Any, **kw: Any
-    ) -> Operation:
-        if controls:
-            raise ValidationError("a linear map takes no controls")
-        return super().create(num_qubits, targets, (), *args, **kw)
-
-    @classmethod
     def of_channel(cls, superop: np.ndarray, targets: Sequence[int], num_qubits: int, name: str) -> LinearMap:
         """The superoperator of a channel on ``targets`` of an N-qubit density matrix."""
         choi_targets = tuple(targets) + tuple(t + num_qubits for t in targets)
@@ -816,10 +814,6 @@ class LinearMap(Operation):
         w = m[0, 0] - s
         expected = s * np.eye(m.shape[0]) + w * np.outer(on_diagonal, on_diagonal)
         return (complex(s), complex(w)) if np.allclose(m, expected, rtol=0, atol=1e-14) else None
-
-    @property
-    def is_channel(self) -> bool:
-        return True
 
     @cached_property
     def is_diagonal(self) -> bool:  # type: ignore[override]

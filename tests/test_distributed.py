@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -135,3 +138,48 @@ def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
     on_cluster = dasq.run(c, 3000, seed=21, chunk_qubits=3, client=client, memory=True)
     assert on_threads.branches == 4 and len(on_threads.counts) > 50  # two mid-circuit measurements
     assert on_cluster.memory == on_threads.memory
+
+
+class KillOnce(WorkerPlugin):
+    """Kills its worker's process (no cleanup, as a crash would) when the worker has
+    finished its ``after``-th stage task, once: the marker file says it happened."""
+
+    name = "dasq-kill-once"
+
+    def __init__(self, marker: str, after: int) -> None:
+        self.marker, self.after = marker, after
+
+    def setup(self, worker):
+        self.done = 0
+
+    def transition(self, key, start, finish, **kwargs):
+        name = key[0] if isinstance(key, tuple) else key
+        if start == "executing" and str(name).startswith("dasq-stage-"):
+            self.done += 1
+            if self.done == self.after and not os.path.exists(self.marker):
+                Path(self.marker).write_text("killed")
+                os._exit(1)
+
+
+def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
+    # Dask recomputes what the dead worker held from the graph's lineage; the nanny
+    # restarts the worker. The answer must be the threaded one, never a wrong state.
+    rng = np.random.default_rng(3)
+    c = dasq.Circuit(14)
+    for _ in range(6):
+        for q in range(14):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        for q in range(0, 13, 2):
+            c.cx(q, (q + 5) % 14)
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    marker = tmp_path / "killed"
+    with (  # ":0": this second cluster's HTTP server takes a free port, not the first one's
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as own,
+    ):
+        own.register_plugin(KillOnce(str(marker), after=3))
+        state = dasq.simulate(c, chunk_qubits=10, client=own)
+        assert len(state.plan.stages) > 1
+        got = state.to_numpy()
+    assert marker.exists()  # a worker died during the run (its third stage task of 16 blocks x stages)
+    np.testing.assert_allclose(got, expected, atol=1e-10)

@@ -338,6 +338,60 @@ def suite_relayout(args: argparse.Namespace) -> dict:
     return {"suite": "relayout", "machine": machine(), "workers": args.workers, "rows": rows}
 
 
+def suite_relayout_scale(args: argparse.Namespace) -> dict:
+    """One fused relayout of ``k`` qubits at cluster scale (256+ blocks) on a
+    LocalCluster: dasq's ``packed`` layer against Dask's rechunk ``tasks`` and ``p2p``.
+    Per method: tasks in the graph, the scheduler's RSS growth, seconds (median)."""
+    import psutil  # noqa: F401 - the scheduler reads its own RSS with it
+    from distributed import Client, LocalCluster
+
+    import dasq
+    from dasq.backend.registry import get_backend
+    from dasq.engine import layers
+    from dasq.engine.layers import Gather
+
+    n, k = args.qubits[0], args.k
+    backend = get_backend("cpu")
+    fresh = iter(range(1, 1 << n))
+    rows = []
+
+    def scheduler_rss(client) -> int:
+        return client.run_on_scheduler(lambda: __import__("psutil").Process().memory_info().rss)
+
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        for blocks in args.blocks:
+            L = n - (blocks.bit_length() - 1)
+            pairs = tuple((L + i, L - k + i) for i in range(k))
+            row = {"qubits": n, "blocks": blocks, "chunk_qubits": L, "k": k}
+            for method in ("packed", "tasks", "p2p"):
+                secs, tasks, growth = [], 0, []
+                for _ in range(args.reps):
+                    x = dasq.simulate(
+                        dasq.Circuit(n), initial=next(fresh), chunk_qubits=L, dtype="complex64", client=client
+                    )
+                    wait_all(client, x.blocks)
+                    before = scheduler_rss(client)
+                    t = time.perf_counter()
+                    y, _ = layers.relayout_layer(x.blocks, Gather(L, pairs, (), backend), 0, method)
+                    tasks = len(y.__dask_graph__()) - blocks  # the source blocks are futures
+                    y = client.persist(y, optimize_graph=method != "packed")
+                    wait_all(client, y)
+                    secs.append(time.perf_counter() - t)
+                    growth.append(scheduler_rss(client) - before)
+                    del x, y
+                row[method] = {
+                    "median_seconds": statistics.median(secs),
+                    "tasks": tasks,
+                    "scheduler_rss_growth_mib": max(growth) / 2**20,
+                }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return {"suite": "relayout_scale", "machine": machine(), "workers": args.workers, "rows": rows}
+
+
 def wait_all(client, x) -> None:
     from distributed import wait
 
@@ -842,6 +896,12 @@ def main() -> None:
     ooc.add_argument(
         "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
+    rs = sub.add_parser("relayout_scale")
+    rs.add_argument("--qubits", type=int, nargs=1, default=[22])
+    rs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
+    rs.add_argument("--k", type=int, default=4)
+    rs.add_argument("--workers", type=int, default=2)
+    rs.add_argument("--reps", type=int, default=3)
     for name in ("inmemory", "relayout", "planning"):
         s = sub.add_parser(name)
         s.add_argument("--qubits", type=int, nargs="+", default=[20, 24])
@@ -883,6 +943,7 @@ def main() -> None:
         "diskfloor": suite_diskfloor,
         "estimator": suite_estimator,
         "density": suite_density,
+        "relayout_scale": suite_relayout_scale,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

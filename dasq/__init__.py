@@ -6,6 +6,7 @@ from dasq.circuit.noise import NoiseModel, QuantumError, ReadoutError
 from dasq.circuit.parameters import Parameter
 from dasq.errors import DasqError, StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
+from dasq.plot import plot_plan, plot_probabilities
 from dasq.state.density import DensityMatrix
 from dasq.state.observables import PauliSum
 from dasq.state.shots import Result
@@ -33,6 +34,8 @@ __all__ = [
     "__version__",
     "info",
     "plan",
+    "plot_plan",
+    "plot_probabilities",
     "resume",
     "run",
     "simulate",

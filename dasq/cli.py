@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -11,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from dasq import _config
 from dasq.api import info, plan, resume, run
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import IfElse
@@ -92,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
         help="address of a running Dask scheduler, e.g. tcp://host:8786",
     )
     run.add_argument(
+        "--report",
+        default=argparse.SUPPRESS,
+        help="write a Dask performance report of the run to this HTML file (needs bokeh; starts a "
+        "local cluster of one worker per core unless --workers or --scheduler is given)",
+    )
+    run.add_argument(
         "--store", default=argparse.SUPPRESS, help="run out of core in this zarr store (PATH.zarr)"
     )
     run.add_argument(
@@ -139,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-OPTIONAL = ("seed", "chunk_qubits", "fusion_size", "observable", "workers", "scheduler", "store")
+OPTIONAL = ("seed", "chunk_qubits", "fusion_size", "observable", "workers", "scheduler", "store", "report")
 OPTIONAL += ("memory_limit", "compression", "keep_bits")
 
 
@@ -182,35 +190,52 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     circuit = _with_measurements(Circuit.from_qasm(args.circuit))
+    if args.report and _dashboard() is None:
+        raise ValidationError('--report needs bokeh, which draws the report: pip install "dasq[notebook]"')
     client = _client(args)
     try:
         start = time.perf_counter()
-        result = run(
-            circuit,
-            args.shots,
-            seed=args.seed,
-            density=args.density,
-            dtype=args.dtype,
-            chunk_qubits=args.chunk_qubits,
-            client=client,
-            method=args.method,
-            fusion_size=args.fusion_size,
-            store=args.store,
-            memory_limit=args.memory_limit,
-            compression=args.compression,
-            keep_bits=args.keep_bits,
-            progress=_progress(args, stored=args.store is not None),
-        )
+        with _performance_report(args.report):
+            result = _run_circuit(args, circuit, client)
         if args.observable and result.state is None:
             raise ValidationError(
                 f"--observable needs one final state; the shots of this circuit end in {result.branches} "
                 "(mid-circuit measurements or resets)"
             )
         _report(args, result.state, result.counts, start, branches=result.branches)
+        if args.report:
+            print(f"dasq: performance report {args.report}", file=sys.stderr)
     finally:
-        if client is not None:
-            client.close()
+        _close(client)
     return 0
+
+
+def _performance_report(path: str | None) -> Any:
+    """Dask's performance report of everything run inside (a no-op without ``path``)."""
+    if not path:
+        return contextlib.nullcontext()
+    from distributed import performance_report
+
+    return performance_report(filename=path)
+
+
+def _run_circuit(args: argparse.Namespace, circuit: Circuit, client: object | None) -> Any:
+    return run(
+        circuit,
+        args.shots,
+        seed=args.seed,
+        density=args.density,
+        dtype=args.dtype,
+        chunk_qubits=args.chunk_qubits,
+        client=client,
+        method=args.method,
+        fusion_size=args.fusion_size,
+        store=args.store,
+        memory_limit=args.memory_limit,
+        compression=args.compression,
+        keep_bits=args.keep_bits,
+        progress=_progress(args, stored=args.store is not None),
+    )
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -256,18 +281,29 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> object | None:
-    if not (args.scheduler or args.workers):
+    if not (args.scheduler or args.workers or args.report):
         return None
     from distributed import Client, LocalCluster
 
     if args.scheduler:
         client = Client(args.scheduler)
     else:
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=_dashboard())
+        workers = args.workers or _config.cores(None)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=_dashboard())
         client = Client(cluster)
     link = client.dashboard_link if _dashboard() else None
     print(f"dasq: dashboard {link}" if link else "dasq: no dashboard (pip install bokeh)", file=sys.stderr)
     return client
+
+
+def _close(client: Any) -> None:
+    """Close the client, and the local cluster when this command started it."""
+    if client is None:
+        return
+    cluster = client.cluster
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _dashboard() -> str | None:

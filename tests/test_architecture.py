@@ -25,6 +25,7 @@ RANK = {
     "dasq.outofcore": 7,
     "dasq.api": 8,
     "dasq.qiskit": 9,  # the V2 primitives: built on the api
+    "dasq.plot": 9,  # notebook pictures of states and plans
     "dasq.cli": 10,
 }
 

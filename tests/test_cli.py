@@ -142,3 +142,13 @@ def test_workers_print_where_the_dashboard_is(capsys):
     assert main(["run", EXAMPLE, "--workers", "1", "--shots", "10", "--seed", "1"]) == 0
     err = capsys.readouterr().err
     assert "dasq: dashboard http" in err or "dasq: no dashboard (pip install bokeh)" in err
+
+
+def test_report_writes_a_dask_performance_report(tmp_path, capsys):
+    pytest.importorskip("bokeh")
+    out = tmp_path / "run.html"
+    args = ["run", EXAMPLE, "--workers", "2", "--shots", "10", "--seed", "1", "--report", str(out)]
+    assert main(args) == 0
+    assert f"dasq: performance report {out}" in capsys.readouterr().err
+    text = out.read_text()
+    assert "Dask Performance Report" in text and "dasq-stage" in text  # the task stream names the steps

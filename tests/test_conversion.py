@@ -48,7 +48,7 @@ def test_library_composites_convert_fast_into_narrow_operations(name):
     start = time.perf_counter()
     wide = dasq.Circuit.from_qiskit(LIBRARY[name](WIDE))
     seconds = time.perf_counter() - start
-    assert seconds < 1.0, f"{name}({WIDE}) took {seconds:.2f} s"  # a dense 2^20 matrix would take hours
+    assert seconds < 5.0, f"{name}({WIDE}) took {seconds:.2f} s"  # a dense 2^20 matrix would take hours
     assert max(len(op.qubits) for op in wide) <= DENSE_WIDTH
     small = LIBRARY[name](8)
     got = dasq.simulate(dasq.Circuit.from_qiskit(small), chunk_qubits=5).to_numpy()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 
@@ -142,22 +143,26 @@ def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
 
 class KillOnce(WorkerPlugin):
     """Kills its worker's process (no cleanup, as a crash would) when the worker has
-    finished its ``after``-th stage task, once: the marker file says it happened."""
+    finished its ``after``-th task named ``prefix``..., once: the marker file says it
+    happened. ``every``: kill at every such task from then on (a task that crashes
+    whichever worker runs it)."""
 
     name = "dasq-kill-once"
 
-    def __init__(self, marker: str, after: int) -> None:
-        self.marker, self.after = marker, after
+    def __init__(self, marker: str, after: int, prefix: str = "dasq-stage-", every: bool = False) -> None:
+        self.marker, self.after, self.prefix, self.every = marker, after, prefix, every
 
     def setup(self, worker):
         self.done = 0
 
     def transition(self, key, start, finish, **kwargs):
         name = key[0] if isinstance(key, tuple) else key
-        if start == "executing" and str(name).startswith("dasq-stage-"):
+        if start == "executing" and str(name).startswith(self.prefix):
             self.done += 1
             if self.done == self.after and not os.path.exists(self.marker):
                 Path(self.marker).write_text("killed")
+                os._exit(1)
+            if self.every and os.path.exists(self.marker):
                 os._exit(1)
 
 
@@ -183,3 +188,119 @@ def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
         got = state.to_numpy()
     assert marker.exists()  # a worker died during the run (its third stage task of 16 blocks x stages)
     np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def _stored_circuit() -> dasq.Circuit:
+    rng = np.random.default_rng(4)
+    c = dasq.Circuit(16)
+    for _ in range(3):
+        for q in range(16):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        for q in range(0, 15, 2):
+            c.cx(q, (q + 7) % 16)
+    return c
+
+
+def test_a_worker_killed_during_a_stored_run_still_gives_the_right_state(tmp_path):
+    # Out of core each block task reads its pieces from the store and writes its
+    # chunk: Dask reruns the dead worker's task elsewhere, which rewrites the same chunk.
+    c = _stored_circuit()
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    marker = tmp_path / "killed"
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as own,
+    ):
+        own.register_plugin(KillOnce(str(marker), after=5, prefix="dasq-stream-1-"))
+        state = dasq.simulate(c, chunk_qubits=10, store=tmp_path / "run.zarr", client=own)
+        assert len(state.plan.stages) > 1
+        got = state.to_numpy()
+    assert marker.exists()  # a worker died during the second pass (its fifth block task)
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_a_stored_run_that_keeps_losing_workers_stops_with_a_clear_error_and_resumes(tmp_path):
+    c = _stored_circuit()
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    marker, store = tmp_path / "killed", tmp_path / "run.zarr"
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 1}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as own,
+    ):
+        own.register_plugin(KillOnce(str(marker), after=5, prefix="dasq-stream-1-", every=True))
+        with pytest.raises(dasq.StoreError, match=r"lost its workers.*dasq resume"):
+            dasq.simulate(c, chunk_qubits=10, store=store, client=own)
+        own.unregister_worker_plugin("dasq-kill-once")
+    assert dasq.info(store)["stages_done"] >= 1  # the passes before the crash are kept
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as fresh,
+    ):
+        got = dasq.resume(store, client=fresh).to_numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def four_workers():
+    with (
+        LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def _expected_network_bytes(pairs, L: int, n: int, workers: int, itemsize: int) -> float:
+    """(1 - 2^-k) x state bytes x the share of moved pieces whose source block sits on
+    another worker (blocks in contiguous ranges: the top log2(workers) bits name it)."""
+    k = len(pairs)
+    worker_bits = workers.bit_length() - 1
+    network = sum(1 for g, _ in pairs if g >= n - worker_bits)
+    share = ((1 << k) - (1 << (k - network))) / ((1 << k) - 1)
+    return (1 - 2.0**-k) * (itemsize << n) * share
+
+
+@pytest.mark.parametrize("qubits", [(14,), (14, 15), (13, 14, 15), (12,), (12, 13)])
+def test_bytes_workers_receive_are_the_plans_count(four_workers, qubits):
+    """16 blocks on 4 single-thread worker processes: global bits 14, 15 name the worker,
+    12, 13 a block inside it. The bytes workers really received (their transfer
+    tally) match the plan's count of amplitudes crossing workers and the formula,
+    within 10%; a relayout over in-worker bits sends nothing; a stage sends nothing."""
+    n, L = 16, 12
+    rng = np.random.default_rng(1)
+    psi = rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)
+    start = dasq.simulate(
+        dasq.Circuit(n).rz(0.3, 0), initial=psi / np.linalg.norm(psi), chunk_qubits=L, client=four_workers
+    )
+    (stage,) = start.report.records
+    assert stage.step == "program" and stage.received_bytes == 0 and stage.tasks == 16
+    circuit = dasq.Circuit(n)
+    for q in qubits:
+        circuit.h(q)
+    state = dasq.simulate(circuit, initial=start, chunk_qubits=L, client=four_workers)
+    (relayout,) = [r for r in state.report.records if r.step == "relayout"]
+    (step,) = [s for s in state.plan.steps if s.name == "relayout"]
+    assert len(step.pairs) == len(qubits)
+    counted = relayout.across_workers * 16
+    formula = _expected_network_bytes(step.pairs, L, n, 4, 16)
+    assert counted == pytest.approx(formula, rel=1e-12)
+    if formula == 0:
+        assert relayout.received_bytes == 0
+    else:
+        assert relayout.received_bytes == pytest.approx(formula, rel=0.1)
+        assert relayout.received_bytes == pytest.approx(counted, rel=0.1)
+    expected = np.asarray(psi / np.linalg.norm(psi), dtype=complex)
+    reference = dasq.simulate(dasq.Circuit(n).rz(0.3, 0).compose(circuit), initial=expected, chunk_qubits=L)
+    np.testing.assert_allclose(state.to_numpy(), reference.to_numpy(), atol=1e-10)
+
+
+def test_steps_run_in_spans_named_after_them_and_progress_follows_the_cluster(client, capsys):
+    c = _circuit()
+    state = dasq.simulate(c, chunk_qubits=5, client=client, progress=True, seed=11)
+    spans = client.run_on_scheduler(
+        lambda dask_scheduler: {s.name for s in dask_scheduler.extensions["spans"].spans.values()}
+    )
+    layers = {r.layer.rsplit("-", 1)[0] for r in state.report.records if r.layer}
+    assert layers and {(name,) for name in layers} <= spans  # e.g. ("dasq-stage-3",)
+    assert "Completed" in capsys.readouterr().out  # distributed's progress bar, not a step counter
+    assert state.report.on_cluster and "between workers" in str(state.report)

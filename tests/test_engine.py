@@ -280,3 +280,31 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
     np.testing.assert_allclose(
         state.to_numpy(), dasq.simulate(brickwork(8, 3, seed=2)).to_numpy(), atol=1e-12
     )
+
+
+def test_blocks_are_placed_on_workers_in_contiguous_ranges():
+    from dasq.engine.placement import BlockPlacement, _LayerWorkers
+
+    placement = BlockPlacement(("a", "b", "c", "d"), 16)
+    assert placement.worker_of == tuple(c // 4 for c in range(16))  # top 2 bits name the worker
+    assert BlockPlacement(("a", "b", "c"), 4).worker_of == (0, 0, 1, 2)
+    where = _LayerWorkers("dasq-stage-1-abc", placement)
+    assert where(("dasq-stage-1-abc", 5)) == ["b"]  # an output block
+    assert where(("dasq-stage-1-abc-piece", 13, 2)) == ["d"]  # a piece, by its source block
+    assert where("dasq-stage-1-abc-gather") == [] and where(("other", 3)) == []  # follow their inputs
+
+
+def test_planner_keeps_soon_needed_qubits_on_low_global_bits():
+    # 8 qubits, blocks of 2^4: qubit 6 is needed last, so it waits on the top global
+    # bit (the one that names the worker on a cluster); in wire order it would sit on 6
+    c = dasq.Circuit(8)
+    for q in range(4):
+        c.h(q)
+    c.cx(0, 1).cx(2, 3).cx(1, 2).h(7).cx(7, 0)
+    for q in range(4, 7):
+        c.h(q)
+    plan = dasq.plan(c, chunk_qubits=4)
+    assert plan.initial_layout[6] == 7 and plan.initial_layout[7] < 7
+    np.testing.assert_allclose(
+        dasq.simulate(c, chunk_qubits=4).to_numpy(), dasq.simulate(c, chunk_qubits=8).to_numpy(), atol=1e-12
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import dasq
 
 
@@ -35,3 +37,52 @@ def test_density_matrix_and_stored_state_html(tmp_path):
     assert "<b>dasq.DensityMatrix</b> of 6 qubits, held as its Choi vector: 12 qubits" in text
     stored = dasq.simulate(_circuit(), store=tmp_path / "s.zarr", chunk_qubits=4)
     assert f"stored in {stored.store}" in stored._repr_html_()
+
+
+def test_circuit_html_has_size_counts_and_a_drawing():
+    circuit = _circuit().measure_all()
+    text = circuit._repr_html_()
+    assert "<b>dasq.Circuit</b>: 6 qubits, 6 classical bits, 12 operations, depth" in text
+    assert "<tr><td>cx</td><td>3</td></tr>" in text and "<tr><td>measure</td><td>6</td></tr>" in text
+    try:
+        import qiskit  # noqa: F401
+    except ImportError:
+        assert "ry(" in text  # the operation list
+    else:
+        assert "<pre" in text and "┤ H ├" in text  # Qiskit's drawing
+        assert "┤ H ├" in circuit.draw()
+    big = dasq.Circuit(50).h(0)
+    assert "<pre" not in big._repr_html_() and big.draw() == str(big)  # too wide to draw: listed
+
+
+def test_report_html_on_threads_has_no_cluster_columns():
+    state = dasq.simulate(_circuit(), chunk_qubits=3)
+    text = state.report._repr_html_()
+    assert "<th>moved</th>" in text and "between workers" not in text
+    assert not state.report.on_cluster
+
+
+def test_plots_draw_the_distribution_and_the_plan():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    state = dasq.simulate(_circuit(), chunk_qubits=3)
+    ax = dasq.plot_probabilities(state, [0, 5])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["00", "01", "10", "11"]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx(list(state.probabilities([0, 5])))
+    top = dasq.plot_probabilities(state, top=3)
+    assert len(top.patches) == 3
+    fig = dasq.plot_plan(state.plan)
+    where, moves = fig.axes[:2]
+    positions = dasq.plot.plan_positions(state.plan)
+    assert positions.shape == (len(state.plan.steps) + 1, 6)
+    local = where.images[0].get_array()
+    assert (
+        local.shape == (6, len(state.plan.steps) + 1) and local.sum(axis=0).tolist() == [3] * local.shape[1]
+    )
+    assert len(moves.patches) == len(state.plan.steps) + 1
+    assert max(p.get_height() for p in moves.patches) == max(
+        s.traffic(6, 3).amplitudes_moved for s in state.plan.steps
+    )
+    with pytest.raises(dasq.ValidationError, match="too many bars"):
+        dasq.plot_probabilities(dasq.simulate(dasq.Circuit(7).h(0)))

@@ -64,6 +64,10 @@ def _accepts_parameters(method: Any) -> Any:
     return build
 
 
+DRAW_MAX_QUBITS = 40  # larger circuits are listed, not drawn (a drawing no one can read)
+DRAW_MAX_OPERATIONS = 300
+
+
 class Circuit:
     """A list of operations on ``num_qubits`` qubits. Builder methods return ``self``.
 
@@ -262,19 +266,44 @@ class Circuit:
         return f"<dasq.Circuit {self._num_qubits} qubits, {len(self)} operations>"
 
     def draw(self) -> str:
-        """The circuit as text, one operation per line (``str(circuit)``)."""
-        return str(self)
+        """The circuit as text: Qiskit's drawing when qiskit is installed and the
+        circuit is small enough to read (at most 40 qubits, 300 operations), else
+        one operation per line (``str(circuit)``)."""
+        drawing = self._qiskit_drawing()
+        return str(self) if drawing is None else drawing
+
+    def _qiskit_drawing(self) -> str | None:
+        if self._num_qubits > DRAW_MAX_QUBITS or len(self) > DRAW_MAX_OPERATIONS:
+            return None
+        try:
+            import qiskit  # noqa: F401
+        except ImportError:
+            return None
+        try:
+            return str(self.to_qiskit().draw(output="text", fold=-1))
+        except Exception:  # an operation Qiskit cannot draw: fall back to the list
+            return None
 
     def _repr_html_(self) -> str:
+        """Size, depth and operations by name, then the drawing (or the first 200
+        operations): what a notebook shows for a circuit."""
+        counts = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{n}</td></tr>" for name, n in self.count_ops().items()
+        )
+        head = (
+            f"<b>dasq.Circuit</b>: {self._num_qubits} qubits, {self.num_clbits} classical bits, "
+            f"{len(self)} operations, depth {self.depth()}"
+            f"<table><tr><th>operation</th><th>count</th></tr>{counts}</table>"
+        )
+        drawing = self._qiskit_drawing()
+        if drawing is not None:
+            return f"{head}<pre style='line-height: 1.1'>{html.escape(drawing)}</pre>"
         rows = "".join(
             f"<tr><td>{i}</td><td>{html.escape(op.describe())}</td></tr>"
             for i, op in enumerate(self._ops[:200])
         )
         more = f"<p>... {len(self) - 200} more</p>" if len(self) > 200 else ""
-        return (
-            f"<b>dasq.Circuit</b>: {self._num_qubits} qubits, {len(self)} operations, "
-            f"depth {self.depth()}<table>{rows}</table>{more}"
-        )
+        return f"{head}<table>{rows}</table>{more}"
 
     # ----------------------------------------------------------------- generic builders
     def _add(

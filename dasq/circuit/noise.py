@@ -130,6 +130,21 @@ class NoiseModel:
                 self.local_readout[int(q)] = error
         return self
 
+    def __repr__(self) -> str:
+        parts = [
+            f"{e.name}({e.num_qubits}q) after {name}" for name, es in self.default_errors.items() for e in es
+        ]
+        parts += [
+            f"{e.name}({e.num_qubits}q) after {name} on {list(qs)}"
+            for (name, qs), es in self.local_errors.items()
+            for e in es
+        ]
+        if self.default_readout is not None:
+            r = self.default_readout
+            parts.append(f"readout p01={r.p01:g} p10={r.p10:g} on every qubit")
+        parts += [f"readout p01={r.p01:g} p10={r.p10:g} on qubit {q}" for q, r in self.local_readout.items()]
+        return "<dasq.NoiseModel: " + ("; ".join(parts) or "no errors") + ">"
+
     def errors_after(self, op: Operation) -> list[QuantumError]:
         """The errors that follow ``op``: a local error on its qubits replaces the all-qubit one."""
         qs = op.qubits

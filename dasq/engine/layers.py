@@ -38,13 +38,23 @@ ONE_STEP_THRESHOLD = 1 << 30  # graph growth Dask may accept before it plans a m
 
 @dataclass(frozen=True)
 class LayerCost:
-    """What a layer costs, counted from the graph: traffic and compute tasks."""
+    """What a layer costs, counted from the graph: traffic, compute tasks and, when
+    the blocks are placed on workers (placement.py), the moved amplitudes whose
+    source block lives on another worker than their destination (``across``)."""
 
     traffic: Traffic = field(default_factory=Traffic)
     tasks: int = 0
+    across: int = 0
 
     def __add__(self, other: LayerCost) -> LayerCost:
-        return LayerCost(self.traffic + other.traffic, self.tasks + other.tasks)
+        return LayerCost(self.traffic + other.traffic, self.tasks + other.tasks, self.across + other.across)
+
+
+WorkerOf = Sequence[int] | None  # worker index of each block, or None (one process)
+
+
+def _crosses(worker_of: WorkerOf, a: int, b: int) -> bool:
+    return worker_of is not None and worker_of[a] != worker_of[b]
 
 
 def layer_name(kind: str, index: int | str, *inputs: Any) -> str:
@@ -172,6 +182,7 @@ def relayout_layer(
     active: Sequence[bool] | None = None,
     runner: BlockRunner | None = None,
     kind: str | None = None,
+    worker_of: WorkerOf = None,
 ) -> tuple[da.Array, LayerCost]:
     """The relayout, and (if ``runner`` is given) the next stage's program in the same
     tasks: each new block is gathered and run by one task.
@@ -181,7 +192,7 @@ def relayout_layer(
     ``kind`` names the layer (default "relayout", or "stage" with a program).
     """
     if method in ("tasks", "p2p") and not gather.controls and active is None:
-        y, cost = rechunk_relayout(x, gather.L, gather.pairs, method, index)
+        y, cost = rechunk_relayout(x, gather.L, gather.pairs, method, index, worker_of)
         if runner is not None:
             y, more = program_layer(y, runner, index)
             cost = cost + more
@@ -197,28 +208,31 @@ def relayout_layer(
         layer[runner_key] = DataNode(runner_key, runner)
         head = [TaskRef(runner_key), *head]
     size = 1 << gather.L
-    moved = messages = tasks = 0
+    moved = messages = tasks = across = 0
     for c in range(num_blocks(x)):
         if active is not None and not active[c]:
             layer[(name, c)] = Alias((name, c), (x.name, c))
             continue
         pieces = algebra.pieces(c, gather.pairs, gather.L)
         others = [p for p in pieces if p.source != c]
+        piece = size >> len(gather.pairs) >> len(gather.controls)
         messages += len(others)
-        moved += len(others) * (size >> len(gather.pairs) >> len(gather.controls))
+        moved += len(others) * piece
+        across += piece * sum(_crosses(worker_of, p.source, c) for p in others)
         if method == "views":  # whole source blocks: the task slices its pieces
             args = [TaskRef((x.name, p.source)) for p in pieces]
         else:  # pieces cut where their block lives: only they travel
             args = [TaskRef((x.name, c))]
-            for i, p in enumerate(others):
-                key = (f"{name}-piece", c, i)
+            for p in others:
+                key = (f"{name}-piece", p.source, c)  # placed by its source block
                 layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
                 args.append(TaskRef(key))
             tasks += len(others)
         func = _VIEWS[runner is not None] if method == "views" else _PACKED[runner is not None]
         layer[(name, c)] = Task((name, c), func, *head, c, *args)
         tasks += 1
-    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(messages, moved, 0), tasks)
+    cost = LayerCost(Traffic(messages, moved, 0), tasks, across)
+    return _array(name, layer, x, x.chunks, x._meta), cost
 
 
 def _gather(gather: Gather, block_index: int, *blocks: Any) -> Any:
@@ -235,7 +249,7 @@ _PACKED = {False: _gather_packed, True: _gather_packed_run}
 
 
 def rechunk_relayout(
-    x: da.Array, L: int, pairs: algebra.Pairs, method: str, index: int | str
+    x: da.Array, L: int, pairs: algebra.Pairs, method: str, index: int | str, worker_of: WorkerOf = None
 ) -> tuple[da.Array, LayerCost]:
     """The relayout as one rechunk of a reshaped view: the index is split into axes
     (each exchanged bit alone, the runs of other bits merged), the exchanged axes are
@@ -268,7 +282,11 @@ def rechunk_relayout(
     nb = num_blocks(x)
     k = len(pairs)
     sent = nb * ((1 << k) - 1)
-    return y, LayerCost(Traffic(sent, sent * ((1 << L) >> k), 0), 0)
+    piece = (1 << L) >> k
+    across = piece * sum(
+        _crosses(worker_of, p.source, c) for c in range(nb) for p in algebra.pieces(c, pairs, L)
+    )
+    return y, LayerCost(Traffic(sent, sent * piece, 0), 0, across)
 
 
 # --------------------------------------------------------------------- exchanges (per-operation)
@@ -296,7 +314,7 @@ def _share(backend: Backend, action: GroupShareAction, L: int, block: Any, total
 
 
 def group_sum_layer(
-    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str
+    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str, worker_of: WorkerOf = None
 ) -> tuple[da.Array, LayerCost]:
     """Blocks that differ in the bits of ``step.spec.mask`` add up one piece each by a
     butterfly (round r: c adds the partial sum of c ^ bit r), then each block takes
@@ -323,21 +341,22 @@ def group_sum_layer(
         )
     piece = (1 << L) >> len(shares[0].fixed)
     sent = len(bits) * nb
-    cost = LayerCost(Traffic(sent, sent * piece, 0), nb * (len(bits) + 2))
+    across = piece * sum(_crosses(worker_of, c, c ^ (1 << b)) for b in bits for c in range(nb))
+    cost = LayerCost(Traffic(sent, sent * piece, 0), nb * (len(bits) + 2), across)
     return _array(name, layer, x, x.chunks, x._meta), cost
 
 
 def exchange_layer(
-    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str
+    x: da.Array, step: Exchange, L: int, backend: Backend, index: int | str, worker_of: WorkerOf = None
 ) -> tuple[da.Array, LayerCost]:
     """Blocks rebuilt from themselves and a partner block (pair exchange) or from the
     partner alone where it lives (rename); the partner's piece is packed where it lives."""
     if step.spec.summed:
-        return group_sum_layer(x, step, L, backend, index)
+        return group_sum_layer(x, step, L, backend, index, worker_of)
     name = layer_name("exchange", index, x.name, step.token(), L, backend.name)
     layer: dict = {}
     size = 1 << L
-    moved = messages = renamed = tasks = 0
+    moved = messages = renamed = tasks = across = 0
     for c in range(num_blocks(x)):
         update = step.op.pair_update(L, c)
         if update is None:
@@ -345,6 +364,7 @@ def exchange_layer(
             continue
         if update.home != c:
             renamed += size
+            across += size if _crosses(worker_of, update.home, c) else 0
         if update.action is None:
             layer[(name, c)] = Alias((name, c), (x.name, update.home))
             continue
@@ -352,8 +372,9 @@ def exchange_layer(
         if update.partner is not None:
             messages += 1
             moved += update.sent(L)
+            across += update.sent(L) if _crosses(worker_of, update.partner, c) else 0
             if update.packed or update.projection is not None:
-                key = (f"{name}-pack", c)
+                key = (f"{name}-pack", update.partner, c)  # placed by its source block
                 source = TaskRef((x.name, update.partner))
                 layer[key] = Task(key, _pack, backend, L, update.packed, update.projection, source)
                 tasks += 1
@@ -362,7 +383,8 @@ def exchange_layer(
                 args.append(TaskRef((x.name, update.partner)))
         layer[(name, c)] = Task((name, c), _combine, backend, update.action, L, *args)
         tasks += 1
-    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(messages, moved, renamed), tasks)
+    cost = LayerCost(Traffic(messages, moved, renamed), tasks, across)
+    return _array(name, layer, x, x.chunks, x._meta), cost
 
 
 # --------------------------------------------------------------------- regroup, permute
@@ -380,18 +402,19 @@ def _permute(backend: Backend, order: tuple[int, ...], block: Any) -> Any:
 
 
 def permute_layer(
-    x: da.Array, step: Permute, L: int, backend: Backend, index: int | str
+    x: da.Array, step: Permute, L: int, backend: Backend, index: int | str, worker_of: WorkerOf = None
 ) -> tuple[da.Array, LayerCost]:
     name = layer_name("permute", index, x.name, step.token(), backend.name)
     layer: dict = {}
-    renamed = tasks = 0
+    renamed = tasks = across = 0
     for c in range(num_blocks(x)):
         src = step.source_block(c)
         if src != c:
             renamed += 1 << L
+            across += (1 << L) if _crosses(worker_of, src, c) else 0
         if step.local_order is None:
             layer[(name, c)] = Alias((name, c), (x.name, src))
         else:
             layer[(name, c)] = Task((name, c), _permute, backend, step.local_order, TaskRef((x.name, src)))
             tasks += 1
-    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(0, 0, renamed), tasks)
+    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(0, 0, renamed), tasks, across)

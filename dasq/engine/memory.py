@@ -12,6 +12,7 @@ projector (and for a reset the flip) as ordinary steps.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +23,9 @@ import numpy as np
 
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
-from dasq.engine import layers, readout
+from dasq.engine import layers, readout, transfers
 from dasq.engine.layers import Gather, LayerCost
+from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
 from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
 from dasq.engine.report import StepRecord
 from dasq.plan.localiser import lower_operation
@@ -80,6 +82,15 @@ def resolve_relayout_method(method: str | None, client: Any) -> str:
     return configured
 
 
+def _step_span(name: str, on_cluster: bool) -> Any:
+    """``dasq-<kind>-<step>`` (the layer's name without its token) as a distributed span."""
+    if not on_cluster or not name.startswith("dasq-"):
+        return contextlib.nullcontext()
+    from distributed import span
+
+    return span(name.rsplit("-", 1)[0])
+
+
 SYNC_BELOW_QUBITS = 13  # blocks under 2^13 amplitudes: a task's work is below a thread hand-off
 
 
@@ -97,13 +108,18 @@ def local_scheduler(x: da.Array, client: Any) -> str | None:
     return "sync"
 
 
-def persist(x: da.Array, client: Any, optimize: bool = True) -> da.Array:
+def persist(
+    x: da.Array, client: Any, optimize: bool = True, placement: BlockPlacement | None = None
+) -> da.Array:
     """Compute ``x`` now (threads, or in this thread for tiny blocks) or as futures (a
-    client). ``optimize=False`` skips Dask's graph optimisation (culling, fusion),
-    which dasq's own layers do not need."""
-    if client is not None:
-        return client.persist(x, optimize_graph=optimize)
-    (y,) = dask.persist(x, optimize_graph=optimize, scheduler=local_scheduler(x, client))
+    client), its blocks on the workers ``placement`` names. ``optimize=False`` skips
+    Dask's graph optimisation (culling, fusion), which dasq's own layers do not need.
+    On a cluster the tasks run in a span named after the step (``dasq-stage-3``),
+    which the dashboard's fine performance metrics group by."""
+    with placed(placement, x.name), _step_span(x.name, placement is not None):
+        if client is not None:
+            return client.persist(x, optimize_graph=optimize)
+        (y,) = dask.persist(x, optimize_graph=optimize, scheduler=local_scheduler(x, client))
     return y
 
 
@@ -126,17 +142,36 @@ class MemoryExecutor:
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     cache_qubits: int = DEFAULT_CACHE_QUBITS
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
+    progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
+    _worker_of: layers.WorkerOf = field(default=None, init=False)  # placement of the step being built
 
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
+        cluster = None if self.lazy else scheduler_client(self.client)
+        if cluster is not None:
+            transfers.install(cluster)
         with self.backend.kernel_threads():
-            return self._run(plan, x)
+            result = self._run(plan, x, cluster)
+        if cluster is not None:
+            if self.progress:
+                from distributed import progress
 
-    def _run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
+                # the scheduler of the client that runs these blocks, not Dask's default one
+                # (a terminal bar waits here; a notebook widget does not)
+                progress(result.blocks, scheduler=cluster.scheduler.address)
+            result.records = _with_received(result, cluster)
+        return result
+
+    def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
+        workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway
+        if workers:  # the first blocks where the placement wants them (no-op for futures)
+            x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
         walk = list(plan.walk())
         i = 0
         while i < len(walk):
             index, step, L = walk[i]
+            placement = block_placement(workers, 1 << (plan.num_qubits - L))
+            self._worker_of = placement.worker_of if placement is not None else None
             following = walk[i + 1][1] if i + 1 < len(walk) else None
             fuse_next = (
                 isinstance(step, Relayout)
@@ -152,11 +187,16 @@ class MemoryExecutor:
                 runner = BlockRunner(following, L, self.backend, self.cache_qubits)
                 gather = Gather(L, step.pairs, step.controls, self.backend)
                 result.blocks, cost = layers.relayout_layer(
-                    result.blocks, gather, index, self.relayout_method, runner=runner
+                    result.blocks,
+                    gather,
+                    index,
+                    self.relayout_method,
+                    runner=runner,
+                    worker_of=self._worker_of,
                 )
-                self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0))
+                self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0, cost.across))
                 self._record(
-                    result, index + 1, following, plan.num_qubits, L, LayerCost(Traffic(), cost.tasks)
+                    result, index + 1, following, plan.num_qubits, L, LayerCost(Traffic(), cost.tasks), False
                 )
                 i += 1
             else:
@@ -166,7 +206,7 @@ class MemoryExecutor:
                 # dasq's layers are minimal already; Dask's rechunk and regroup layers
                 # gain from its blockwise fusion
                 optimize = self.relayout_method in ("tasks", "p2p") or isinstance(step, Regroup)
-                result.blocks = persist(result.blocks, self.client, optimize)
+                result.blocks = persist(result.blocks, self.client, optimize, placement)
             i += 1
             if self.on_step is not None:
                 self.on_step(i, len(walk))
@@ -185,13 +225,13 @@ class MemoryExecutor:
             method = self.relayout_method
             if method in ("tasks", "p2p") and (step.controls or active is not None):
                 method = "packed"  # a controlled relayout is not a rechunk
-            return layers.relayout_layer(x, gather, index, method, active)
+            return layers.relayout_layer(x, gather, index, method, active, worker_of=self._worker_of)
         if isinstance(step, Exchange):
-            return layers.exchange_layer(x, step, L, self.backend, index)
+            return layers.exchange_layer(x, step, L, self.backend, index, self._worker_of)
         if isinstance(step, Regroup):
             return layers.regroup_layer(x, step.chunk_qubits, L)
         if isinstance(step, Permute):
-            return layers.permute_layer(x, step, L, self.backend, index)
+            return layers.permute_layer(x, step, L, self.backend, index, self._worker_of)
         raise TypeError(f"the in-memory executor cannot run a {type(step).__name__}")
 
     def _collapse(self, step: Collapse, n: int, L: int, index: int, result: MemoryRun) -> LayerCost:
@@ -241,9 +281,39 @@ class MemoryExecutor:
             cost = cost + more
         return x, cost
 
-    def _record(self, result: MemoryRun, index: int, step: Step, n: int, L: int, cost: LayerCost) -> None:
+    def _record(
+        self, result: MemoryRun, index: int, step: Step, n: int, L: int, cost: LayerCost, moves: bool = True
+    ) -> None:
+        """``moves`` False: the step shares its layer with the relayout recorded before
+        it, which the layer's transfers are counted against."""
         result.records.append(
             StepRecord(
-                index, step.name, step.path, step.origin, step.describe(n, L), cost.traffic, cost.tasks
+                index,
+                step.name,
+                step.path,
+                step.origin,
+                step.describe(n, L),
+                cost.traffic,
+                cost.tasks,
+                layer=result.blocks.name if moves else "",
+                across_workers=cost.across if self._worker_of is not None and moves else None,
             )
         )
+
+
+def _with_received(result: MemoryRun, client: Any) -> list[StepRecord]:
+    """The records with the bytes workers received for each step's layer (measured,
+    once the blocks are computed)."""
+    from dataclasses import replace
+
+    from distributed import wait
+
+    wait(result.blocks)
+    received = transfers.collect(client, [r.layer for r in result.records if r.layer])
+    out, seen = [], set()
+    for r in result.records:  # a step that built no layer names its input's: count it once
+        if r.layer and r.layer not in seen:
+            seen.add(r.layer)
+            r = replace(r, received_bytes=received[r.layer])
+        out.append(r)
+    return out

@@ -11,7 +11,10 @@ from dasq.plan.steps import Traffic
 @dataclass(frozen=True)
 class StepRecord:
     """One executed step: its plan index, kind, path, the operation it lowers
-    (per-operation plans), its description, traffic and compute tasks."""
+    (per-operation plans), its description, traffic and compute tasks. On a
+    cluster also: the graph layer it built, the moved amplitudes whose source block
+    was placed on another worker (``across_workers``, counted) and the bytes the
+    workers really received for the layer (``received_bytes``, measured)."""
 
     index: int
     step: str
@@ -20,6 +23,9 @@ class StepRecord:
     description: str
     traffic: Traffic = field(default_factory=Traffic)
     tasks: int = 0
+    layer: str = ""
+    across_workers: int | None = None
+    received_bytes: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "traffic"}
@@ -89,21 +95,43 @@ class Report:
             f"{self.exchanges} exchanges, {t.messages} messages, {t.amplitudes_moved} amplitudes moved, "
             f"{t.amplitudes_renamed} renamed, {self.tasks} tasks"
         )
-        rows = [
-            f"  {r.index:>4} {r.path:<14} moved {r.traffic.amplitudes_moved:<10} {r.description}"
-            for r in self.records
-        ]
+        cluster = self.on_cluster
+        rows = []
+        for r in self.records:
+            measured = ""
+            if cluster and r.across_workers is not None:
+                measured = f"between workers {r.across_workers:<10} received {_bytes(r.received_bytes):<10} "
+            moved = r.traffic.amplitudes_moved
+            rows.append(f"  {r.index:>4} {r.path:<14} moved {moved:<10} {measured}{r.description}")
         return "\n".join([head, *rows])
+
+    @property
+    def on_cluster(self) -> bool:
+        """True when the run was placed on workers (records carry counted and measured
+        cross-worker traffic)."""
+        return any(r.across_workers is not None for r in self.records)
 
     def _repr_html_(self) -> str:
         import html
 
-        rows = "".join(
-            f"<tr><td>{r.index}</td><td>{r.path}</td><td>{r.traffic.amplitudes_moved}</td>"
-            f"<td>{r.traffic.messages}</td><td>{r.tasks}</td><td>{html.escape(r.description)}</td></tr>"
-            for r in self.records
-        )
+        cluster = self.on_cluster
+        extra_head = "<th>between workers</th><th>received bytes</th>" if cluster else ""
+        rows = []
+        for r in self.records:
+            extra = ""
+            if cluster:
+                across = "" if r.across_workers is None else r.across_workers
+                extra = f"<td>{across}</td><td>{_bytes(r.received_bytes)}</td>"
+            rows.append(
+                f"<tr><td>{r.index}</td><td>{r.path}</td><td>{r.traffic.amplitudes_moved}</td>"
+                f"<td>{r.traffic.messages}</td>{extra}<td>{r.tasks}</td>"
+                f"<td>{html.escape(r.description)}</td></tr>"
+            )
         return (
-            "<table><tr><th>step</th><th>path</th><th>moved</th><th>messages</th><th>tasks</th>"
-            f"<th>what</th></tr>{rows}</table>"
+            "<table><tr><th>step</th><th>path</th><th>moved</th><th>messages</th>"
+            f"{extra_head}<th>tasks</th><th>what</th></tr>{''.join(rows)}</table>"
         )
+
+
+def _bytes(value: int | None) -> str:
+    return "" if value is None else str(value)

@@ -12,7 +12,7 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
-from dasq.engine.memory import MemoryExecutor, persist, resolve_relayout_method
+from dasq.engine.memory import MemoryExecutor, persist, resolve_relayout_method, scheduler_client
 from dasq.engine.program import DEFAULT_CACHE_QUBITS
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
@@ -72,7 +72,11 @@ def evolve(
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
-    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
+    # a cluster computes while the graphs are still being built: distributed's own
+    # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
+    on_cluster = not options.lazy and scheduler_client(options.client) is not None
+    steps_bar = options.progress and not on_cluster
+    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
     run = _executor(options, rng, on_step).run(plan, blocks)
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
 
@@ -107,6 +111,7 @@ def _executor(
         rng=rng,
         cache_qubits=options.cache_qubits,
         on_step=on_step,
+        progress=options.progress,
     )
 
 

@@ -251,6 +251,13 @@ class StreamExecutor:
                     f"stage {s + 1} could not be written to {self.path}: {reason}; the state after stage {s} "
                     f"is intact, run `dasq resume {self.path}` once the problem is fixed"
                 ) from None
+            except Exception as exc:
+                if not _lost_workers(exc):
+                    raise
+                raise StoreError(
+                    f"stage {s + 1} of {self.path} lost its workers ({exc}); the state after stage {s} is "
+                    f"intact, run `dasq resume {self.path}` (or dasq.resume) once the cluster is healthy"
+                ) from exc
             st.sync_to_disk()
             m.stages_done = s + 1
             m.current = target
@@ -315,6 +322,16 @@ class StreamExecutor:
         finally:
             if bar is not None:
                 bar.close()
+
+
+def _lost_workers(exc: BaseException) -> bool:
+    """True for Dask's verdict that a block task kept killing the workers that ran it
+    (each retry on another worker: ``distributed.scheduler.allowed-failures``)."""
+    try:
+        from distributed.scheduler import KilledWorker
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return False
+    return isinstance(exc, KilledWorker)
 
 
 def _position(index: int, layout: tuple[int, ...]) -> int:

@@ -104,7 +104,7 @@ def _staged(
     layout: tuple[int, ...] | None = tuple(initial_layout) if initial_layout is not None else None
     if layout is None:  # free: the first stage's local wires go to the low positions
         first = sorted(stage_locals[0]) if stage_locals else list(range(L))
-        rest = sorted(set(range(n)) - set(first))
+        rest = sorted(set(range(n)) - set(first), key=lambda w: (_next_local(stage_locals, w, 1), w))
         order = first + rest
         layout = tuple(order.index(w) for w in range(n))
     start = layout
@@ -118,7 +118,7 @@ def _staged(
         entering = sorted(w for w in local if layout[w] >= L)
         if entering:
             leaving = sorted(w for w in range(n) if layout[w] < L and w not in local)
-            pairs = tuple((layout[e], layout[v]) for e, v in zip(entering, leaving))
+            pairs = _placed_pairs(layout, entering, leaving, stage_locals, stage)
             steps.append(Relayout(pairs))
             layout = algebra.swap_positions(layout, pairs)
         stage_ops = tuple(item.segment[i].remap(layout) for i in item.choice.ops)
@@ -133,6 +133,29 @@ def _staged(
     final = tuple(layout[wire_of[q]] for q in range(n))
     swaps = sum(1 for op in ops if op.absorbed_swap() is not None)
     return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps)
+
+
+def _next_local(stage_locals: Sequence[frozenset[int]], wire: int, after: int) -> int:
+    """The first stage from ``after`` on in which ``wire`` is local (len: never)."""
+    return next((j for j in range(after, len(stage_locals)) if wire in stage_locals[j]), len(stage_locals))
+
+
+def _placed_pairs(
+    layout: Sequence[int],
+    entering: Sequence[int],
+    leaving: Sequence[int],
+    stage_locals: Sequence[frozenset[int]],
+    stage: int,
+) -> algebra.Pairs:
+    """The relayout's pairs, in the order of the leaving wires' local positions (the
+    contiguous order, relayout.py). Leaving wires needed again soonest take the lowest
+    vacated global positions: on a cluster the top global bits name the worker
+    (engine/placement.py), so the relayouts that bring those wires back stay inside
+    workers; the costly network bits hold what stays global longest."""
+    vacated = sorted(layout[e] for e in entering)
+    by_need = sorted(leaving, key=lambda v: (_next_local(stage_locals, v, stage + 1), v))
+    goes_to = dict(zip(by_need, vacated))
+    return tuple((goes_to[v], layout[v]) for v in sorted(leaving, key=lambda v: layout[v]))
 
 
 def _stage_items(

@@ -387,6 +387,24 @@ def suite_relayout_scale(args: argparse.Namespace) -> dict:
                     "tasks": tasks,
                     "scheduler_rss_growth_mib": max(growth) / 2**20,
                 }
+            # the same relayout as a user runs it: simulate (placement, the stage fused
+            # with a packed relayout, transfer tally) from a placed state
+            circuit = dasq.Circuit(n)
+            for q in range(n - k, n):
+                circuit.h(q)
+            for method in ("packed", "p2p"):
+                secs = []
+                for _ in range(args.reps):
+                    x = dasq.simulate(
+                        dasq.Circuit(n), initial=next(fresh), chunk_qubits=L, dtype="complex64", client=client
+                    )
+                    t = time.perf_counter()
+                    y = dasq.simulate(
+                        circuit, initial=x, chunk_qubits=L, client=client, relayout_method=method
+                    )
+                    secs.append(time.perf_counter() - t)
+                    del x, y
+                row[f"simulate {method}"] = {"median_seconds": statistics.median(secs)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     return {"suite": "relayout_scale", "machine": machine(), "workers": args.workers, "rows": rows}

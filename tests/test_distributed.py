@@ -129,6 +129,40 @@ def test_every_relayout_method_runs_on_a_cluster(client, method):
     assert on_cluster.report.amplitudes_moved == threaded.report.amplitudes_moved
 
 
+def test_the_relayout_method_is_chosen_by_where_and_how_many_blocks():
+    from dasq.engine.memory import P2P_FROM_BLOCKS, resolve_relayout_method
+
+    with dask.config.set(scheduler="threads"):  # not a default client another test left
+        assert resolve_relayout_method(None, None, 1 << 20) == "views"  # one process: views
+    somewhere = object()  # any client
+    assert resolve_relayout_method(None, somewhere, P2P_FROM_BLOCKS - 1) == "packed"
+    assert resolve_relayout_method("auto", somewhere, P2P_FROM_BLOCKS) == "p2p"
+    with dask.config.set({"dasq.relayout-method": "tasks"}):
+        assert resolve_relayout_method(None, somewhere, P2P_FROM_BLOCKS) == "tasks"
+    assert resolve_relayout_method("packed", somewhere, 1 << 20) == "packed"
+    with pytest.raises(dasq.ValidationError, match="relayout method must be"):
+        dasq.simulate(dasq.Circuit(2), relayout_method="shuffle")
+
+
+def test_many_blocks_on_a_cluster_relayout_with_p2p_and_agree_with_threads(client):
+    from dasq.engine.memory import P2P_FROM_BLOCKS
+
+    rng = np.random.default_rng(3)
+    c = dasq.Circuit(10)
+    for _ in range(3):
+        for q in range(10):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        c.cx(9, 0).cx(1, 8).cp(0.4, 7, 2)
+    L = 10 - (P2P_FROM_BLOCKS.bit_length() - 1)  # 256 blocks of 4 amplitudes
+    threaded = dasq.simulate(c, chunk_qubits=L)
+    on_cluster = dasq.simulate(c, chunk_qubits=L, client=client)
+    np.testing.assert_allclose(on_cluster.to_numpy(), threaded.to_numpy(), atol=1e-12)
+    relayouts = [r for r in on_cluster.report.records if r.step == "relayout"]
+    assert relayouts and all(r.received_bytes is None for r in relayouts)  # p2p: not measured
+    assert all(not r.layer.startswith("dasq-") for r in relayouts)  # Dask's rechunk built them
+    assert "n/a" in str(on_cluster.report)
+
+
 def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
     c = _circuit().remove_final_measurements()
     c.add_register("m", 8)

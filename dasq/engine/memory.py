@@ -13,6 +13,7 @@ projector (and for a reset the flip) as ordinary steps.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,12 +68,18 @@ def scheduler_client(client: Any) -> Any:
     return found if getattr(dask.base.get_scheduler(), "__self__", None) is found else None
 
 
-def resolve_relayout_method(method: str | None, client: Any) -> str:
-    """``views`` in one process, ``packed`` on a distributed client: the hand-built
-    layers measured faster than Dask's rechunk in both (benchmarks/README.md)."""
+P2P_FROM_BLOCKS = 256  # on a cluster, Dask's p2p rechunk beats packed from here on
+
+
+def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0) -> str:
+    """``views`` in one process; on a distributed client ``packed`` below
+    ``P2P_FROM_BLOCKS`` blocks and Dask's ``p2p`` rechunk from there on: what measured
+    fastest in each place (benchmarks/README.md, relayout and relayout_scale)."""
     configured = method or dask.config.get("dasq.relayout-method", None) or "auto"
     if configured == "auto":
-        return "packed" if scheduler_client(client) is not None else "views"
+        if scheduler_client(client) is None:
+            return "views"
+        return "p2p" if num_blocks >= P2P_FROM_BLOCKS else "packed"
     if configured not in layers.RELAYOUT_METHODS:
         from dasq.errors import ValidationError
 
@@ -80,6 +87,15 @@ def resolve_relayout_method(method: str | None, client: Any) -> str:
             f"relayout method must be 'auto' or one of {layers.RELAYOUT_METHODS}, got {configured!r}"
         )
     return configured
+
+
+def _quiet_p2p_notices() -> None:
+    """Dask logs each p2p rechunk's start and end at WARNING level in the scheduler's
+    process: routine for a run that does one per relayout. Quieted here (a local
+    scheduler) unless the user set that logger's level."""
+    log = logging.getLogger("distributed.shuffle._scheduler_plugin")
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.ERROR)
 
 
 def _step_span(name: str, on_cluster: bool) -> Any:
@@ -137,13 +153,17 @@ class MemoryExecutor:
 
     backend: Backend
     client: Any = None
-    relayout_method: str = "views"
+    relayout_method: str | None = None  # None/"auto": resolved per step, by block count
     lazy: bool = False
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     cache_qubits: int = DEFAULT_CACHE_QUBITS
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
     _worker_of: layers.WorkerOf = field(default=None, init=False)  # placement of the step being built
+    _method: str = field(default="views", init=False)  # relayout method of the step being built
+
+    def __post_init__(self) -> None:
+        resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
 
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         cluster = None if self.lazy else scheduler_client(self.client)
@@ -170,13 +190,17 @@ class MemoryExecutor:
         i = 0
         while i < len(walk):
             index, step, L = walk[i]
-            placement = block_placement(workers, 1 << (plan.num_qubits - L))
+            num_blocks = 1 << (plan.num_qubits - L)
+            placement = block_placement(workers, num_blocks)
+            self._method = resolve_relayout_method(self.relayout_method, self.client, num_blocks)
+            if self._method == "p2p":
+                _quiet_p2p_notices()
             self._worker_of = placement.worker_of if placement is not None else None
             following = walk[i + 1][1] if i + 1 < len(walk) else None
             fuse_next = (
                 isinstance(step, Relayout)
                 and isinstance(following, BlockProgram)
-                and self.relayout_method in ("views", "packed")
+                and self._method in ("views", "packed")
                 and not step.global_controls
             )
             if isinstance(step, Collapse):
@@ -190,7 +214,7 @@ class MemoryExecutor:
                     result.blocks,
                     gather,
                     index,
-                    self.relayout_method,
+                    self._method,
                     runner=runner,
                     worker_of=self._worker_of,
                 )
@@ -205,7 +229,7 @@ class MemoryExecutor:
             if not self.lazy:
                 # dasq's layers are minimal already; Dask's rechunk and regroup layers
                 # gain from its blockwise fusion
-                optimize = self.relayout_method in ("tasks", "p2p") or isinstance(step, Regroup)
+                optimize = self._method in ("tasks", "p2p") or isinstance(step, Regroup)
                 result.blocks = persist(result.blocks, self.client, optimize, placement)
             i += 1
             if self.on_step is not None:
@@ -222,7 +246,7 @@ class MemoryExecutor:
                 active = [
                     all((c >> b) & 1 == s for b, s in step.global_controls) for c in range(x.numblocks[0])
                 ]
-            method = self.relayout_method
+            method = self._method
             if method in ("tasks", "p2p") and (step.controls or active is not None):
                 method = "packed"  # a controlled relayout is not a rechunk
             return layers.relayout_layer(x, gather, index, method, active, worker_of=self._worker_of)
@@ -309,10 +333,11 @@ def _with_received(result: MemoryRun, client: Any) -> list[StepRecord]:
     from distributed import wait
 
     wait(result.blocks)
-    received = transfers.collect(client, [r.layer for r in result.records if r.layer])
+    received = transfers.collect(client, [r.layer for r in result.records if transfers.layer_of(r.layer)])
     out, seen = [], set()
     for r in result.records:  # a step that built no layer names its input's: count it once
-        if r.layer and r.layer not in seen:
+        if r.layer and r.layer not in seen and transfers.layer_of(r.layer) is not None:
+            # Dask's own layers (a p2p rechunk) send shards outside task transfers: not measured
             seen.add(r.layer)
             r = replace(r, received_bytes=received[r.layer])
         out.append(r)

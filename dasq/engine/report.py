@@ -14,7 +14,8 @@ class StepRecord:
     (per-operation plans), its description, traffic and compute tasks. On a
     cluster also: the graph layer it built, the moved amplitudes whose source block
     was placed on another worker (``across_workers``, counted) and the bytes the
-    workers really received for the layer (``received_bytes``, measured)."""
+    workers really received for the layer (``received_bytes``, measured; None for
+    Dask's p2p rechunk, whose shards travel outside task transfers)."""
 
     index: int
     step: str
@@ -134,4 +135,4 @@ class Report:
 
 
 def _bytes(value: int | None) -> str:
-    return "" if value is None else str(value)
+    return "n/a" if value is None else str(value)

@@ -12,7 +12,7 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
-from dasq.engine.memory import MemoryExecutor, persist, resolve_relayout_method, scheduler_client
+from dasq.engine.memory import MemoryExecutor, persist, scheduler_client
 from dasq.engine.program import DEFAULT_CACHE_QUBITS
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
@@ -106,7 +106,7 @@ def _executor(
     return MemoryExecutor(
         get_backend(options.backend),
         client=options.client,
-        relayout_method=resolve_relayout_method(options.relayout_method, options.client),
+        relayout_method=options.relayout_method,
         lazy=options.lazy,
         rng=rng,
         cache_qubits=options.cache_qubits,

@@ -123,7 +123,9 @@ class StateVector:
         if self._layout == tuple(range(self._n)):
             return self._blocks
         if self._logical is None:
-            method = resolve_relayout_method(self._options.relayout_method, self._options.client)
+            method = resolve_relayout_method(
+                self._options.relayout_method, self._options.client, self._blocks.numblocks[0]
+            )
             self._logical = readout.logical_order(self._blocks, self._L, self._layout, self.backend, method)
         return self._logical
 

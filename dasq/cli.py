@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from dasq import _config
 from dasq.api import info, plan, resume, run
@@ -54,11 +55,19 @@ METHOD_HELP = "'planned': stages of fused gates; 'per-operation': each gate on i
 FUSION_HELP = "widest fused gate, in qubits (default: 5, or dask config dasq.fusion-size)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, as every other dasq error (argparse prints the whole
+    usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from dasq import __version__
 
     defaults = argparse.ArgumentDefaultsHelpFormatter
-    p = argparse.ArgumentParser(prog="dasq", description="Quantum circuit simulation on Dask.")
+    p = _Parser(prog="dasq", description="Quantum circuit simulation on Dask.")
     p.add_argument("--version", action="version", version=f"dasq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
@@ -379,6 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _resume(args)
         if args.command == "info":
             return _info(args)
+    except BrokenPipeError:  # the reader left (`dasq plan --json | head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (DasqError, ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
         print(f"dasq: error: {_cli_words(str(exc))}", file=sys.stderr)
         return 2

@@ -80,7 +80,7 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["run", "missing.qasm"], "nor an existing file"),
+        (["run", "missing.qasm"], "no such file"),
         (["run", EXAMPLE, "--chunk-qubits", "9"], "--chunk-qubits must be between 0 and 5"),
         (["run", EXAMPLE, "--observable", "XQ:1"], "I, X, Y, Z"),
         (["plan", EXAMPLE, "--chunk-qubits", "6"], "--chunk-qubits must be between 0 and 5"),
@@ -108,7 +108,9 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
 def test_command_line_numbers_are_checked_by_argparse(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err
+    assert len(err.strip().splitlines()) == 1 and "--help" in err  # one line, no usage block
 
 
 def test_console_script_runs():

@@ -5,6 +5,7 @@ one clear error, and the last completed stage must survive."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -309,6 +310,23 @@ def test_an_edited_manifest_is_refused(finished, changes):
     for opening in (dasq.StateVector.from_zarr, dasq.resume, dasq.info):
         with pytest.raises(dasq.StoreError, match=r"edited or damaged|not a valid dasq manifest"):
             opening(store)
+
+
+def test_a_store_from_before_a_field_was_added_still_opens(finished):
+    """A format-3 manifest written before ``density_qubits`` existed has no such field,
+    and its digest covers the fields it has: it opens, and a later edit is still caught."""
+    store, amplitudes = finished
+    data = json.loads((store / MANIFEST).read_text())
+    del data["density_qubits"]
+    older = {k: v for k, v in data.items() if k != "digest"}
+    data["digest"] = hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()
+    (store / MANIFEST).write_text(json.dumps(data))
+    assert Manifest.read(store).density_qubits == 0
+    np.testing.assert_array_equal(dasq.StateVector.from_zarr(store).to_numpy(), amplitudes)
+    data["stages_done"] -= 1
+    (store / MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(dasq.StoreError, match="edited or damaged"):
+        Manifest.read(store)
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def test_unknown_gate_names_the_line():
 
 
 def test_missing_file_and_bad_type():
-    with pytest.raises(ValueError, match="nor an existing file"):
+    with pytest.raises(ValueError, match="no such file"):
         dasq.Circuit.from_qasm("no/such/file.qasm")
     with pytest.raises(TypeError, match="QuantumCircuit"):
         dasq.Circuit.from_qiskit("not a circuit")

@@ -36,7 +36,7 @@ def _read_source(text_or_path: str | PathLike[str]) -> str:
         return text_or_path
     path = os.fspath(text_or_path)
     if not os.path.isfile(path):
-        raise ValidationError(f"not an OpenQASM program nor an existing file: {path!r}")
+        raise ValidationError(f"no such file: {path!r} (nor is it OpenQASM text, which has ';')")
     with open(path, encoding="utf-8") as fh:
         return fh.read()
 

@@ -23,6 +23,7 @@ from dasq.errors import StoreError
 
 MANIFEST = "dasq-manifest.json"
 FORMAT = "dasq-state"
+ADDED_TO_FORMAT = ("density_qubits",)  # fields added to this format later, with defaults
 FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
 DTYPES = ("complex64", "complex128")
 ARRAY_NAMES = ("a", "b")
@@ -64,8 +65,10 @@ class Manifest:
     def num_chunks(self) -> int:
         return 1 << (self.num_qubits - self.storage_qubits)
 
-    def fields_digest(self) -> str:
-        data = {k: v for k, v in asdict(self).items() if k != "digest"}
+    def fields_digest(self, absent: tuple[str, ...] = ()) -> str:
+        """sha256 of the fields but ``digest`` and the ``absent`` ones (fields added to
+        format 3 later, which an older file does not have)."""
+        data = {k: v for k, v in asdict(self).items() if k != "digest" and k not in absent}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def write(self, directory: str | os.PathLike) -> None:
@@ -108,7 +111,8 @@ class Manifest:
         problem = manifest.schema_problem()
         if problem:
             raise StoreError(f"{path} is not a valid dasq manifest: {problem}")
-        if manifest.digest != manifest.fields_digest():
+        absent = tuple(name for name in ADDED_TO_FORMAT if name not in data)
+        if manifest.digest != manifest.fields_digest(absent):
             raise StoreError(
                 f"{path} was edited or damaged: its fields do not match its digest; "
                 "a dasq manifest is written only by dasq"

@@ -410,6 +410,73 @@ def suite_relayout_scale(args: argparse.Namespace) -> dict:
     return {"suite": "relayout_scale", "machine": machine(), "workers": args.workers, "rows": rows}
 
 
+def suite_kernels(args: argparse.Namespace) -> dict:
+    """The fused-group kernel: (1) nanoseconds per amplitude of numba's group kernel
+    against BLAS's tensordot (the previous path) for widths 2..6 and target
+    placements, one thread, 2^L amplitudes; (2) simulate end to end with BLAS for
+    every group at F=5 (the previous default) against the group kernel at F=3..6,
+    interleaved in one process, medians."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    import dasq
+    import dasq.backend.cpu as cpu
+    from benchmarks import circuits
+
+    rng = np.random.default_rng(0)
+    L = args.kernel_qubits
+
+    def unitary(k: int) -> np.ndarray:
+        return np.linalg.qr(rng.normal(size=(1 << k, 1 << k)) + 1j * rng.normal(size=(1 << k, 1 << k)))[0]
+
+    placements = [(0, 1), (2, 7), (10, 15), (0, 1, 2), (5, 12, 20), (0, 3, 8, 15), (10, 12, 15, 19),
+                  (0, 1, 2, 3, 4), (4, 9, 11, 15, 21), (8, 10, 12, 14, 16, 18)]  # fmt: skip
+
+    def per_amplitude(kernel, state) -> float:
+        kernel.apply(state)
+        t = time.perf_counter()
+        for _ in range(args.reps):
+            kernel.apply(state)
+        return (time.perf_counter() - t) / args.reps * 1e9 / state.size
+
+    kernels = []
+    with threadpool_limits(1):
+        for dtype in args.dtypes:
+            for qubits in placements:
+                k = len(qubits)
+                u = np.linalg.qr(rng.normal(size=(1 << k, 1 << k)) + 1j * rng.normal(size=(1 << k, 1 << k)))[
+                    0
+                ]
+                state = (rng.normal(size=1 << L) + 1j * rng.normal(size=1 << L)).astype(dtype)
+                blas = cpu.MatrixKernel(qubits, u.astype(dtype).reshape((2,) * (2 * k)))
+                group = cpu._group_kernel(qubits, u.astype(dtype))
+                row = {"dtype": dtype, "qubits": list(qubits), "blas_ns": per_amplitude(blas, state)}
+                row["group_ns"] = per_amplitude(group, state)
+                print(json.dumps(row), flush=True)
+                kernels.append(row)
+    variants = [("blas F=5", 1, 5)] + [(f"group F={f}", cpu.GROUP_MAX_QUBITS, f) for f in (3, 4, 5, 6)]
+    circuits_run = []
+    for dtype in args.dtypes:
+        for name in args.circuits:
+            circuit = circuits.to_dasq(circuits.CIRCUITS[name](args.qubits[0]))
+            secs: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+            keep = cpu.GROUP_MAX_QUBITS
+            try:
+                for _ in range(args.reps + 1):  # the first round warms up
+                    for label, group_max, fusion in variants:
+                        cpu.GROUP_MAX_QUBITS = group_max
+                        t = time.perf_counter()
+                        dasq.simulate(circuit, dtype=dtype, fusion_size=fusion).to_numpy()
+                        secs[label].append(time.perf_counter() - t)
+            finally:
+                cpu.GROUP_MAX_QUBITS = keep
+            row = {"circuit": name, "qubits": args.qubits[0], "dtype": dtype}
+            row.update({label: statistics.median(v[1:]) for label, v in secs.items()})
+            print(json.dumps(row), flush=True)
+            circuits_run.append(row)
+    return {"suite": "kernels", "machine": machine(), "kernels": kernels, "circuits": circuits_run}
+
+
 def wait_all(client, x) -> None:
     from distributed import wait
 
@@ -914,6 +981,12 @@ def main() -> None:
     ooc.add_argument(
         "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
+    ks = sub.add_parser("kernels")
+    ks.add_argument("--kernel-qubits", type=int, default=22)
+    ks.add_argument("--qubits", type=int, nargs=1, default=[22])
+    ks.add_argument("--circuits", nargs="+", default=["qft", "random", "qv"])
+    ks.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
+    ks.add_argument("--reps", type=int, default=3)
     rs = sub.add_parser("relayout_scale")
     rs.add_argument("--qubits", type=int, nargs=1, default=[22])
     rs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
@@ -962,6 +1035,7 @@ def main() -> None:
         "estimator": suite_estimator,
         "density": suite_density,
         "relayout_scale": suite_relayout_scale,
+        "kernels": suite_kernels,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

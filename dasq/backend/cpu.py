@@ -1,9 +1,9 @@
 """The CPU backend: numpy views and BLAS, numba for the commonest passes.
 
 One level of parallelism: Dask threads run blocks side by side, so kernels are
-single-threaded (numba ``nogil``) and release the GIL. Fused groups of two or more
-qubits go through BLAS (numpy.tensordot): measured faster here than a hand loop
-at every width and placement (benchmarks/README.md).
+single-threaded (numba ``nogil``) and release the GIL. Fused groups of 2 to
+``GROUP_MAX_QUBITS`` qubits run in numba's in-place group kernel, wider ones and
+per-operation actions through BLAS (numpy.tensordot).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import numpy as np
 
 from dasq.backend import numba_kernels
 from dasq.backend.base import Backend, Controls, Kernel, SkipKernel
+
+GROUP_MAX_QUBITS = 5  # wider groups go through BLAS (level with the loop at 6 qubits)
 
 
 def _axis(bit: int, L: int) -> int:
@@ -109,6 +111,49 @@ class MatrixKernel(Kernel):
         axes = [L - 1 - self.qubits[k - 1 - i] for i in range(k)]
         res = np.tensordot(self.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
         tensor[...] = np.moveaxis(res, list(range(k)), axes)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupKernel(Kernel):
+    """A 2^k x 2^k matrix (2 <= k <= GROUP_MAX_QUBITS) in place by numba, no block-sized
+    temporary. Lanes are the lowest bits outside the targets, so with targets above
+    bit 5 a lane run is contiguous. A view too small for targets and lanes goes to BLAS."""
+
+    holes: np.ndarray  # sorted positions of the targets and lane bits
+    table: np.ndarray  # offset of element j in lane t, at j * GROUP_LANES + t
+    real: np.ndarray  # the matrix's real part, row-major
+    imag: np.ndarray
+    blas: MatrixKernel
+
+    def apply(self, view: Any) -> None:
+        if view.size <= 1 << int(self.holes[-1]):
+            self.blas.apply(view)
+            return
+        kernel = numba_kernels.dense_group(self.blas.tensor.ndim // 2)
+        kernel(view, self.holes, self.table, self.real, self.imag, numba_kernels.GROUP_LANES)
+
+
+def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
+    k = len(qubits)
+    lane_bits: list[int] = []
+    b = 0
+    while len(lane_bits) < numba_kernels.GROUP_LANES.bit_length() - 1:
+        if b not in qubits:
+            lane_bits.append(b)
+        b += 1
+    lanes = np.arange(numba_kernels.GROUP_LANES)
+    lane_offset = sum(((lanes >> i) & 1) << bit for i, bit in enumerate(lane_bits))
+    members = np.arange(1 << k)
+    member_offset = sum(((members >> i) & 1) << q for i, q in enumerate(qubits))
+    table = (member_offset[:, None] + lane_offset[None, :]).astype(np.int64).ravel()
+    real = np.ascontiguousarray(m.real).ravel()
+    return GroupKernel(
+        np.array(sorted((*qubits, *lane_bits)), dtype=np.int64),
+        table,
+        real,
+        np.ascontiguousarray(m.imag).ravel().astype(real.dtype),
+        MatrixKernel(qubits, m.reshape((2,) * (2 * k))),
+    )
 
 
 @functools.cache
@@ -214,6 +259,8 @@ class CPUBackend(Backend):
         k = len(qubits)
         if k == 1:
             return OneQubitKernel(int(qubits[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+        if k <= GROUP_MAX_QUBITS:
+            return _group_kernel(tuple(int(q) for q in qubits), m)
         return MatrixKernel(tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))
 
     # ------------------------------------------------------------ bits

@@ -21,7 +21,7 @@ from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
 
 MAX_DIAGONAL_QUBITS = 12
-DEFAULT_FUSION_SIZE = 5  # measured best of 2..6 on QFT and random circuits (benchmarks/README.md)
+DEFAULT_FUSION_SIZE = 4  # measured best of 3..6 with the numba group kernel (benchmarks/README.md)
 
 
 def default_fusion_size() -> int:
@@ -33,11 +33,11 @@ def default_fusion_size() -> int:
 # Blocks of at most 2^17 amplitudes stay in cache, so a pass costs little and a
 # group's flops decide: there a group grows only while one kernel on the union costs
 # no more than two kernels. Nanoseconds per amplitude of a dense k-qubit kernel on a
-# 2^16-amplitude block (numba for k = 1, BLAS above), measured on the 2-core
+# 2^16-amplitude block (numba up to k = 5, BLAS above), measured on the 2-core
 # development machine in both precisions and rounded; the shape (a 2^k matrix
 # against one pass each) is what matters, not the machine.
 IN_CACHE_QUBITS = 17
-IN_CACHE_DENSE_COST = (0.0, 1.3, 4.0, 6.0, 9.0, 14.0, 18.0)  # index: group width k
+IN_CACHE_DENSE_COST = (0.0, 1.3, 2.3, 3.2, 5.0, 9.0, 14.0)  # index: group width k
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@
     python benchmarks/run.py diskfloor --qubits 30 31 32
     python benchmarks/run.py estimator [--qubits 16 --terms 40 --sets 4]
     python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
+    python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -923,6 +924,135 @@ def suite_outofcore(args: argparse.Namespace) -> dict:
     return {"suite": "outofcore", "machine": machine(), "rows": rows}
 
 
+# --------------------------------------------------------------------- gpu
+def _gpu_child(args: argparse.Namespace) -> None:
+    """Time ``simulate`` + ``norm()`` (which waits for the device) ``--reps`` times in
+    one process after a warm-up at 12 qubits (imports, kernel compilation); with
+    ``--save``, also write the final state of the first run."""
+    import numpy as np
+
+    import dasq
+    from benchmarks import circuits
+
+    c = circuits.to_dasq(circuits.CIRCUITS[args.circuit](args.qubits))
+    warm = circuits.to_dasq(circuits.CIRCUITS[args.circuit](12))
+    dasq.simulate(warm, dtype=args.dtype, device=args.device).norm()
+    seconds = []
+    for rep in range(args.reps):
+        t = time.perf_counter()
+        state = dasq.simulate(c, dtype=args.dtype, device=args.device)
+        norm = state.norm()
+        seconds.append(time.perf_counter() - t)
+        if rep == 0 and args.save:
+            np.save(args.save, state.to_numpy(force=True))
+        del state
+    print(json.dumps({"seconds": seconds, "norm": norm, "peak_rss": peak_rss()}))
+
+
+def _gpu_spawn(device: str, circuit: str, n: int, dtype: str, reps: int, save: str | None) -> dict:
+    cmd = [sys.executable, __file__, "_gpu", "--device", device, "--circuit", circuit]
+    cmd += ["--qubits", str(n), "--dtype", dtype, "--reps", str(reps)] + (["--save", save] if save else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{device} {circuit} {n} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _gpu_info() -> dict:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    _free, total = cupy.cuda.Device(0).mem_info
+    return {
+        "name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "memory_bytes": total,
+        "cupy": cupy.__version__,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+    }
+
+
+def _device_copy_bandwidth(n: int, dtype: str) -> float:
+    """Bytes per second of a device-to-device copy of the state (read + write)."""
+    import cupy
+
+    a = cupy.ones(1 << n, dtype=dtype)
+    b = cupy.empty_like(a)
+    b[...] = a
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        b[...] = a
+        cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t)
+    nbytes = a.nbytes
+    del a, b
+    cupy.get_default_memory_pool().free_all_blocks()  # the timed children need the memory
+    return 2 * nbytes / min(times)
+
+
+def _gpu_passes(circuit: str, n: int) -> dict:
+    """Passes over device memory of the GPU plan (one block): one per fused group."""
+    from benchmarks import circuits
+    from dasq.plan.planner import make_plan
+
+    plan = make_plan(list(circuits.to_dasq(circuits.CIRCUITS[circuit](n))), n, n)
+    groups = sum(plan.summary()["fused_groups"])
+    return {"stages": plan.summary()["stages"], "passes": groups, "chunk_qubits": n}
+
+
+def suite_gpu(args: argparse.Namespace) -> dict:
+    """dasq on the GPU against dasq's CPU backend on the same machine (CPU rows up to
+    ``--cpu-max-qubits``), each contender in its own process; the GPU's state is
+    compared with the CPU's at the smallest size first."""
+    import numpy as np
+
+    old = RESULTS / "gpu.json"
+    rows = json.loads(old.read_text())["rows"] if args.append and old.exists() else []
+    info = {**machine(), "gpu": _gpu_info()}
+    first = min(args.qubits)
+    for n in args.qubits:
+        for circuit in args.circuits:
+            for dtype in args.dtypes:
+                agreement = {}
+                if n == first and n <= args.check_max_qubits:
+                    tmp = RESULTS / "tmp"
+                    tmp.mkdir(parents=True, exist_ok=True)
+                    _gpu_spawn("gpu", circuit, n, dtype, 1, str(tmp / "gpu.npy"))
+                    _gpu_spawn("cpu", circuit, n, dtype, 1, str(tmp / "cpu.npy"))
+                    a = np.load(tmp / "gpu.npy").astype(np.complex128)  # a float64 sum for the fidelity
+                    b = np.load(tmp / "cpu.npy").astype(np.complex128)
+                    agreement = {"max_abs_diff_gpu_cpu": float(np.abs(a - b).max())}
+                    agreement["fidelity_gpu_cpu"] = float(abs(np.vdot(a, b)) ** 2)
+                    del a, b
+                    for f in tmp.iterdir():
+                        f.unlink()
+                times = {"gpu": _gpu_spawn("gpu", circuit, n, dtype, args.reps, None)["seconds"]}
+                if n <= args.cpu_max_qubits:
+                    times["cpu"] = _gpu_spawn("cpu", circuit, n, dtype, args.cpu_reps, None)["seconds"]
+                med = {k: statistics.median(v) for k, v in times.items()}
+                passes = _gpu_passes(circuit, n)
+                state_bytes = (1 << n) * np.dtype(dtype).itemsize
+                bw = _device_copy_bandwidth(n, dtype)
+                row = {
+                    "circuit": circuit,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "median_seconds": med,
+                    "all_seconds": times,
+                    **({"speedup_gpu_over_cpu": med["cpu"] / med["gpu"]} if "cpu" in med else {}),
+                    "device_copy_bandwidth_bytes_per_s": bw,
+                    "gpu_memory_limit_seconds": passes["passes"] * 2 * state_bytes / bw,
+                    **agreement,
+                    **passes,
+                }
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in row if k != "all_seconds"}), flush=True)
+                write("gpu", {"suite": "gpu", "machine": info, "rows": rows})  # kept if a later row fails
+    return {"suite": "gpu", "machine": info, "rows": rows}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="suite", required=True)
@@ -981,6 +1111,22 @@ def main() -> None:
     ooc.add_argument(
         "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
+    gp = sub.add_parser("_gpu")
+    gp.add_argument("--device")
+    gp.add_argument("--circuit")
+    gp.add_argument("--qubits", type=int)
+    gp.add_argument("--dtype")
+    gp.add_argument("--reps", type=int)
+    gp.add_argument("--save", default=None)
+    gs2 = sub.add_parser("gpu")
+    gs2.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30])
+    gs2.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    gs2.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
+    gs2.add_argument("--reps", type=int, default=5)
+    gs2.add_argument("--cpu-reps", type=int, default=2)
+    gs2.add_argument("--cpu-max-qubits", type=int, default=28)
+    gs2.add_argument("--append", action="store_true", help="keep the rows already in gpu.json")
+    gs2.add_argument("--check-max-qubits", type=int, default=26, help="compare GPU and CPU states up to this")
     ks = sub.add_parser("kernels")
     ks.add_argument("--kernel-qubits", type=int, default=22)
     ks.add_argument("--qubits", type=int, nargs=1, default=[22])
@@ -1019,6 +1165,9 @@ def main() -> None:
     if args.suite == "_density":
         _density_child(args)
         return
+    if args.suite == "_gpu":
+        _gpu_child(args)
+        return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
     if getattr(args, "fusion", None) is None:
@@ -1036,6 +1185,7 @@ def main() -> None:
         "density": suite_density,
         "relayout_scale": suite_relayout_scale,
         "kernels": suite_kernels,
+        "gpu": suite_gpu,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

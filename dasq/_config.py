@@ -5,8 +5,10 @@ Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM),
 cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
 affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
 ``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16)
-and ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
-"packed", "tasks" or "p2p"; see dasq/engine/layers.py).
+``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
+"packed", "tasks" or "p2p"; see dasq/engine/layers.py) and ``dasq.device`` (where
+blocks live when ``simulate`` is given no ``device``: "cpu", "gpu" or "gpu-twin";
+``DASK_DASQ__DEVICE=gpu`` in the environment runs a whole test suite on a GPU).
 """
 
 from __future__ import annotations
@@ -33,9 +35,23 @@ def total_memory() -> int:
         return 8 << 30
 
 
-def available_memory(client: object = None) -> tuple[int, str]:
+def device_name(device: str | None) -> str:
+    """The device a run asked for, else dask config ``dasq.device``, else "cpu"."""
+    if device is not None:
+        return device
+    return str(dask.config.get("dasq.device", None) or "cpu")
+
+
+def available_memory(client: object = None, device_bytes: int | None = None) -> tuple[int, str]:
     """(bytes, where): the memory of the workers of ``client`` (summed; a worker
-    without a limit counts as this machine's memory), else of this machine."""
+    without a limit counts as this machine's memory), else of this machine. With
+    ``device_bytes`` (one GPU's memory) the blocks live on GPUs: one per worker."""
+    if device_bytes is not None:
+        if client is not None:
+            workers = len(client.scheduler_info().get("workers", {}))  # type: ignore[attr-defined]
+            if workers:
+                return workers * device_bytes, f"the cluster's GPUs ({workers} workers)"
+        return device_bytes, "the GPU"
     if client is not None:
         workers = client.scheduler_info().get("workers", {})  # type: ignore[attr-defined]
         if workers:
@@ -58,12 +74,19 @@ def cores(client: Any = None) -> int:
     return int(dask.system.CPU_COUNT or os.cpu_count() or 1)
 
 
-def default_chunk_qubits(num_qubits: int, client: Any = None) -> int:
+def default_chunk_qubits(num_qubits: int, client: Any = None, gpu: bool = False) -> int:
     """Blocks of at most 2^22 amplitudes, at least 4 blocks per core (per worker
     thread on a client) once the state is big enough for that to matter (up to
-    2^18 amplitudes: one block)."""
+    2^18 amplitudes: one block). On GPUs: one block per GPU (per worker thread of a
+    dask-cuda client, one block without a client): a GPU runs a whole block in one
+    launch per group, and fewer blocks are fewer relayouts."""
     configured = dask.config.get("dasq.chunk-qubits", None)
     if configured is not None:
         return min(int(configured), num_qubits)
+    if gpu:
+        if client is None:
+            return num_qubits
+        spread = num_qubits - math.ceil(math.log2(cores(client)))
+        return max(min(num_qubits, MIN_DEFAULT_CHUNK_QUBITS), spread)
     spread = num_qubits - math.ceil(math.log2(4 * cores(client)))
     return min(num_qubits, max(MIN_DEFAULT_CHUNK_QUBITS, min(MAX_DEFAULT_CHUNK_QUBITS, spread)))

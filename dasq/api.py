@@ -9,6 +9,8 @@ import dask.array as da
 import numpy as np
 
 from dasq import _config
+from dasq.backend.base import Backend
+from dasq.backend.registry import BACKENDS, get_backend
 from dasq.circuit import validation as v
 from dasq.circuit.choi import choi_circuit, choi_operations, resets_as_channels
 from dasq.circuit.circuit import Circuit
@@ -53,6 +55,7 @@ def simulate(
     parameters: Any = None,
     noise_model: NoiseModel | None = None,
     trajectories: int | None = None,
+    device: str | None = None,
 ) -> StateVector | DensityMatrix | Trajectories:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
@@ -101,6 +104,11 @@ def simulate(
     and readout errors to the circuit first. ``trajectories=T`` samples the channels
     on T statevectors instead (a :class:`dasq.Trajectories`: averages with standard
     errors), for states too large for a density matrix.
+
+    ``device``: "cpu" (numpy + numba), "gpu" (blocks in GPU memory as cupy arrays,
+    CUDA kernels; one GPU, or one per worker of a dask-cuda cluster passed as
+    ``client``) or "gpu-twin" (the gpu code on numpy, for tests without a GPU);
+    default dask config ``dasq.device``, else "cpu".
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
@@ -126,6 +134,7 @@ def simulate(
             method=method,
             fusion_size=fusion_size,
             relayout_method=relayout_method,
+            device=device,
         )
         simulate(clean, seed=0, **options)  # validates every option once, before any trajectory
         rng = np.random.default_rng(seed)
@@ -141,6 +150,7 @@ def simulate(
     n = circuit.num_qubits
     width = 2 * n if density else n  # qubits of the vector the engine runs (a Choi vector: 2N)
     dt = v.check_dtype(dtype)
+    backend = _device_backend(device)
     v.check_choice(method, METHODS, "method")
     fusion = v.check_fusion_size(default_fusion_size() if fusion_size is None else fusion_size)
     L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width)
@@ -175,19 +185,22 @@ def simulate(
             fusion_size=None if fusion_size is None else fusion,
             compression=compression,
             keep_bits=keep_bits,
+            device=backend.name,
         )
     if compression is not None or keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
     running_on = scheduler_client(client)  # the cluster that will hold the blocks, if any
-    L = _config.default_chunk_qubits(width, running_on) if L is None else L
+    on_gpu = backend.memory_bytes() is not None
+    L = _config.default_chunk_qubits(width, running_on, on_gpu) if L is None else L
     if memory_limit is not None:
         available, where = v.check_memory_limit(memory_limit), "memory_limit"
     else:
-        available, where = _config.available_memory(running_on)
+        available, where = _config.available_memory(running_on, backend.memory_bytes())
     v.check_in_memory_run(width, np.dtype(dt).itemsize, L, available, where)
     options = RunOptions(
         method=method,
         fusion_size=fusion,
+        backend=backend.name,
         client=client,
         relayout_method=relayout_method,
         lazy=lazy,
@@ -205,6 +218,18 @@ def simulate(
         assert branch.state is not None
         return branch.state
     return start(circuit.remove_final_measurements())
+
+
+def _device_backend(device: str | None) -> Backend:
+    """The backend of ``device`` (or of dask config ``dasq.device``), checked now: a
+    GPU run without cupy or a device fails here, before any graph is built."""
+    name = _config.device_name(device)
+    if not isinstance(name, str):
+        raise TypeError(f"device must be a string, got {type(name).__name__}")
+    v.check_choice(name, sorted(BACKENDS), "device")
+    backend = get_backend(name)
+    backend.meta("complex64")  # imports cupy and finds a device, or says why not
+    return backend
 
 
 def run(

@@ -98,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         "(prints its dashboard link)",
     )
     run.add_argument(
+        "--gpu",
+        action="store_true",
+        help="blocks in GPU memory (cupy; pip install 'dasq[gpu]'); with --workers, a dask-cuda "
+        "cluster of one worker per GPU (--workers GPUs)",
+    )
+    run.add_argument(
         "--scheduler",
         default=argparse.SUPPRESS,
         help="address of a running Dask scheduler, e.g. tcp://host:8786",
@@ -244,6 +250,7 @@ def _run_circuit(args: argparse.Namespace, circuit: Circuit, client: object | No
         compression=args.compression,
         keep_bits=args.keep_bits,
         progress=_progress(args, stored=args.store is not None),
+        device="gpu" if args.gpu else None,
     )
 
 
@@ -296,6 +303,13 @@ def _client(args: argparse.Namespace) -> object | None:
 
     if args.scheduler:
         client = Client(args.scheduler)
+    elif getattr(args, "gpu", False):
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            raise ValidationError('--gpu with --workers needs dask-cuda: pip install "dasq[gpu]"') from None
+        devices = ",".join(str(i) for i in range(args.workers)) if args.workers else None
+        client = Client(LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, dashboard_address=_dashboard()))
     else:
         workers = args.workers or _config.cores(None)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=_dashboard())

@@ -45,6 +45,7 @@ def simulate_to_store(
     compression: str | None,
     keep_bits: int | None,
     density_qubits: int = 0,
+    device: str = "cpu",
 ) -> StateVector | DensityMatrix:
     """Run ``circuit`` from basis state ``basis`` into the zarr group ``store``; a store
     that already holds a run of this circuit is resumed (or opened when complete).
@@ -59,7 +60,7 @@ def simulate_to_store(
         with StoreLock(path):
             manifest = st.open_store(path)
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
-            return _resume_locked(path, manifest, client, progress)
+            return _resume_locked(path, manifest, client, progress, device)
     path = st.new_store_path(path)
     fusion_size = default_fusion_size() if fusion_size is None else fusion_size
     n = circuit.num_qubits
@@ -94,7 +95,7 @@ def simulate_to_store(
         manifest.write(staging)
 
     with st.create_store(path, build):
-        return _execute(path, manifest, plan, client, progress)
+        return _execute(path, manifest, plan, client, progress, device)
 
 
 def _check_same_run(
@@ -148,6 +149,7 @@ def resume(
     circuit: Circuit | None = None,
     client: Any = None,
     progress: bool = False,
+    device: str = "cpu",
 ) -> StateVector | DensityMatrix:
     """Finish the run stored in ``store`` (after a crash or a kill) and return its state
     (a DensityMatrix when the store holds one).
@@ -156,7 +158,8 @@ def resume(
     complete store is simply opened. Nothing read from the store is executed: the
     circuit comes back from its JSON record and is planned again. ``client``: a
     distributed client whose workers run the stages (default: threads here);
-    ``progress``: a progress bar per stage.
+    ``progress``: a progress bar per stage; ``device``: where the stages run ("cpu",
+    "gpu"), as in :func:`dasq.simulate`.
     """
     path = Path(store).expanduser().absolute()
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it
@@ -167,11 +170,11 @@ def resume(
                 f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, the "
                 f"given circuit {circuit.fingerprint()[:12]}); it cannot be resumed with this circuit"
             )
-        return _resume_locked(path, manifest, client, progress)
+        return _resume_locked(path, manifest, client, progress, device)
 
 
 def _resume_locked(
-    path: Path, manifest: Manifest, client: Any, progress: bool
+    path: Path, manifest: Manifest, client: Any, progress: bool, device: str
 ) -> StateVector | DensityMatrix:
     """Finish (or open) the run in ``path``, whose write lock this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
@@ -191,7 +194,7 @@ def _resume_locked(
         crcs = st.current_crcs(manifest)
         if crcs is not None:  # the stage to resume from is whole, before any work is spent
             chunks.check_crcs(path, manifest.current, 0, crcs, manifest.stages_done)
-    return _execute(path, manifest, plan, client, progress)
+    return _execute(path, manifest, plan, client, progress, device)
 
 
 def _recorded_circuit(path: Path, manifest: Manifest) -> Circuit:
@@ -212,9 +215,9 @@ def _as_state(state: StateVector, manifest: Manifest) -> StateVector | DensityMa
 
 
 def _execute(
-    path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool
+    path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool, device: str
 ) -> StateVector | DensityMatrix:
-    backend = get_backend("cpu")
+    backend = get_backend(device)  # runs the stages; blocks go from the store to it and back
     if not manifest.complete:
         stream.StreamExecutor(path, manifest, backend, client=client, progress=progress).run(plan)
     state = StateVector.from_zarr(path, client=client)

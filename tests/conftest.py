@@ -2,3 +2,20 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+import dask
+import pytest
+
+from dasq.backend.gpu import gpu_available
+
+# The devices every reference test runs on: the CPU backend, the GPU backend's code
+# on numpy (what CI has), and the GPU itself where cupy finds one.
+DEVICES = ["cpu", "gpu-twin", *(["gpu"] if gpu_available() else [])]
+
+
+@pytest.fixture(params=DEVICES)
+def on_device(request):
+    """Runs the test once per device, as dask config ``dasq.device`` (what
+    ``simulate`` uses when it is given no ``device``)."""
+    with dask.config.set({"dasq.device": request.param}):
+        yield request.param

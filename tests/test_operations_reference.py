@@ -1,6 +1,7 @@
 """Every builder method, with 0, 1 and 2 controls and random control states, with
 targets placed over local and global bits, for every chunking g = 0..N-1, against
-the dense Kronecker reference."""
+the dense Kronecker reference, on every device (CPU, the GPU code on numpy, and a
+GPU where there is one)."""
 
 from __future__ import annotations
 
@@ -131,6 +132,11 @@ def _check(build, matrix, targets, controls, states, L, psi, method):
 
 
 METHODS = ["per-operation", "auto"]  # auto: the planner wherever blocks are wide enough
+
+
+@pytest.fixture(autouse=True)
+def _every_device(on_device):
+    """Every test here runs on each device of conftest.DEVICES."""
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from conftest import DEVICES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import operator, pauli_matrix, random_unitary
@@ -71,11 +73,13 @@ def test_random_circuit_matches_reference_for_random_chunkings(case, data):
         want = operator(m, t, c, s, n) @ want
     chunkings = data.draw(st.lists(st.integers(0, n), min_size=1, max_size=3, unique=True))
     for L in chunkings:
-        got = dasq.simulate(circuit, chunk_qubits=L).to_numpy()
-        np.testing.assert_allclose(got, want, atol=1e-10, err_msg=f"L={L}")
+        for device in DEVICES:
+            got = dasq.simulate(circuit, chunk_qubits=L, device=device).to_numpy()
+            np.testing.assert_allclose(got, want, atol=1e-10, err_msg=f"L={L} device={device}")
 
 
-def test_every_chunking_g_0_to_7_agrees_on_a_seeded_8_qubit_circuit():
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_chunking_g_0_to_7_agrees_on_a_seeded_8_qubit_circuit(device):
     rng = np.random.default_rng(11)
     c = dasq.Circuit(8)
     for _ in range(15):
@@ -84,7 +88,7 @@ def test_every_chunking_g_0_to_7_agrees_on_a_seeded_8_qubit_circuit():
         c.pauli_gadget(float(rng.uniform(-2, 2)), "XY", (b, d)).barrier().swap(a, d).unitary(
             random_unitary(2, rng), (d, a), controls=(b,)
         )
-    results = [dasq.simulate(c, chunk_qubits=L).to_numpy() for L in range(1, 9)]
+    results = [dasq.simulate(c, chunk_qubits=L, device=device).to_numpy() for L in range(1, 9)]
     for L, r in enumerate(results[1:], start=1):
         np.testing.assert_allclose(r, results[0], atol=1e-10, err_msg=f"L={L}")
     assert abs(np.linalg.norm(results[0]) - 1) < 1e-12

@@ -48,6 +48,7 @@ class Backend:
     name: str = "abstract"
     singleton: str = ""  # the module-level name of the backend's one instance
     xp: Any = np
+    cache_blocking: bool = True  # whether stages run low groups over cache-sized slices
 
     # ------------------------------------------------------------ creation
     def meta(self, dtype: str) -> Any:
@@ -64,11 +65,18 @@ class Backend:
             out[hot] = 1
         return out
 
-    def from_host(self, array: np.ndarray, dtype: str) -> Any:
+    def from_host(self, array: Any, dtype: str) -> Any:
+        """A block of this backend from a host array (or another backend's block)."""
+        if hasattr(array, "get") and not isinstance(array, np.ndarray):  # a device array
+            array = array.get()
         return self.xp.asarray(array, dtype=dtype)
 
     def to_host(self, block: Any) -> np.ndarray:
         return np.asarray(block)
+
+    def memory_bytes(self) -> int | None:
+        """Memory that holds the blocks when it is not the host's (a GPU's), else None."""
+        return None
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         """A context in which the libraries the kernels call start no threads of their

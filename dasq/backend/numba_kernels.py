@@ -141,6 +141,35 @@ def mix64(x):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
+def poisson_count(m, u, h):  # pragma: no cover - compiled
+    """The count of one draw that passed the first check (``u < m``): inversion on
+    1 - u for small means, numba's generator seeded by the hash above ``_FIRST_CHECK``."""
+    if m > _FIRST_CHECK:
+        np.random.seed(numba.uint32(h & numba.uint64(0xFFFFFFFF)))
+        return np.random.poisson(m)
+    # count = smallest k with P(X <= k) > v, v = 1 - u
+    v = 1.0 - u
+    p = np.exp(-m)
+    cdf = p
+    k = 0
+    while cdf <= v and k < 1000:
+        k += 1
+        p *= m / k
+        cdf += p
+    return k
+
+
+@numba.njit(nogil=True, cache=True)
+def poisson_counts(m, u, h):  # pragma: no cover - compiled
+    """``poisson_count`` over arrays: how a backend that hashes elsewhere (a GPU)
+    finishes the few draws that passed the first check, identically."""
+    out = np.empty(m.size, dtype=np.int64)
+    for i in range(m.size):
+        out[i] = poisson_count(m[i], u[i], h[i])
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
 def poisson_draws(state, block_part, local_tables, lam, key):  # pragma: no cover - compiled
     """(logical indices, counts) of independent Poisson(lam |a_i|^2) draws, one per
     amplitude, each from a uniform keyed by (key, logical index of the amplitude).
@@ -171,19 +200,7 @@ def poisson_draws(state, block_part, local_tables, lam, key):  # pragma: no cove
         u = numba.float64(h >> numba.uint64(11)) * (1.0 / 9007199254740992.0)  # [0, 1)
         if u >= m:  # P(count > 0) = 1 - exp(-m) <= m: most amplitudes stop here
             continue
-        if m > _FIRST_CHECK:
-            np.random.seed(numba.uint32(h & numba.uint64(0xFFFFFFFF)))
-            k = np.random.poisson(m)
-        else:
-            # inversion on v = 1 - u: count = smallest k with P(X <= k) > v
-            v = 1.0 - u
-            p = np.exp(-m)
-            cdf = p
-            k = 0
-            while cdf <= v and k < 1000:
-                k += 1
-                p *= m / k
-                cdf += p
+        k = poisson_count(m, u, h)
         if k > 0:
             if found == idx.size:  # grow by doubling
                 idx = np.concatenate((idx, np.empty(found, dtype=np.int64)))

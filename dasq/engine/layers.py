@@ -88,6 +88,14 @@ def basis_state(num_qubits: int, L: int, position: int, dtype: str, backend: Bac
     return _array(name, layer, None, _chunks(num_qubits, L), backend.meta(dtype))
 
 
+def on_backend(x: da.Array, backend: Backend) -> da.Array:
+    """``x`` with blocks of ``backend``'s array type (host arrays moved to a GPU, say)."""
+    meta = backend.meta(x.dtype)
+    if type(getattr(x, "_meta", None)) is type(meta):
+        return x
+    return x.map_blocks(backend.from_host, str(x.dtype), dtype=x.dtype, meta=meta)
+
+
 # --------------------------------------------------------------------- block programs
 def _run_program(runner: BlockRunner, block_index: int, block: Any) -> Any:
     return runner(block.copy(), block_index)

@@ -60,7 +60,7 @@ class BlockRunner:
         self.program = program
         self.L = L
         self.backend = backend
-        self.cache_qubits = cache_qubits
+        self.cache_qubits = cache_qubits if backend.cache_blocking else L
         self._global_bits = [g.global_bits(L) for g in program.groups]
         self._runs = self._cache_runs()
         self._kernels: dict[tuple[int, tuple[int, ...], str], Kernel] = {}

@@ -72,6 +72,8 @@ def evolve(
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
+    else:
+        blocks = layers.on_backend(blocks, backend)
     # a cluster computes while the graphs are still being built: distributed's own
     # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
     on_cluster = not options.lazy and scheduler_client(options.client) is not None

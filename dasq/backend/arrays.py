@@ -1,0 +1,301 @@
+"""The backend operations written once against an array namespace ``xp``.
+
+numpy and cupy share this code: the CPU backend is it with numpy plus numba
+kernels for the hot passes, the GPU backend is it with cupy plus CUDA kernels. A
+block of 2^L amplitudes is viewed as an L-dimensional tensor of shape (2,)*L in C
+order, so local bit b lives on axis L-1-b. Small tables (matrices, phases, signs)
+are built on the host and moved to the namespace's memory with ``small``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dasq.backend import numba_kernels
+from dasq.backend.base import Backend, Controls, Kernel
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _axis(bit: int, L: int) -> int:
+    return L - 1 - bit
+
+
+def _fixed_index(L: int, fixed: Controls) -> tuple:
+    """Index that pins local bits ``fixed`` and keeps the others; the trailing
+    Ellipsis keeps the result a view even when every axis is pinned."""
+    idx: list = [slice(None)] * L
+    for b, val in fixed:
+        idx[_axis(b, L)] = val
+    return (*idx, Ellipsis)
+
+
+def _view_axis(bit: int, L: int, pinned: Sequence[int]) -> int:
+    """Axis of local ``bit`` in the view left after indexing the ``pinned`` bits away."""
+    a = _axis(bit, L)
+    return a - sum(1 for p in pinned if _axis(p, L) < a)
+
+
+def _bit_factor(values: np.ndarray, bits: Sequence[int], L: int, pinned: Sequence[int]) -> np.ndarray:
+    """A 2^k table indexed by ``bits`` (bit j of the index -> bits[j]) shaped to
+    broadcast against the view left after pinning ``pinned`` (built on the host)."""
+    k = len(bits)
+    table = np.asarray(values).reshape((2,) * k)  # table axis i <-> bits[k-1-i]
+    axes = [_view_axis(bits[k - 1 - i], L, pinned) for i in range(k)]
+    table = np.transpose(table, np.argsort(axes))
+    shape = [1] * (L - len(pinned))
+    for a in axes:
+        shape[a] = 2
+    return table.reshape(shape)
+
+
+def _runs(order: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(new first bit, old first bit, width) of the runs of consecutive bits that a
+    permutation (new bit q = old bit order[q]) keeps together."""
+    runs = []
+    q = 0
+    while q < len(order):
+        start = q
+        while q + 1 < len(order) and order[q + 1] == order[q] + 1:
+            q += 1
+        runs.append((start, order[start], q - start + 1))
+        q += 1
+    return runs
+
+
+def _signs(count: int) -> np.ndarray:
+    return np.array([(-1.0) ** bin(i).count("1") for i in range(1 << count)])
+
+
+def _parity(x: Any) -> Any:
+    """popcount(x) & 1 of an int64 array, by folding (no popcount in every namespace)."""
+    for shift in (32, 16, 8, 4, 2, 1):
+        x = x ^ (x >> shift)
+    return x & 1
+
+
+def mix64(x: Any) -> Any:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic): the same hash as
+    ``numba_kernels.mix64``, so both backends key their draws alike."""
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixKernel(Kernel):
+    """A 2^k x 2^k matrix by tensordot (BLAS, cuBLAS) on the block viewed as (2,)*L:
+    the path for groups wider than a backend's own kernels."""
+
+    xp: Any
+    qubits: tuple[int, ...]
+    tensor: Any  # the matrix as a (2,)*2k tensor, in the namespace's memory
+
+    def apply(self, view: Any) -> None:
+        xp = self.xp
+        L = view.size.bit_length() - 1
+        k = len(self.qubits)
+        tensor = view.reshape((2,) * L)
+        axes = [L - 1 - self.qubits[k - 1 - i] for i in range(k)]
+        res = xp.tensordot(self.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
+        tensor[...] = xp.moveaxis(res, list(range(k)), axes)
+
+
+class ArrayBackend(Backend):
+    """Every backend operation in ``xp`` calls. Reductions run slice by slice
+    (``reduce_slice`` amplitudes) so their float64 temporaries stay small."""
+
+    reduce_slice: int = 1 << 22
+
+    def small(self, table: Any, dtype: Any) -> Any:
+        """A host table (matrix, phases, signs) as an array of the namespace."""
+        return self.xp.asarray(np.asarray(table).astype(dtype, copy=False))
+
+    def _slices(self, size: int) -> Iterator[slice]:
+        step = self.reduce_slice
+        for start in range(0, size, step):
+            yield slice(start, min(start + step, size))
+
+    def _abs2(self, part: Any) -> Any:
+        xp = self.xp
+        re = part.real.astype(xp.float64)
+        im = part.imag.astype(xp.float64)
+        return re * re + im * im
+
+    # ------------------------------------------------------------ actions
+    def apply_dense(
+        self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
+    ) -> None:
+        xp = self.xp
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        k = len(targets)
+        pinned = [b for b, _ in controls]
+        axes = [_view_axis(targets[k - 1 - i], L, pinned) for i in range(k)]
+        m = self.small(matrix, block.dtype).reshape((2,) * (2 * k))
+        res = xp.tensordot(m, view, axes=(list(range(k, 2 * k)), axes))
+        view[...] = xp.moveaxis(res, list(range(k)), axes)
+
+    def apply_diagonal(
+        self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
+    ) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        if len(targets) == 0:
+            view *= self.small(values, block.dtype).reshape(())
+        else:
+            view *= self.small(_bit_factor(values, targets, L, [b for b, _ in controls]), block.dtype)
+
+    def apply_combine(
+        self,
+        block: Any,
+        partner: Any,
+        L: int,
+        controls: Controls,
+        own: complex,
+        other: complex,
+        flips: Sequence[int],
+        signs: Sequence[int],
+    ) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
+        pinned = [b for b, _ in controls]
+        src = view if partner is None else partner.reshape(view.shape)
+        if signs:
+            src = src * self.small(_bit_factor(_signs(len(signs)), signs, L, pinned), block.dtype)
+        if flips:
+            src = self.xp.flip(src, axis=tuple(_view_axis(b, L, pinned) for b in flips))
+        if own == 0:
+            view[...] = src * other
+        else:
+            view[...] = own * view + other * src
+
+    def apply_pair_map(
+        self, block: Any, L: int, targets: Sequence[int], own: Any, weights: Any, piece: Any
+    ) -> None:
+        xp = self.xp
+        view = block.reshape((2,) * L)
+        k = len(targets)
+        axes = [_axis(targets[k - 1 - i], L) for i in range(k)]
+        m = self.small(own, block.dtype).reshape((2,) * (2 * k))
+        res = xp.tensordot(m, view, axes=(list(range(k, 2 * k)), axes))
+        if weights is not None:
+            r = weights.shape[1]
+            w = self.small(weights, block.dtype).reshape((2,) * k + (r,))
+            res += xp.tensordot(w, piece.reshape((2,) * (L - k) + (r,)), axes=([k], [L - k]))
+        view[...] = xp.moveaxis(res, list(range(k)), axes)
+
+    def project(self, piece: Any, L: int, targets: Sequence[int], matrix: Any) -> Any:
+        xp = self.xp
+        m = len(targets)
+        axes = [_axis(targets[m - 1 - i], L) for i in range(m)]
+        p = self.small(matrix, piece.dtype).reshape((-1,) + (2,) * m)
+        res = xp.tensordot(p, piece.reshape((2,) * L), axes=(list(range(1, m + 1)), axes))
+        return xp.ascontiguousarray(xp.moveaxis(res, 0, -1)).reshape(-1)
+
+    # ------------------------------------------------------------ bits
+    def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
+        """One transpose copy. Bits that keep their neighbours move together as one
+        axis, so moving k bits is a transpose of at most 2k + 1 axes, not of L."""
+        runs = _runs(order)
+        old = sorted(runs, key=lambda r: -r[1])  # C order: the most significant bits first
+        tensor = block.reshape([1 << width for _, _, width in old])
+        axes = [old.index(r) for r in sorted(runs, key=lambda r: -r[0])]
+        return self.xp.ascontiguousarray(tensor.transpose(axes)).reshape(-1)
+
+    def pack(self, block: Any, L: int, fixed: Controls) -> Any:
+        if not fixed:
+            return block
+        return self.xp.ascontiguousarray(block.reshape((2,) * L)[_fixed_index(L, fixed)])
+
+    def place(self, block: Any, L: int, fixed: Controls, piece: Any) -> None:
+        view = block.reshape((2,) * L)[_fixed_index(L, fixed)]
+        view[...] = piece.reshape(view.shape)
+
+    # ------------------------------------------------------------ reductions
+    def norm2(self, block: Any) -> float:
+        total = 0.0
+        for s in self._slices(block.size):
+            total = total + self.xp.sum(self._abs2(block[s]))
+        return float(total)
+
+    def vdot(self, a: Any, b: Any) -> complex:
+        xp = self.xp
+        total = 0j
+        for s in self._slices(a.size):
+            total = total + xp.vdot(a[s].astype(xp.complex128), b[s].astype(xp.complex128))
+        return complex(total)
+
+    def pauli_group(self, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray) -> complex:
+        xp = self.xp
+        total = 0j
+        for s in self._slices(own.size):
+            m = xp.arange(s.start, s.stop, dtype=xp.int64) ^ int(flip)
+            prod = xp.conj(own[s].astype(xp.complex128)) * src[m].astype(xp.complex128)
+            for mask, weight in zip(masks.tolist(), weights.tolist()):
+                odd = _parity(m & mask).astype(bool)
+                total = total + complex(weight) * (xp.sum(prod) - 2 * xp.sum(prod[odd]))
+        return complex(total)
+
+    def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        m = len(positions)
+        p = self._abs2(block)
+        local = [(j, q) for j, q in enumerate(positions) if q < L]
+        base = 0
+        for j, q in enumerate(positions):
+            if q >= L and (block_index >> (q - L)) & 1:
+                base |= 1 << j
+        out = np.zeros(1 << m)
+        if not local:
+            out[base] = float(p.sum())
+            return out
+        tensor = p.reshape((2,) * L)
+        keep = [_axis(q, L) for _, q in local]
+        drop = tuple(a for a in range(L) if a not in keep)
+        marg = tensor.sum(axis=drop) if drop else tensor
+        # marg axes follow ascending axis order; put local[-1] first so C order gives
+        # index bit i <-> local[i]
+        kept_sorted = sorted(keep)
+        perm = [kept_sorted.index(_axis(q, L)) for _, q in reversed(local)]
+        vec = np.asarray(self.to_host(self.xp.transpose(marg, perm).reshape(-1)))
+        k = np.arange(1 << len(local))
+        idx = np.full(k.shape, base)
+        for i, (j, _) in enumerate(local):
+            idx |= ((k >> i) & 1) << j
+        out[idx] = vec
+        return out
+
+    def poisson_draws(
+        self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The same draws as the numba pass: hash and first check in ``xp`` over a
+        slice, the few amplitudes that pass it finish on the host (numba)."""
+        xp = self.xp
+        tables = xp.asarray(local_tables.astype(np.uint64))
+        seed = np.uint64((int(key) * int(_GOLDEN)) & _MASK64)
+        found_index, found_count = [], []
+        for s in self._slices(block.size):
+            m = float(lam) * self._abs2(block[s])
+            i = xp.arange(s.start, s.stop, dtype=xp.uint64)
+            logical = xp.full(i.shape, np.uint64(block_part), dtype=xp.uint64)
+            for t in range(tables.shape[0]):
+                logical |= tables[t][((i >> np.uint64(8 * t)) & np.uint64(255)).astype(xp.int64)]
+            h = mix64(seed ^ mix64(logical))
+            u = (h >> np.uint64(11)).astype(xp.float64) * (1.0 / 9007199254740992.0)
+            hit = (m > 0.0) & (u < m)
+            if not bool(hit.any()):
+                continue
+            counts = numba_kernels.poisson_counts(
+                *(np.ascontiguousarray(self.to_host(a[hit])) for a in (m, u, h))
+            )
+            keep = counts > 0
+            found_index.append(self.to_host(logical[hit]).astype(np.int64)[keep])
+            found_count.append(counts[keep])
+        if not found_index:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(found_index), np.concatenate(found_count)

@@ -1,0 +1,226 @@
+"""The GPU backend's code: its kernels against the definition and its array code
+against the CPU backend. Each check runs on the numpy twin (every machine) and on
+cupy where a GPU is present (skipped cleanly without one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reference import embed, random_state, random_unitary
+
+import dasq
+from dasq.backend import cuda_kernels
+from dasq.backend.gpu import GPU, GPU_TWIN, DeviceGroupKernel, DevicePhaseKernel, gpu_available
+from dasq.backend.registry import get_backend
+
+CPU = get_backend("cpu")
+BACKENDS = [GPU_TWIN, *([GPU] if gpu_available() else [])]
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device (cupy)")
+L = 11
+
+
+def _placements(k: int) -> dict[str, tuple[int, ...]]:
+    return {
+        "all high": tuple(range(L - k, L))[::-1],
+        "with bit 0": (0, *range(L - k + 1, L)),
+        "low and contiguous": tuple(range(k)),
+        "scattered": (7, 1, 9, 4, 2)[:k],
+    }
+
+
+def _run(backend, kernel, block: np.ndarray) -> np.ndarray:
+    on = backend.from_host(block, block.dtype.name)
+    kernel.apply(on)
+    return backend.to_host(on)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("where", ["all high", "with bit 0", "low and contiguous", "scattered"])
+def test_dense_group_kernel_matches_the_kronecker_reference(backend, k, where, dtype):
+    rng = np.random.default_rng(31 * k + len(where))
+    qubits = _placements(k)[where]
+    u = random_unitary(k, rng)
+    block = random_state(L, rng).astype(dtype)
+    kernel = backend.compile_matrix(qubits, u, dtype)
+    assert isinstance(kernel, DeviceGroupKernel)
+    want = embed(u, qubits, L) @ block.astype(np.complex128)
+    np.testing.assert_allclose(
+        _run(backend, kernel, block), want, atol=1e-5 if dtype == "complex64" else 1e-12
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_diagonal_kernel_and_wide_groups_match_the_reference(backend, dtype):
+    rng = np.random.default_rng(2)
+    block = random_state(L, rng).astype(dtype)
+    atol = 1e-5 if dtype == "complex64" else 1e-12
+    qubits = (9, 0, 4)
+    phases = np.exp(1j * rng.uniform(0, 6.3, 8))
+    kernel = backend.compile_diagonal(qubits, phases, dtype)
+    assert isinstance(kernel, DevicePhaseKernel)
+    want = embed(np.diag(phases), qubits, L) @ block.astype(np.complex128)
+    np.testing.assert_allclose(_run(backend, kernel, block), want, atol=atol)
+    wide = (1, 3, 5, 6, 8, 10)  # wider than the kernel: the tensordot (cuBLAS) path
+    assert len(wide) > cuda_kernels.MAX_GROUP_QUBITS
+    u = random_unitary(len(wide), rng)
+    want = embed(u, wide, L) @ block.astype(np.complex128)
+    np.testing.assert_allclose(_run(backend, backend.compile_matrix(wide, u, dtype), block), want, atol=atol)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+def test_reductions_agree_with_the_cpu_backend(backend):
+    """Norms, inner products, marginals, Pauli sums and the keyed Poisson draws of
+    sampling: the same numbers as the CPU backend's numba passes (the draws exactly),
+    over several reduction slices."""
+    rng = np.random.default_rng(4)
+    n = 14
+    own = random_state(n, rng).astype(np.complex64)
+    src = random_state(n, rng).astype(np.complex64)
+    on_own, on_src = (backend.from_host(a, "complex64") for a in (own, src))
+    old = backend.reduce_slice
+    backend.reduce_slice = 1 << 11  # eight slices per block
+    try:
+        assert abs(backend.norm2(on_own) - CPU.norm2(own)) < 1e-12
+        assert abs(backend.vdot(on_own, on_src) - CPU.vdot(own, src)) < 1e-12
+        masks = np.array([0, 0b1011, (1 << 13) | 1], dtype=np.int64)
+        weights = rng.normal(size=3) + 1j * rng.normal(size=3)
+        for flip in (0, 5, 1 << 12):
+            got = backend.pauli_group(on_own, on_src, flip, masks, weights)
+            assert abs(got - CPU.pauli_group(own, src, flip, masks, weights)) < 1e-10
+        for positions in ((0,), (13, 2), (3, 15, 7)):
+            np.testing.assert_allclose(
+                backend.marginal(on_own, n, 1, positions), CPU.marginal(own, n, 1, positions), atol=1e-12
+            )
+        tables = np.zeros((2, 256), dtype=np.uint64)
+        values = np.arange(256, dtype=np.uint64)
+        tables[0], tables[1] = values << np.uint64(2), (values & np.uint64(63)) << np.uint64(10)
+        for lam in (3.0, 5000.0, 1e6):  # few draws, many, and means above the inversion's range
+            got = backend.poisson_draws(on_own, 7 << 16, tables, lam, 99)
+            want = CPU.poisson_draws(own, 7 << 16, tables, lam, 99)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert want[1].sum() > 0
+    finally:
+        backend.reduce_slice = old
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+def test_permute_pack_and_place_match_the_cpu_backend(backend):
+    rng = np.random.default_rng(8)
+    block = random_state(9, rng)
+    on = backend.from_host(block, "complex128")
+    order = [int(q) for q in rng.permutation(9)]
+    np.testing.assert_array_equal(
+        backend.to_host(backend.permute_bits(on, order)), CPU.permute_bits(block, order)
+    )
+    fixed = ((1, 0), (6, 1))
+    piece = backend.pack(on, 9, fixed)
+    np.testing.assert_array_equal(backend.to_host(piece), CPU.pack(block, 9, fixed))
+    target = backend.from_host(np.zeros_like(block), "complex128")
+    backend.place(target, 9, fixed, piece)
+    want = np.zeros_like(block)
+    CPU.place(want, 9, fixed, CPU.pack(block, 9, fixed))
+    np.testing.assert_array_equal(backend.to_host(target), want)
+
+
+@pytest.mark.parametrize("device", [b.name for b in BACKENDS])
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_a_whole_run_agrees_with_the_cpu_backend(device, dtype):
+    """QFT plus a random layer, several blocks (relayouts between stages), read-outs
+    on the device: amplitudes within 1e-10 in complex128, samples identical."""
+    rng = np.random.default_rng(12)
+    n = 12
+    c = dasq.Circuit(n)
+    for q in range(n):
+        c.h(q)
+        for t in range(q + 1, n):
+            c.cp(np.pi / (1 << (t - q)), t, q)
+    for q in range(0, n - 2, 3):
+        c.unitary(random_unitary(3, rng), (q, q + 1, q + 2))
+    atol = 1e-10 if dtype == "complex128" else 1e-5
+    for L in (n, 9, 6):
+        cpu = dasq.simulate(c, chunk_qubits=L, dtype=dtype, device="cpu")
+        dev = dasq.simulate(c, chunk_qubits=L, dtype=dtype, device=device)
+        np.testing.assert_allclose(dev.to_numpy(), cpu.to_numpy(), atol=atol)
+        np.testing.assert_allclose(dev.probabilities([0, 5, 11]), cpu.probabilities([0, 5, 11]), atol=atol)
+        assert abs(dev.norm() - 1) < atol
+        if dtype == "complex128":
+            assert dev.sample(1000, seed=3) == cpu.sample(1000, seed=3)
+
+
+def test_a_gpu_run_without_cupy_says_how_to_get_it():
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(dasq.ValidationError, match=r"cupy|CUDA"):
+        dasq.simulate(dasq.Circuit(2).h(0), device="gpu")
+    with pytest.raises(dasq.ValidationError, match="device must be one of"):
+        dasq.simulate(dasq.Circuit(2).h(0), device="tpu")
+
+
+@needs_gpu
+def test_blocks_live_on_the_gpu_and_results_come_back_as_numpy():
+    import cupy
+
+    state = dasq.simulate(dasq.Circuit(20).h(0).cx(0, 19), device="gpu")
+    block = state.blocks.blocks[0].compute()
+    assert isinstance(block, cupy.ndarray)
+    assert isinstance(state.to_numpy(), np.ndarray)
+    assert isinstance(state.probabilities([0]), np.ndarray)
+    np.testing.assert_allclose(state.probabilities([0, 19]), [0.5, 0, 0, 0.5], atol=1e-12)
+
+
+@pytest.mark.parametrize("device", [b.name for b in BACKENDS])
+def test_an_out_of_core_run_streams_blocks_through_the_device(device, tmp_path):
+    """Blocks go from the zarr store to the device, through the stage, and back."""
+    rng = np.random.default_rng(21)
+    c = dasq.Circuit(10)
+    for q in range(10):
+        c.h(q)
+    for q in range(0, 8, 2):
+        c.unitary(random_unitary(3, rng), (q, q + 1, (q + 5) % 10))
+    want = dasq.simulate(c, device="cpu").to_numpy()
+    state = dasq.simulate(c, store=tmp_path / "s.zarr", chunk_qubits=6, device=device, memory_limit="1MiB")
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+
+
+@needs_gpu
+def test_a_dask_cuda_worker_holds_gpu_blocks(tmp_path):
+    """One worker per GPU (here one): blocks on the worker's GPU, relayouts between
+    several blocks through the cluster, the result equal to the CPU backend's."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client
+
+    rng = np.random.default_rng(5)
+    c = dasq.Circuit(14)
+    for q in range(14):
+        c.h(q)
+    for q in range(0, 12, 3):
+        c.unitary(random_unitary(3, rng), (q, q + 1, (q + 7) % 14))
+    want = dasq.simulate(c, device="cpu").to_numpy()
+    with (
+        dask_cuda.LocalCUDACluster(n_workers=1, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        state = dasq.simulate(c, client=client, device="gpu", chunk_qubits=11)
+        np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+        kinds = client.run(
+            lambda dask_worker: sorted({type(v).__module__ for v in dask_worker.data.values()})
+        )
+        assert any("cupy" in m for mods in kinds.values() for m in mods)
+
+
+@needs_gpu
+def test_the_command_line_runs_on_the_gpu(tmp_path, capsys):
+    from dasq.cli import main
+
+    path = tmp_path / "bell.qasm"
+    path.write_text(
+        'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[2];\nh q[0];\ncx q[0],q[1];\n'
+        "measure q -> c;\n"
+    )
+    assert main(["run", str(path), "--gpu", "--shots", "100", "--seed", "1"]) == 0
+    counts = dict(line.split() for line in capsys.readouterr().out.strip().splitlines())
+    assert set(counts) == {"00", "11"} and sum(int(v) for v in counts.values()) == 100

@@ -100,8 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--gpu",
         action="store_true",
-        help="blocks in GPU memory (cupy; pip install 'dasq[gpu]'); with --workers, a dask-cuda "
-        "cluster of one worker per GPU (--workers GPUs)",
+        help="blocks in GPU memory (cupy; pip install 'dasq[gpu]'); with --workers N, a dask-cuda "
+        "cluster of one worker on each of the first N visible GPUs",
     )
     run.add_argument(
         "--scheduler",
@@ -308,8 +308,7 @@ def _client(args: argparse.Namespace) -> object | None:
             from dask_cuda import LocalCUDACluster
         except ImportError:
             raise ValidationError('--gpu with --workers needs dask-cuda: pip install "dasq[gpu]"') from None
-        devices = ",".join(str(i) for i in range(args.workers)) if args.workers else None
-        client = Client(LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, dashboard_address=_dashboard()))
+        client = Client(LocalCUDACluster(n_workers=args.workers or None, dashboard_address=_dashboard()))
     else:
         workers = args.workers or _config.cores(None)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=_dashboard())

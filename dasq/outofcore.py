@@ -149,7 +149,7 @@ def resume(
     circuit: Circuit | None = None,
     client: Any = None,
     progress: bool = False,
-    device: str = "cpu",
+    device: str | None = None,
 ) -> StateVector | DensityMatrix:
     """Finish the run stored in ``store`` (after a crash or a kill) and return its state
     (a DensityMatrix when the store holds one).
@@ -159,8 +159,9 @@ def resume(
     circuit comes back from its JSON record and is planned again. ``client``: a
     distributed client whose workers run the stages (default: threads here);
     ``progress``: a progress bar per stage; ``device``: where the stages run ("cpu",
-    "gpu"), as in :func:`dasq.simulate`.
+    "gpu"; default dask config ``dasq.device``, else "cpu"), as in :func:`dasq.simulate`.
     """
+    device = _config.device_name(device)
     path = Path(store).expanduser().absolute()
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it
     with StoreLock(path):

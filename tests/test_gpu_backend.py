@@ -170,6 +170,8 @@ def test_blocks_live_on_the_gpu_and_results_come_back_as_numpy():
     assert isinstance(state.to_numpy(), np.ndarray)
     assert isinstance(state.probabilities([0]), np.ndarray)
     np.testing.assert_allclose(state.probabilities([0, 19]), [0.5, 0, 0, 0.5], atol=1e-12)
+    on_cpu = dasq.simulate(dasq.Circuit(20).h(0).cx(0, 19), device="cpu")
+    assert abs(state.inner(on_cpu) - 1) < 1e-12 and abs(on_cpu.inner(state) - 1) < 1e-12
 
 
 @pytest.mark.parametrize("device", [b.name for b in BACKENDS])

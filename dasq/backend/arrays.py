@@ -237,12 +237,24 @@ class ArrayBackend(Backend):
         for s in self._slices(own.size):
             m = xp.arange(s.start, s.stop, dtype=xp.int64) ^ int(flip)
             prod = xp.conj(own[s].astype(xp.complex128)) * src[m].astype(xp.complex128)
+            whole = xp.sum(prod)
             for mask, weight in zip(masks.tolist(), weights.tolist()):
                 odd = _parity(m & mask).astype(bool)
-                total = total + complex(weight) * (xp.sum(prod) - 2 * xp.sum(prod[odd]))
+                total = total + complex(weight) * (whole - 2 * xp.sum(xp.where(odd, prod, 0)))
         return complex(total)
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        """Slice by slice: a slice of 2^S amplitudes is a block of its own whose index
+        continues the block's (bits S..L-1 of an amplitude are the slice's number)."""
+        S = self.reduce_slice.bit_length() - 1
+        if L <= S:
+            return self._marginal(block, L, block_index, positions)
+        out = np.zeros(1 << len(positions))
+        for j, s in enumerate(self._slices(block.size)):
+            out += self._marginal(block[s], S, (block_index << (L - S)) | j, positions)
+        return out
+
+    def _marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         m = len(positions)
         p = self._abs2(block)
         local = [(j, q) for j, q in enumerate(positions) if q < L]

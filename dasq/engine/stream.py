@@ -30,6 +30,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
+from dasq.backend.registry import get_backend
 from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
 from dasq.engine.report import StepRecord
 from dasq.errors import StoreError, ValidationError
@@ -184,10 +185,11 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     out = backend.to_host(work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
-        stats[0] = backend.norm2(out)
+        host = get_backend("cpu")  # ``out`` is on the host now, whatever ran the stage
+        stats[0] = host.norm2(out)
         rounded = rounded_copy(out, work.keep_bits)
-        overlap = backend.vdot(out, rounded)
-        stats[1:4] = overlap.real, overlap.imag, backend.norm2(rounded)
+        overlap = host.vdot(out, rounded)
+        stats[1:4] = overlap.real, overlap.imag, host.norm2(rounded)
         del rounded
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes

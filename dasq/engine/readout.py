@@ -123,12 +123,18 @@ def _vdot_block(backend: Backend, a: Any, b: Any) -> np.ndarray:
     return np.array([backend.vdot(a, b)])
 
 
+def _add_all(*parts: np.ndarray) -> np.ndarray:
+    return np.asarray(sum(complex(p[0]) for p in parts), dtype=np.complex128)
+
+
 def _per_block_sum(name: str, layer: dict, x: da.Array, others: Sequence[da.Array] = ()) -> da.Array:
-    """A 0-d dask array: the sum of one complex number per block."""
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x, *others])
-    nb = x.numblocks[0]
-    parts = da.Array(graph, name, chunks=((1,) * nb,), dtype=np.complex128, meta=np.empty(0, np.complex128))
-    return parts.sum()
+    """A 0-d dask array: the sum of the one-number parts of ``layer``, added by one
+    task (dask.array's tree reduction costs milliseconds of graph building per read-out,
+    more than the pass itself on small states)."""
+    total = name + "-total"
+    layer[(total,)] = Task((total,), _add_all, *(TaskRef(key) for key in layer))
+    graph = HighLevelGraph.from_collections(total, layer, dependencies=[x, *others])
+    return da.Array(graph, total, chunks=(), dtype=np.complex128, meta=np.empty((), np.complex128))
 
 
 def vdot(x: da.Array, y: da.Array, backend: Backend) -> da.Array:
@@ -183,12 +189,7 @@ def pauli_sum_expectation(
             layer[key] = Task(
                 key, _pauli_groups_block, backend, TaskRef((x.name, c)), TaskRef((x.name, source)), work
             )
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
-    count = len(by_partner) * nb
-    parts = da.Array(
-        graph, name, chunks=((1,) * count,), dtype=np.complex128, meta=np.empty(0, np.complex128)
-    )
-    return parts.sum()
+    return _per_block_sum(name, layer, x)
 
 
 def logical_order(x: da.Array, L: int, layout: Sequence[int], backend: Backend, method: str) -> da.Array:

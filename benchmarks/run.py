@@ -411,6 +411,68 @@ def suite_relayout_scale(args: argparse.Namespace) -> dict:
     return {"suite": "relayout_scale", "machine": machine(), "workers": args.workers, "rows": rows}
 
 
+# --------------------------------------------------------------------- memory
+def _vm(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _memory_child(args: argparse.Namespace) -> None:
+    """Warm up, reset the peak resident set, then simulate + probabilities(); print
+    the peak (VmHWM) and the resident set before the run (imports, caches)."""
+    import dasq
+    from benchmarks import circuits
+
+    make = circuits.CIRCUITS[args.circuit]
+    dasq.simulate(circuits.to_dasq(make(12)), dtype=args.dtype).probabilities()
+    c = circuits.to_dasq(make(args.qubits))
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # resets VmHWM to the current resident set (Linux)
+    baseline = _vm("VmRSS")
+    t = time.perf_counter()
+    probs = dasq.simulate(c, dtype=args.dtype).probabilities()
+    seconds = time.perf_counter() - t
+    print(
+        json.dumps(
+            {
+                "peak_rss": _vm("VmHWM"),
+                "baseline_rss": baseline,
+                "seconds": seconds,
+                "sum": float(probs.sum()),
+            }
+        )
+    )
+
+
+def suite_memory(args: argparse.Namespace) -> dict:
+    """Peak RSS of an in-memory run (simulate + probabilities()), each in a fresh process."""
+    import numpy as np
+
+    rows = []
+    for n in args.qubits:
+        for circuit in args.circuits:
+            for dtype in args.dtypes:
+                cmd = [sys.executable, __file__, "_memory", "--circuit", circuit, "--qubits", str(n)]
+                out = subprocess.run([*cmd, "--dtype", dtype], capture_output=True, text=True, check=True)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                state = (1 << n) * np.dtype(dtype).itemsize
+                row = {
+                    "circuit": circuit,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "state_bytes": state,
+                    **r,
+                    "peak_over_state": r["peak_rss"] / state,
+                    "run_peak_over_state": (r["peak_rss"] - r["baseline_rss"]) / state,
+                }
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    return {"suite": "memory", "machine": machine(), "rows": rows}
+
+
 def suite_kernels(args: argparse.Namespace) -> dict:
     """The fused-group kernel: (1) nanoseconds per amplitude of numba's group kernel
     against BLAS's tensordot (the previous path) for widths 2..6 and target
@@ -1119,6 +1181,14 @@ def main() -> None:
     ooc.add_argument(
         "--directory", default=str(RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
+    mc = sub.add_parser("_memory")
+    mc.add_argument("--circuit")
+    mc.add_argument("--qubits", type=int)
+    mc.add_argument("--dtype")
+    ms = sub.add_parser("memory")
+    ms.add_argument("--qubits", type=int, nargs="+", default=[26])
+    ms.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    ms.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
     gp = sub.add_parser("_gpu")
     gp.add_argument("--device")
     gp.add_argument("--circuit")
@@ -1176,6 +1246,9 @@ def main() -> None:
     if args.suite == "_gpu":
         _gpu_child(args)
         return
+    if args.suite == "_memory":
+        _memory_child(args)
+        return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
     if getattr(args, "fusion", None) is None:
@@ -1194,6 +1267,7 @@ def main() -> None:
         "relayout_scale": suite_relayout_scale,
         "kernels": suite_kernels,
         "gpu": suite_gpu,
+        "memory": suite_memory,
     }
     payload = suites[args.suite](args)
     print("wrote", write(args.suite, payload))

@@ -217,6 +217,13 @@ class ArrayBackend(Backend):
         view = block.reshape((2,) * L)[_fixed_index(L, fixed)]
         view[...] = piece.reshape(view.shape)
 
+    def swap_pieces(self, a: Any, fixed_a: Controls, b: Any, fixed_b: Controls, L: int) -> None:
+        view_a = a.reshape((2,) * L)[_fixed_index(L, fixed_a)]
+        view_b = b.reshape((2,) * L)[_fixed_index(L, fixed_b)]
+        held = view_a.copy()
+        view_a[...] = view_b
+        view_b[...] = held
+
     # ------------------------------------------------------------ reductions
     def norm2(self, block: Any) -> float:
         total = 0.0

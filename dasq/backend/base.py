@@ -139,6 +139,11 @@ class Backend:
         """Write ``piece`` where the local bits of ``block`` equal ``fixed`` (in place)."""
         raise NotImplementedError
 
+    def swap_pieces(self, a: Any, fixed_a: Controls, b: Any, fixed_b: Controls, L: int) -> None:
+        """Exchange, in place, the amplitudes of block ``a`` whose local bits equal
+        ``fixed_a`` with those of block ``b`` at ``fixed_b`` (a piece's worth of scratch)."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ reductions (results on the host)
     def norm2(self, block: Any) -> float:
         raise NotImplementedError
@@ -154,6 +159,12 @@ class Backend:
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         """This block's share of the probabilities over ``positions`` (little-endian)."""
         raise NotImplementedError
+
+    def add_marginal(
+        self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
+    ) -> None:
+        """Add this block's share of the probabilities over ``positions`` to ``out`` (host)."""
+        out += self.marginal(block, L, block_index, positions)
 
     def poisson_draws(
         self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int

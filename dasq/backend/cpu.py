@@ -165,6 +165,24 @@ class CPUBackend(ArrayBackend):
     def vdot(self, a: Any, b: Any) -> complex:
         return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
+    def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        out = np.zeros(1 << len(positions))
+        self.add_marginal(out, block, L, block_index, positions)
+        return out
+
+    def add_marginal(
+        self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
+    ) -> None:
+        local = [(j, q) for j, q in enumerate(positions) if q < L]
+        base = sum(1 << j for j, q in enumerate(positions) if q >= L and (block_index >> (q - L)) & 1)
+        numba_kernels.add_marginal(
+            np.ascontiguousarray(block),
+            np.array([q for _, q in local], dtype=np.int64),
+            np.array([j for j, _ in local], dtype=np.int64),
+            base,
+            out,
+        )
+
     def pauli_group(self, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray) -> complex:
         return complex(
             numba_kernels.pauli_group(

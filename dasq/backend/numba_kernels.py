@@ -137,6 +137,35 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
             state[_U(base + t)] *= rows[r, t]
 
 
+@numba.njit(nogil=True, cache=True)
+def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compiled
+    """out[base | bits of i at ``qubits`` placed at ``slots``] += |state[i]|^2 in float64
+    (bit qubits[m] of i -> bit slots[m] of the index), in one pass with no
+    temporaries: tiles of 2^T amplitudes, an amplitude's index being its tile's
+    constant (qubits at or above T) plus a pattern over the tile."""
+    n = state.size
+    k = qubits.size
+    bits = 0
+    while bits < DIAGONAL_TILE_BITS and (2 << bits) <= n:
+        bits += 1
+    tile = 1 << bits
+    pattern = np.zeros(tile, dtype=np.int64)
+    for t in range(tile):
+        for m in range(k):
+            if qubits[m] < bits:
+                pattern[t] |= ((t >> qubits[m]) & 1) << slots[m]
+    for start in range(0, n, tile):
+        high = base
+        for m in range(k):
+            if qubits[m] >= bits:
+                high |= ((start >> qubits[m]) & 1) << slots[m]
+        for t in range(tile):
+            a = state[_U(start + t)]
+            re = numba.float64(a.real)
+            im = numba.float64(a.imag)
+            out[high | pattern[t]] += re * re + im * im
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def norm2(state):  # pragma: no cover - compiled
     """sum |a_i|^2 accumulated in float64 (BLAS's complex64 dot keeps a float32 sum,

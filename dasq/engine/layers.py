@@ -101,19 +101,33 @@ def _run_program(runner: BlockRunner, block_index: int, block: Any) -> Any:
     return runner(block.copy(), block_index)
 
 
+def _run_program_in_place(runner: BlockRunner, block_index: int, block: Any) -> Any:
+    if not getattr(block.flags, "writeable", True):  # e.g. a read-only view
+        block = block.copy()
+    return runner(block, block_index)
+
+
 def _gather_run(runner: BlockRunner, gather: Gather, block_index: int, *blocks: Any) -> Any:
     return runner(gather(block_index, *blocks), block_index)
 
 
-def program_layer(x: da.Array, runner: BlockRunner, index: int | str) -> tuple[da.Array, LayerCost]:
-    """One task per block that the program changes; the others keep their key."""
-    name = layer_name("stage", index, x.name, runner.program.token(), runner.L, runner.backend.name)
+def program_layer(
+    x: da.Array, runner: BlockRunner, index: int | str, in_place: bool = False
+) -> tuple[da.Array, LayerCost]:
+    """One task per block that the program changes; the others keep their key.
+
+    ``in_place``: the tasks write into their input blocks instead of copies. Only for
+    blocks no one else holds or reads again: a run's own blocks, persisted step by
+    step in this process (a cluster may run a task twice, a lazy graph may be
+    computed twice, and a user's initial state must stay as it was)."""
+    name = layer_name("stage", index, x.name, runner.program.token(), runner.L, runner.backend.name, in_place)
     runner_key = f"{name}-program"
     layer: dict = {runner_key: DataNode(runner_key, runner)}
     tasks = 0
     for c in range(num_blocks(x)):
         if runner.changes(c):
-            layer[(name, c)] = Task((name, c), _run_program, TaskRef(runner_key), c, TaskRef((x.name, c)))
+            run = _run_program_in_place if in_place else _run_program
+            layer[(name, c)] = Task((name, c), run, TaskRef(runner_key), c, TaskRef((x.name, c)))
             tasks += 1
         else:
             layer[(name, c)] = Alias((name, c), (x.name, c))
@@ -141,6 +155,12 @@ class Gather:
 
     def _bits(self, piece_index: int) -> Controls:
         return self.controls + tuple((l_, (piece_index >> i) & 1) for i, (_, l_) in enumerate(self.pairs))
+
+    def swap(self, a: Any, piece_a: int, b: Any, piece_b: int) -> None:
+        """Exchange piece ``piece_a`` of block ``a`` with piece ``piece_b`` of block ``b``
+        in place: a relayout is an involution on amplitudes (it swaps bit values), so
+        new block c's piece v and new block s's piece mine(c) are each other's."""
+        self.backend.swap_pieces(a, self._bits(piece_a), b, self._bits(piece_b), self.L)
 
     def cut(self, piece: algebra.Piece, block: Any) -> Any:
         """The piece of source ``block`` that goes to the new block (a view when contiguous)."""
@@ -191,9 +211,13 @@ def relayout_layer(
     runner: BlockRunner | None = None,
     kind: str | None = None,
     worker_of: WorkerOf = None,
+    in_place: bool = False,
 ) -> tuple[da.Array, LayerCost]:
     """The relayout, and (if ``runner`` is given) the next stage's program in the same
     tasks: each new block is gathered and run by one task.
+
+    ``in_place`` (blocks this run owns, in one process; see ``program_layer``): the
+    blocks exchange their pieces where they are, so no second state is built.
 
     ``active[c]`` False: block c takes no part (a global control fails) and keeps
     its amplitudes. Methods ``tasks``/``p2p`` use Dask's rechunk (no controls).
@@ -205,6 +229,8 @@ def relayout_layer(
             y, more = program_layer(y, runner, index)
             cost = cost + more
         return y, cost
+    if in_place and active is None:
+        return _relayout_in_place(x, gather, index, runner)
     token = runner.program.token() if runner is not None else ""
     kind = kind or ("relayout" if runner is None else "stage")
     name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method)
@@ -240,6 +266,66 @@ def relayout_layer(
         layer[(name, c)] = Task((name, c), func, *head, c, *args)
         tasks += 1
     cost = LayerCost(Traffic(messages, moved, 0), tasks, across)
+    return _array(name, layer, x, x.chunks, x._meta), cost
+
+
+def _swap(gather: Gather, a: Any, piece_a: int, b: Any, piece_b: int) -> None:
+    gather.swap(a, piece_a, b, piece_b)
+
+
+def _swapped(block: Any, *swaps: None) -> Any:
+    return block
+
+
+def _swapped_run(runner: BlockRunner, block_index: int, block: Any, *swaps: None) -> Any:
+    return runner(block, block_index)
+
+
+def _relayout_in_place(
+    x: da.Array, gather: Gather, index: int | str, runner: BlockRunner | None
+) -> tuple[da.Array, LayerCost]:
+    """The relayout as piece swaps between the blocks themselves: one task per pair
+    of blocks that trade pieces (the pairs touch disjoint pieces, so they run side by
+    side), then each block, once all its swaps are done, renamed (or run by the
+    program). Peak memory: the state and one piece per running swap."""
+    kind = "relayout" if runner is None else "stage"
+    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, "in-place", gather.L)
+    gather_key = f"{name}-gather"
+    layer: dict = {gather_key: DataNode(gather_key, gather)}
+    if runner is not None:
+        layer[f"{name}-program"] = DataNode(f"{name}-program", runner)
+    piece = (1 << gather.L) >> len(gather.pairs) >> len(gather.controls)
+    swaps_of: dict[int, list] = {c: [] for c in range(num_blocks(x))}
+    messages = 0
+    for c in range(num_blocks(x)):
+        for p in algebra.pieces(c, gather.pairs, gather.L):
+            if p.source == c:
+                continue
+            messages += 1
+            if p.source < c:
+                continue  # the same swap, seen from the other block
+            key = (f"{name}-swap", c, p.source)
+            # new c's piece p.target is old source's piece mine(c) = p.source_piece, and
+            # new source's piece p.source_piece is old c's piece p.target
+            layer[key] = Task(
+                key,
+                _swap,
+                TaskRef(gather_key),
+                TaskRef((x.name, c)),
+                p.target,
+                TaskRef((x.name, p.source)),
+                p.source_piece,
+            )
+            swaps_of[c].append(TaskRef(key))
+            swaps_of[p.source].append(TaskRef(key))
+    for c, swaps in swaps_of.items():
+        if runner is not None:
+            task = Task((name, c), _swapped_run, TaskRef(f"{name}-program"), c, TaskRef((x.name, c)), *swaps)
+        else:
+            task = Task((name, c), _swapped, TaskRef((x.name, c)), *swaps)
+        layer[(name, c)] = task
+    tasks = len(layer) - 1 - (runner is not None)
+    cost = LayerCost(Traffic(messages, messages * piece, 0), tasks)
     return _array(name, layer, x, x.chunks, x._meta), cost
 
 

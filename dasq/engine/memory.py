@@ -159,8 +159,10 @@ class MemoryExecutor:
     cache_qubits: int = DEFAULT_CACHE_QUBITS
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
+    owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)
     _worker_of: layers.WorkerOf = field(default=None, init=False)  # placement of the step being built
     _method: str = field(default="views", init=False)  # relayout method of the step being built
+    _in_place: bool = field(default=False, init=False)  # stages write into their input blocks
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
@@ -183,6 +185,8 @@ class MemoryExecutor:
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
         workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway
+        # stages in place: peak memory of a run is then the state plus the blocks in flight
+        self._in_place = self.owns_input and not self.lazy and cluster is None
         if workers:  # the first blocks where the placement wants them (no-op for futures)
             x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
@@ -217,6 +221,7 @@ class MemoryExecutor:
                     self._method,
                     runner=runner,
                     worker_of=self._worker_of,
+                    in_place=self._in_place,
                 )
                 self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0, cost.across))
                 self._record(
@@ -238,7 +243,8 @@ class MemoryExecutor:
 
     def _layer(self, step: Step, x: da.Array, L: int, index: int | str) -> tuple[da.Array, LayerCost]:
         if isinstance(step, BlockProgram):
-            return layers.program_layer(x, BlockRunner(step, L, self.backend, self.cache_qubits), index)
+            runner = BlockRunner(step, L, self.backend, self.cache_qubits)
+            return layers.program_layer(x, runner, index, self._in_place)
         if isinstance(step, Relayout):
             gather = Gather(L, step.pairs, step.controls, self.backend)
             active = None
@@ -249,7 +255,9 @@ class MemoryExecutor:
             method = self._method
             if method in ("tasks", "p2p") and (step.controls or active is not None):
                 method = "packed"  # a controlled relayout is not a rechunk
-            return layers.relayout_layer(x, gather, index, method, active, worker_of=self._worker_of)
+            return layers.relayout_layer(
+                x, gather, index, method, active, worker_of=self._worker_of, in_place=self._in_place
+            )
         if isinstance(step, Exchange):
             return layers.exchange_layer(x, step, L, self.backend, index, self._worker_of)
         if isinstance(step, Regroup):

@@ -14,7 +14,8 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
-from dask._task_spec import Task, TaskRef
+from dask._task_spec import Alias, Task, TaskRef
+from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
@@ -51,11 +52,45 @@ def _marginal_block(
     return backend.marginal(block, L, block_id[0], positions)
 
 
-def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) -> da.Array:
-    """Probabilities over stored bit ``positions`` (bit j of the index -> positions[j])."""
+CHAIN_MARGINAL_FROM = 1 << 14  # results from this size are added into one array, block after block
+
+
+def _first_block(backend: Backend, width: int, L: int, positions: tuple, block: Any) -> np.ndarray:
+    out = np.zeros(width)
+    backend.add_marginal(out, block, L, 0, positions)
+    return out
+
+
+def _next_block(
+    backend: Backend, out: np.ndarray, L: int, block_index: int, positions: tuple, block: Any
+) -> np.ndarray:
+    backend.add_marginal(out, block, L, block_index, positions)  # the chain's own array
+    return out
+
+
+def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) -> Any:
+    """Probabilities over stored bit ``positions`` (bit j of the index -> positions[j]).
+
+    Small results: one per block, summed. Large ones (a full probability vector):
+    each block adds its share into one running array, block after block, so memory
+    holds the result once, never one result-sized array per block. Returned as a
+    Delayed: computing a one-chunk dask array would copy the result once more."""
     width = 1 << len(positions)
-    parts = _floats(x, _marginal_block, width, backend=backend, L=L, positions=positions)
-    return parts.reshape(x.numblocks[0], width).sum(axis=0)
+    nb = x.numblocks[0]
+    if width < CHAIN_MARGINAL_FROM or nb == 1:
+        parts = _floats(x, _marginal_block, width, backend=backend, L=L, positions=positions)
+        return parts.reshape(nb, width).sum(axis=0).to_delayed().ravel()[0]
+    name = layers.layer_name("marginal", 0, x.name, positions)
+    chain = f"{name}-running"
+    layer: dict = {
+        (chain, 0): Task((chain, 0), _first_block, backend, width, L, positions, TaskRef((x.name, 0)))
+    }
+    for c in range(1, nb):
+        prev, block = TaskRef((chain, c - 1)), TaskRef((x.name, c))
+        layer[(chain, c)] = Task((chain, c), _next_block, backend, prev, L, c, positions, block)
+    layer[(name, 0)] = Alias((name, 0), (chain, nb - 1))
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    return Delayed((name, 0), graph, layer=name)
 
 
 def layout_tables(layout: Sequence[int], L: int) -> tuple[np.ndarray, list[int]]:

@@ -69,6 +69,7 @@ def evolve(
         fusion_size=options.fusion_size,
         global_phase=global_phase,
     )
+    owned = blocks is None  # a basis state made here: the stages may write into its blocks
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
@@ -79,7 +80,7 @@ def evolve(
     on_cluster = not options.lazy and scheduler_client(options.client) is not None
     steps_bar = options.progress and not on_cluster
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
-    run = _executor(options, rng, on_step).run(plan, blocks)
+    run = _executor(options, rng, on_step, owns_input=owned).run(plan, blocks)
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
 
 
@@ -103,7 +104,10 @@ def project(
 
 
 def _executor(
-    options: RunOptions, rng: np.random.Generator, on_step: Callable[[int, int], Any] | None
+    options: RunOptions,
+    rng: np.random.Generator,
+    on_step: Callable[[int, int], Any] | None,
+    owns_input: bool = False,
 ) -> MemoryExecutor:
     return MemoryExecutor(
         get_backend(options.backend),
@@ -114,6 +118,7 @@ def _executor(
         cache_qubits=options.cache_qubits,
         on_step=on_step,
         progress=options.progress,
+        owns_input=owns_input,
     )
 
 

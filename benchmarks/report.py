@@ -153,6 +153,23 @@ def outofcore(d: dict) -> str:
     return "\n".join(out)
 
 
+def memory(d: dict) -> str:
+    out = [
+        f"Machine: {machine_line(d['machine'])}",
+        "",
+        "| circuit | qubits | precision | state MiB | peak RSS MiB | before the run MiB "
+        "| peak / state | (peak - before) / state | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {r['state_bytes'] / 2**20:.0f} "
+            f"| {r['peak_rss'] / 2**20:.0f} | {r['baseline_rss'] / 2**20:.0f} | {r['peak_over_state']:.2f} "
+            f"| {r['run_peak_over_state']:.2f} | {r['seconds']:.1f} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     suites = (
         ("inmemory", inmemory),
@@ -160,6 +177,7 @@ def main() -> None:
         ("relayout", relayout),
         ("planning", planning),
         ("outofcore", outofcore),
+        ("memory", memory),
     )
     for name, render in suites:
         d = _load(name)

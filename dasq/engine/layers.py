@@ -298,7 +298,8 @@ def _relayout_in_place(
     side), then each block, once all its swaps are done, renamed (or run by the
     program). Peak memory: the state and one piece per running swap."""
     kind = "relayout" if runner is None else "stage"
-    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, "in-place", gather.L)
+    token = runner.program.token() if runner is not None else ""
+    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, "in-place", gather.L, token)
     gather_key = f"{name}-gather"
     layer: dict = {gather_key: DataNode(gather_key, gather)}
     if runner is not None:

@@ -3,12 +3,19 @@ once, relayouts counted from the graph, and one executor interface for every met
 
 from __future__ import annotations
 
+import cloudpickle
 import numpy as np
-from dask._task_spec import Task
+import pytest
+from dask._task_spec import Alias, DataNode, Task
 from dask.callbacks import Callback
-from reference import random_unitary
+from reference import operator, random_state, random_unitary
 
 import dasq
+from dasq.backend.registry import get_backend
+from dasq.engine import layers
+from dasq.engine.layers import Gather
+from dasq.engine.program import BlockRunner
+from dasq.plan import relayout as algebra
 
 
 def brickwork(n: int, layers_: int, seed: int) -> dasq.Circuit:
@@ -90,6 +97,228 @@ def test_read_outs_never_rerun_the_circuit():
     assert not ENGINE_FUNCTIONS & set(after.functions), set(after.functions)
     assert {"_run_program_in_place", "_swap", "_swapped_run"} <= set(during.functions)  # in place
     assert after.keys  # the read-outs themselves ran
+
+
+def test_lazy_keeps_the_graph_and_computes_the_same_state():
+    c = brickwork(8, 3, seed=2)
+    lazy = dasq.simulate(c, chunk_qubits=5, lazy=True)
+    assert any(str(k).startswith("dasq-stage-") for k in lazy.blocks.dask.layers)
+    np.testing.assert_allclose(lazy.to_numpy(), dasq.simulate(c, chunk_qubits=5).to_numpy(), atol=1e-14)
+
+
+# --------------------------------------------------------------- graph hygiene
+def _keys(state: dasq.StateVector) -> set:
+    return set(dict(state.blocks.__dask_graph__()))
+
+
+def test_identical_runs_give_identical_keys():
+    c = brickwork(9, 3, seed=3)
+    for method in ("planned", "per-operation"):
+        a = dasq.simulate(c, chunk_qubits=5, method=method, lazy=True)
+        b = dasq.simulate(c, chunk_qubits=5, method=method, lazy=True)
+        assert _keys(a) == _keys(b) and a.blocks.name == b.blocks.name
+        assert all(str(name).startswith("dasq-") for name in a.blocks.dask.layers)
+    computed = [dasq.simulate(c, chunk_qubits=5).blocks.name for _ in range(2)]
+    assert computed[0] == computed[1]
+    other = dasq.simulate(c.copy().h(0), chunk_qubits=5, lazy=True)
+    assert other.blocks.name != a.blocks.name  # a different circuit, other keys
+
+
+@pytest.mark.parametrize("method", ["views", "packed", "tasks"])
+def test_a_stage_program_enters_the_graph_once(method):
+    c = brickwork(10, 4, seed=4)
+    state = dasq.simulate(c, chunk_qubits=6, lazy=True, relayout_method=method)
+    stage_layers = [name for name in state.blocks.dask.layers if name.startswith("dasq-stage-")]
+    assert len(stage_layers) == len(state.plan.stages)
+    # packed: pieces are cut by tasks of their own, next to their block; views: by the stage's task
+    cut = [k for name in stage_layers for k in dict(state.blocks.dask.layers[name]) if "-piece" in str(k)]
+    assert bool(cut) == (method == "packed")
+    for name in stage_layers:
+        layer = dict(state.blocks.dask.layers[name])
+        runners = [
+            k for k, v in layer.items() if isinstance(v, DataNode) and isinstance(v.value, BlockRunner)
+        ]
+        assert len(runners) == 1
+        blocks = [v for k, v in layer.items() if isinstance(v, Task) and k[0] == name]  # not the pieces
+        assert blocks and all(runners[0] in t.dependencies for t in blocks)
+        blob = cloudpickle.dumps(layer)
+        assert blob.count(b"BlockRunner") == 1  # the program is serialised once
+
+
+def test_serialized_graph_is_under_a_kibibyte_per_task():
+    c = brickwork(12, 12, seed=5)
+    state = dasq.simulate(c, chunk_qubits=4, lazy=True)
+    graph = dict(state.blocks.__dask_graph__())
+    per_task = len(cloudpickle.dumps(graph)) / len(graph)
+    assert per_task < 1024, per_task
+
+
+# --------------------------------------------------------------- relayouts from the graph
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_in_memory_relayout_moves_contiguous_pieces_read_from_the_graph(k):
+    """Blocks written with the leaving qubits on top: each new block is 2^k contiguous
+    pieces, one its own and 2^k - 1 from other blocks, (1 - 2^-k) of the state moved."""
+    n, L = 9, 5
+    backend = get_backend("cpu")
+    psi = random_state(n, np.random.default_rng(k))
+    x = dasq.simulate(dasq.Circuit(n), initial=psi, chunk_qubits=L).blocks
+    pairs = tuple((L + i, L - k + i) for i in range(k))
+    gather = Gather(L, pairs, (), backend)
+    assert gather.contiguous
+    y, cost = layers.relayout_layer(x, gather, 0, "views")
+    layer = dict(y.dask.layers[y.name])
+    piece = 1 << (L - k)
+    moved = messages = 0
+    for c in range(1 << (n - L)):
+        task = layer[(y.name, c)]
+        sources = [dep[1] for dep in task.dependencies if isinstance(dep, tuple) and dep[0] == x.name]
+        assert len(sources) == 1 << k and c in sources  # 2^k pieces, one from itself
+        for p in algebra.pieces(c, pairs, L):  # what the task cuts: one contiguous slice each
+            assert p.source in sources
+            if p.source != c:
+                moved += piece
+                messages += 1
+    total = 1 << n
+    assert moved == total - (total >> k) == cost.traffic.amplitudes_moved
+    assert messages == (1 << (n - L)) * ((1 << k) - 1) == cost.traffic.messages
+    # the result is the state with positions g_i and l_i exchanged
+    want = psi.reshape((2,) * n)
+    perm = list(range(n))
+    for g, l_ in pairs:
+        perm[n - 1 - g], perm[n - 1 - l_] = perm[n - 1 - l_], perm[n - 1 - g]
+    np.testing.assert_allclose(y.compute(), np.transpose(want, perm).reshape(-1), atol=1e-15)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_rechunk_relayout_cuts_each_block_into_2_to_the_k_pieces(k):
+    """Dask's rechunk of the reshaped view (method tasks): every block is cut into 2^k
+    contiguous pieces of 2^(L-k) amplitudes, and the result equals the views layer."""
+    n, L = 9, 5
+    backend = get_backend("cpu")
+    psi = random_state(n, np.random.default_rng(10 + k))
+    x = dasq.simulate(dasq.Circuit(n), initial=psi, chunk_qubits=L).blocks
+    pairs = tuple((L + i, L - k + i) for i in range(k))
+    y, cost = layers.relayout_layer(x, Gather(L, pairs, (), backend), 0, "tasks")
+    rechunk = [name for name in y.dask.layers if name.startswith("rechunk")]
+    assert len(rechunk) == 1  # one rechunk: one all-to-all
+    splits = [
+        v
+        for v in dict(y.dask.layers[rechunk[0]]).values()
+        if isinstance(v, Task) and "getitem" in str(v.func)
+    ]
+    nb = 1 << (n - L)
+    assert len(splits) == nb << k
+    sizes = set()
+    for task in splits:
+        index = task.args[1]
+        sizes.add(int(np.prod([s.stop - s.start for s in index])))
+    assert sizes == {1 << (L - k)}
+    views, _ = layers.relayout_layer(x, Gather(L, pairs, (), backend), 0, "views")
+    np.testing.assert_array_equal(y.compute(), views.compute())
+    assert cost.traffic.amplitudes_moved == (1 << n) - ((1 << n) >> k)
+
+
+@pytest.mark.parametrize("method", ["views", "packed", "tasks"])
+def test_relayout_methods_give_identical_states(method):
+    c = brickwork(10, 5, seed=6).measure(3).h(3)
+    ref = dasq.simulate(c, chunk_qubits=6, seed=2, relayout_method="views")
+    got = dasq.simulate(c, chunk_qubits=6, seed=2, relayout_method=method)
+    assert got.measurements == ref.measurements
+    np.testing.assert_array_equal(got.to_numpy(), ref.to_numpy())
+    assert got.report.amplitudes_moved == ref.report.amplitudes_moved == ref.plan.amplitudes_moved
+
+
+def test_unknown_relayout_method_is_refused():
+    with pytest.raises(dasq.ValidationError, match="relayout method"):
+        dasq.simulate(dasq.Circuit(3).h(0), relayout_method="teleport")
+
+
+def test_blocks_a_program_leaves_alone_keep_their_key():
+    c = dasq.Circuit(6).h(0, controls=(4, 5)).cz(4, 5)
+    state = dasq.simulate(c, chunk_qubits=3, method="per-operation", lazy=True)
+    aliases = [
+        v
+        for name, layer in state.blocks.dask.layers.items()
+        for v in dict(layer).values()
+        if isinstance(v, Alias)
+    ]
+    # 8 blocks; only blocks 6 and 7 (qubits 4 and 5 set) change, for H and for CZ
+    assert len(aliases) == 6 + 6
+    assert state.report.tasks == 2 + 2
+
+
+def test_global_phase_is_folded_into_the_last_program():
+    c = dasq.Circuit(4, global_phase=0.7).h(0).cx(0, 3)
+    state = dasq.simulate(c, chunk_qubits=2)
+    assert state.plan.stages[-1].scale == pytest.approx(np.exp(0.7j))
+    want = (
+        np.exp(0.7j)
+        * operator(np.array([[0, 1], [1, 0]]), (3,), (0,), None, 4)
+        @ operator(np.array([[1, 1], [1, -1]]) / np.sqrt(2), (0,), n=4)[:, 0]
+    )
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-14)
+
+
+def test_block_runner_is_picklable_and_drops_its_cache():
+    c = brickwork(6, 2, seed=7)
+    plan = dasq.plan(c, chunk_qubits=4)
+    runner = BlockRunner(plan.stages[0], 4, get_backend("cpu"))
+    block = np.zeros(16, dtype=complex)
+    block[0] = 1
+    runner(block.copy(), 0)
+    assert runner._kernels
+    clone = cloudpickle.loads(cloudpickle.dumps(runner))
+    assert not clone._kernels and clone.backend is runner.backend
+    np.testing.assert_array_equal(clone(block.copy(), 0), runner(block.copy(), 0))
+
+
+def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
+    """Threads only add their hand-off cost to four-amplitude tasks; larger blocks, a
+    client or a scheduler the user configured keep Dask's choice."""
+    import dask
+    import dask.array as da
+
+    from dasq.engine.memory import SYNC_BELOW_QUBITS, local_scheduler
+
+    tiny = da.zeros(1 << 10, chunks=4, dtype=complex)
+    large = da.zeros(1 << (SYNC_BELOW_QUBITS + 1), chunks=1 << SYNC_BELOW_QUBITS, dtype=complex)
+    assert local_scheduler(tiny, None) == "sync"
+    assert local_scheduler(large, None) is None
+    assert local_scheduler(tiny, client=object()) is None
+    with dask.config.set(scheduler="threads"):
+        assert local_scheduler(tiny, None) is None
+    state = dasq.simulate(brickwork(8, 3, seed=2), chunk_qubits=2)
+    np.testing.assert_allclose(
+        state.to_numpy(), dasq.simulate(brickwork(8, 3, seed=2)).to_numpy(), atol=1e-12
+    )
+
+
+def test_blocks_are_placed_on_workers_in_contiguous_ranges():
+    from dasq.engine.placement import BlockPlacement, _LayerWorkers
+
+    placement = BlockPlacement(("a", "b", "c", "d"), 16)
+    assert placement.worker_of == tuple(c // 4 for c in range(16))  # top 2 bits name the worker
+    assert BlockPlacement(("a", "b", "c"), 4).worker_of == (0, 0, 1, 2)
+    where = _LayerWorkers("dasq-stage-1-abc", placement)
+    assert where(("dasq-stage-1-abc", 5)) == ["b"]  # an output block
+    assert where(("dasq-stage-1-abc-piece", 13, 2)) == ["d"]  # a piece, by its source block
+    assert where("dasq-stage-1-abc-gather") == [] and where(("other", 3)) == []  # follow their inputs
+
+
+def test_planner_keeps_soon_needed_qubits_on_low_global_bits():
+    # 8 qubits, blocks of 2^4: qubit 6 is needed last, so it waits on the top global
+    # bit (the one that names the worker on a cluster); in wire order it would sit on 6
+    c = dasq.Circuit(8)
+    for q in range(4):
+        c.h(q)
+    c.cx(0, 1).cx(2, 3).cx(1, 2).h(7).cx(7, 0)
+    for q in range(4, 7):
+        c.h(q)
+    plan = dasq.plan(c, chunk_qubits=4)
+    assert plan.initial_layout[6] == 7 and plan.initial_layout[7] < 7
+    np.testing.assert_allclose(
+        dasq.simulate(c, chunk_qubits=4).to_numpy(), dasq.simulate(c, chunk_qubits=8).to_numpy(), atol=1e-12
+    )
 
 
 def test_stages_write_in_place_only_into_blocks_the_run_owns():

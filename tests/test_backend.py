@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from reference import random_state, random_unitary
 
+from dasq.backend import numba_kernels
 from dasq.backend.registry import get_backend
 from dasq.plan.relayout import write_order
 
@@ -120,6 +121,10 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     block = random_state(GROUP_L, rng).astype(dtype)
     kernel = CPU.compile_matrix(qubits, u, dtype)
     assert isinstance(kernel, GroupKernel)
+    # "all high" takes the contiguous-lane copy, the others the table's lookups
+    assert kernel.contiguous == (min(qubits) >= numba_kernels.GROUP_LANES.bit_length() - 1)
+    if where in ("all high", "with bit 0"):
+        assert kernel.contiguous == (where == "all high")
     atol = 1e-5 if dtype == "complex64" else 1e-12
     got = block.copy()
     kernel.apply(got)

@@ -57,6 +57,7 @@ class GroupKernel(Kernel):
 
     holes: np.ndarray  # sorted positions of the targets and lane bits
     table: np.ndarray  # offset of element j in lane t, at j * GROUP_LANES + t
+    contiguous: bool  # the lanes are the lowest bits: element j's lanes are one run
     real: np.ndarray  # the matrix's real part, row-major
     imag: np.ndarray
     blas: MatrixKernel
@@ -66,13 +67,14 @@ class GroupKernel(Kernel):
             self.blas.apply(view)
             return
         kernel = numba_kernels.dense_group(len(self.blas.qubits))
-        kernel(view, self.holes, self.table, self.real, self.imag, numba_kernels.GROUP_LANES)
+        kernel(view, self.holes, self.table, self.real, self.imag, numba_kernels.GROUP_LANES, self.contiguous)
 
 
 @functools.lru_cache(maxsize=1024)
-def _group_layout(qubits: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(holes, table) of a group on ``qubits``: fixed by the positions alone, so built
-    once per placement rather than once per matrix (parameter sweeps rebuild matrices)."""
+def _group_layout(qubits: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(holes, table, contiguous) of a group on ``qubits``: fixed by the positions
+    alone, so built once per placement rather than once per matrix (parameter sweeps
+    rebuild matrices)."""
     lane_bits: list[int] = []
     b = 0
     while len(lane_bits) < numba_kernels.GROUP_LANES.bit_length() - 1:
@@ -87,15 +89,16 @@ def _group_layout(qubits: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     holes = np.array(sorted((*qubits, *lane_bits)), dtype=np.int64)
     holes.setflags(write=False)
     table.setflags(write=False)
-    return holes, table
+    return holes, table, lane_bits == list(range(len(lane_bits)))
 
 
 def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
-    holes, table = _group_layout(qubits)
+    holes, table, contiguous = _group_layout(qubits)
     real = np.ascontiguousarray(m.real).ravel()
     return GroupKernel(
         holes,
         table,
+        contiguous,
         real,
         np.ascontiguousarray(m.imag).ravel().astype(real.dtype),
         MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),

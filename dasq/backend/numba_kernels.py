@@ -39,12 +39,19 @@ GROUP_LANES = 64  # amplitudes a group kernel moves through its scratch per matr
 
 @functools.cache
 def dense_group(k: int) -> Any:
-    """The in-place kernel of a 2^k x 2^k matrix, k fixed at compile time (the loops
-    over the matrix unroll). It never allocates a block-sized temporary: per step it
-    copies 2^k x ``lanes`` amplitudes into a scratch split in real and imaginary
-    parts, multiplies there and writes the products back. The lane count is a
-    runtime argument on purpose: LLVM then vectorises the lane loops (with its
+    """The in-place kernel of a 2^k x 2^k matrix, k fixed at compile time (the loop
+    over the matrix's columns unrolls). It never allocates a block-sized temporary:
+    per step it copies 2^k x ``lanes`` amplitudes into a scratch split in real and
+    imaginary parts, multiplies there and writes the products back. The lane count
+    is a runtime argument on purpose: LLVM then vectorises the lane loops (with its
     runtime overlap checks); a constant count unrolls them into scalar code.
+
+    The product sums over the columns innermost, in two registers per lane and
+    output row (an accumulator in the scratch costs a load and a store per column:
+    measured 1.3-1.6x slower for 2-3 qubits). When the lanes are the block's lowest
+    bits (``contiguous``, every target at or above bit log2(lanes)), element j's
+    lanes are one run from ``table[j * lanes]`` and are copied as such (a vector
+    load rather than a table lookup per amplitude: 1.2-1.5x for 4 qubits).
 
     ``holes`` are the sorted bit positions a step's base index leaves zero (the
     targets and the lane bits); ``table[j * lanes + t]`` is the offset of group
@@ -52,33 +59,50 @@ def dense_group(k: int) -> Any:
     size = 1 << k
 
     @numba.njit(nogil=True, cache=True, fastmath=True)
-    def kernel(state, holes, table, real, imag, lanes):  # pragma: no cover - compiled
+    def kernel(state, holes, table, real, imag, lanes, contiguous):  # pragma: no cover - compiled
         vre = np.empty((size, lanes), dtype=real.dtype)
         vim = np.empty((size, lanes), dtype=real.dtype)
-        are = np.empty(lanes, dtype=real.dtype)
-        aim = np.empty(lanes, dtype=real.dtype)
+        ore = np.empty((size, lanes), dtype=real.dtype)
+        oim = np.empty((size, lanes), dtype=real.dtype)
+        zero = real[0] - real[0]  # the accumulators' type: the matrix's precision
         for m in range(state.size >> holes.size):
             base = m
             for h in range(holes.size):
                 bit = holes[h]
                 base = ((base >> bit) << (bit + 1)) | (base & ((1 << bit) - 1))
-            for j in range(size):
-                for t in range(lanes):
-                    a = state[_U(base + table[_U(j * lanes + t)])]
-                    vre[j, t] = a.real
-                    vim[j, t] = a.imag
-            for j in range(size):
-                for t in range(lanes):
-                    are[t] = 0.0
-                    aim[t] = 0.0
-                for i in range(size):
-                    x = real[_U(j * size + i)]
-                    y = imag[_U(j * size + i)]
+            if contiguous:
+                for j in range(size):
+                    run = _U(base + table[_U(j * lanes)])
                     for t in range(lanes):
-                        are[t] += x * vre[i, t] - y * vim[i, t]
-                        aim[t] += x * vim[i, t] + y * vre[i, t]
+                        a = state[run + _U(t)]
+                        vre[j, t] = a.real
+                        vim[j, t] = a.imag
+            else:
+                for j in range(size):
+                    for t in range(lanes):
+                        a = state[_U(base + table[_U(j * lanes + t)])]
+                        vre[j, t] = a.real
+                        vim[j, t] = a.imag
+            for j in range(size):
                 for t in range(lanes):
-                    state[_U(base + table[_U(j * lanes + t)])] = complex(are[t], aim[t])
+                    sre = zero
+                    sim = zero
+                    for i in range(size):
+                        x = real[_U(j * size + i)]
+                        y = imag[_U(j * size + i)]
+                        sre += x * vre[i, t] - y * vim[i, t]
+                        sim += x * vim[i, t] + y * vre[i, t]
+                    ore[j, t] = sre
+                    oim[j, t] = sim
+            if contiguous:
+                for j in range(size):
+                    run = _U(base + table[_U(j * lanes)])
+                    for t in range(lanes):
+                        state[run + _U(t)] = complex(ore[j, t], oim[j, t])
+            else:
+                for j in range(size):
+                    for t in range(lanes):
+                        state[_U(base + table[_U(j * lanes + t)])] = complex(ore[j, t], oim[j, t])
 
     return kernel
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent.parent))  # the repository root: benchmarks.circuits
 
 
 def _load(name: str) -> dict | None:
@@ -24,6 +25,13 @@ def machine_line(m: dict) -> str:
     )
 
 
+def _gate_count(circuit: str, n: int) -> int:
+    """Operations of a suite's circuit (the circuits are seeded: rebuilt, not stored)."""
+    from benchmarks import circuits
+
+    return len(circuits.to_dasq(circuits.CIRCUITS[circuit](n)))
+
+
 def inmemory(d: dict) -> str:
     old = any("dasq-old" in r["median_seconds"] for r in d["rows"])
     head = "| circuit | qubits | precision | dasq s |" + (" dasq before s | new / before |" if old else "")
@@ -31,10 +39,11 @@ def inmemory(d: dict) -> str:
         f"Machine: {machine_line(d['machine'])}",
         "",
         head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer "
-        "| dasq passes (stages+relayouts) | memory floor s | peak RSS MiB (dasq"
+        "| dasq passes (stages+relayouts) | memory floor s | gates | dasq ns / amplitude / gate "
+        "| floor ns / amplitude / gate | peak RSS MiB (dasq"
         + (" / before" if old else "")
         + " / aer / qsim) |",
-        "|---|---|---|---|" + ("---|---|" if old else "") + "---|---|---|---|---|---|---|",
+        "|---|---|---|---|" + ("---|---|" if old else "") + "---|---|---|---|---|---|---|---|---|---|",
     ]
     contenders = ("dasq", "dasq-old", "aer", "qsim") if old else ("dasq", "aer", "qsim")
     for r in d["rows"]:
@@ -42,11 +51,14 @@ def inmemory(d: dict) -> str:
         qsim = f"{med['qsim']:.2f}" if "qsim" in med else "n/a"
         mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in contenders)
         before = f" {med['dasq-old']:.2f} | {r['ratio_dasq_to_old']:.2f} |" if old else ""
+        gates = _gate_count(r["circuit"], r["qubits"])
+        per_gate = 1e9 / (gates << r["qubits"])  # seconds -> ns per amplitude per gate (wall, 2 threads)
         out.append(
             f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {med['dasq']:.2f} |{before}"
             f" {med['aer']:.2f} | {qsim} "
             f"| **{r['ratio_dasq_to_fastest_peer']:.2f}** | {r['fidelity_dasq_aer']:.9f} "
-            f"| {r['passes']} ({r['stages']}+{r['relayouts']}) | {r['memory_limit_seconds']:.3f} | {mem} |"
+            f"| {r['passes']} ({r['stages']}+{r['relayouts']}) | {r['memory_limit_seconds']:.3f} "
+            f"| {gates} | {med['dasq'] * per_gate:.3f} | {r['memory_limit_seconds'] * per_gate:.4f} | {mem} |"
         )
     return "\n".join(out)
 

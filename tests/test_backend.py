@@ -71,7 +71,7 @@ def test_compiled_matrix_kernels_match_dense_application(k):
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
-GROUP_L = 11  # the smallest block where a 5-qubit group and its 64 lanes fit
+GROUP_L = 11  # a block where a 5-qubit group on high bits and its vector lanes fit
 
 
 def _placements(k: int) -> dict[str, tuple[int, ...]]:
@@ -80,6 +80,7 @@ def _placements(k: int) -> dict[str, tuple[int, ...]]:
         "with bit 0": (0, *range(GROUP_L - k + 1, GROUP_L)),
         "straddling the lanes": tuple(range(5 - k // 2, 5 - k // 2 + k)),
         "scattered": (7, 1, 9, 4, 2)[:k],
+        "inside one vector": (2, 0, 3, 1, 4)[:k],
     }
 
 
@@ -106,12 +107,15 @@ def test_the_definition_is_the_kronecker_reference():
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
-@pytest.mark.parametrize("k", [2, 3, 4, 5])
-@pytest.mark.parametrize("where", ["all high", "with bit 0", "straddling the lanes", "scattered"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize(
+    "where", ["all high", "with bit 0", "straddling the lanes", "scattered", "inside one vector"]
+)
 def test_group_kernel_matches_the_definition(k, where, dtype):
-    """The numba group kernel (widths 2..GROUP_MAX_QUBITS) against the matrix applied
-    by definition, for every kind of target placement, in both precisions; a view too
-    small for its lanes goes through BLAS and must agree as well."""
+    """The numba group kernel (widths 1..GROUP_MAX_QUBITS) against the matrix applied
+    by definition, for every kind of target placement (targets among a vector's lane
+    bits are lane shuffles, the others whole vectors), in both precisions; a view too
+    small for a tile, or not writable, goes through BLAS and must agree as well."""
     from dasq.backend.cpu import GROUP_MAX_QUBITS, GroupKernel
 
     assert GROUP_MAX_QUBITS == 5
@@ -121,10 +125,13 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     block = random_state(GROUP_L, rng).astype(dtype)
     kernel = CPU.compile_matrix(qubits, u, dtype)
     assert isinstance(kernel, GroupKernel)
-    # "all high" takes the contiguous-lane copy, the others the table's lookups
-    assert kernel.contiguous == (min(qubits) >= numba_kernels.GROUP_LANES.bit_length() - 1)
-    if where in ("all high", "with bit 0"):
-        assert kernel.contiguous == (where == "all high")
+    lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
+    assert kernel.layout.lowmask == sum(1 << q for q in qubits if q < lane_bits)
+    assert kernel.layout.high == sum(q >= lane_bits for q in qubits)
+    if where == "all high":
+        assert kernel.layout.lowmask == 0  # scalar coefficients
+    if max(qubits) < lane_bits:
+        assert kernel.layout.high == 0  # the whole group in one vector's lanes
     atol = 1e-5 if dtype == "complex64" else 1e-12
     got = block.copy()
     kernel.apply(got)
@@ -134,6 +141,10 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     np.testing.assert_allclose(
         small, _by_definition(u, qubits, block[: small.size].astype(np.complex128)), atol=atol
     )
+    frozen = block.copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        kernel.apply(frozen)  # BLAS's path writes in place too: a read-only view is refused there
 
 
 def test_norms_and_inner_products_accumulate_in_double_precision():

@@ -242,10 +242,11 @@ def test_dasq_plan_is_pure_data_printed_one_line_per_step(capsys, tmp_path):
         dasq.plan("h q[0];")
 
 
-def test_in_cache_blocks_fuse_only_when_the_union_is_cheaper():
-    """Blocks that fit in cache fuse disjoint one-qubit gates only while the union costs
-    less than the parts (five 2x2 passes cost less than one 32x32 matrix there: the
-    measured in-cache costs stop at three); larger blocks fuse them up to F qubits."""
+def test_groups_grow_only_while_the_union_is_cheaper():
+    """The fuser's cost model: on bits that stay in cache, disjoint one-qubit gates fuse
+    only while the union costs less than the parts (the measured costs stop at three
+    qubits there); on bits above the cache bound of a larger block every group is a
+    pass over memory, so they fuse further (to four: a fifth qubit doubles the flops)."""
     from dasq.plan.fusion import IN_CACHE_QUBITS
 
     c = dasq.Circuit(6)
@@ -254,8 +255,12 @@ def test_in_cache_blocks_fuse_only_when_the_union_is_cheaper():
     c.cx(0, 1).rz(0.2, 1).cx(1, 0)  # one two-qubit group: the union costs no more
     small = fuse(list(c), IN_CACHE_QUBITS, 5)
     assert [len(g.qubits) for g in small] == [3, 2, 2]
-    large = fuse(list(c), IN_CACHE_QUBITS + 1, 5)
-    assert len(large[0].qubits) == 5
+    L = IN_CACHE_QUBITS + 5
+    assert [len(g.qubits) for g in fuse(list(c), L, 5)] == [3, 2, 2]  # low bits: sub-blocks in cache
+    high = dasq.Circuit(L)
+    for q in range(IN_CACHE_QUBITS, L):
+        high.ry(0.3 + q, q)
+    assert [len(g.qubits) for g in fuse(list(high), L, 5)] == [4, 1]
 
 
 def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():

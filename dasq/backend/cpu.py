@@ -1,9 +1,10 @@
 """The CPU backend: the array code of ``arrays`` on numpy, numba for the hot passes.
 
 One level of parallelism: Dask threads run blocks side by side, so kernels are
-single-threaded (numba ``nogil``) and release the GIL. Fused groups of 2 to
-``GROUP_MAX_QUBITS`` qubits run in numba's in-place group kernel, wider ones and
-per-operation actions through BLAS (numpy.tensordot). Norms, inner products, Pauli
+single-threaded (numba ``nogil``) and release the GIL. Matrices on 1 to
+``GROUP_MAX_QUBITS`` qubits (fused groups, single-qubit actions) run in numba's
+in-place group kernel (vector tiles); wider ones and controlled actions through
+BLAS (numpy.tensordot). Norms, inner products, Pauli
 sums and sampling draws are single numba passes.
 """
 
@@ -36,71 +37,94 @@ class DiagonalKernel(Kernel):
 
 
 @dataclass(frozen=True, eq=False)
-class OneQubitKernel(Kernel):
-    """A 2x2 matrix: numba, no gather buffer (the commonest pass)."""
-
-    qubit: int
-    m00: complex
-    m01: complex
-    m10: complex
-    m11: complex
-
-    def apply(self, view: Any) -> None:
-        numba_kernels.apply_matrix_1q(view, self.qubit, self.m00, self.m01, self.m10, self.m11)
-
-
-@dataclass(frozen=True, eq=False)
 class GroupKernel(Kernel):
-    """A 2^k x 2^k matrix (2 <= k <= GROUP_MAX_QUBITS) in place by numba, no block-sized
-    temporary. Lanes are the lowest bits outside the targets, so with targets above
-    bit 5 a lane run is contiguous. A view too small for targets and lanes goes to BLAS."""
+    """A 2^k x 2^k matrix (1 <= k <= GROUP_MAX_QUBITS) in place by numba's vector
+    tiles, no temporary. A view too small for a tile, or not a plain C-contiguous
+    writable array of the kernel's precision, goes to BLAS."""
 
-    holes: np.ndarray  # sorted positions of the targets and lane bits
-    table: np.ndarray  # offset of element j in lane t, at j * GROUP_LANES + t
-    contiguous: bool  # the lanes are the lowest bits: element j's lanes are one run
-    real: np.ndarray  # the matrix's real part, row-major
-    imag: np.ndarray
+    layout: GroupLayout
+    cre: np.ndarray  # coefficients, see numba_kernels.group_kernel
+    cim: np.ndarray
+    ncim: np.ndarray
+    run: Any  # the compiled kernel of this precision and layout
     blas: MatrixKernel
 
     def apply(self, view: Any) -> None:
-        if view.size <= 1 << int(self.holes[-1]):
+        if (
+            view.size <= 1 << int(self.layout.holes[-1])
+            or view.dtype != self.blas.tensor.dtype
+            or view.ndim != 1
+            or not (view.flags.c_contiguous and view.flags.writeable and view.flags.aligned)
+        ):
             self.blas.apply(view)
             return
-        kernel = numba_kernels.dense_group(len(self.blas.qubits))
-        kernel(view, self.holes, self.table, self.real, self.imag, numba_kernels.GROUP_LANES, self.contiguous)
+        at = self.layout
+        self.run(view, at.holes, at.offsets, self.cre, self.cim, self.ncim, at.high, at.lowmask)
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """Where a group's amplitudes sit in its kernel's tiles, fixed by the targets and
+    the vector width alone (built once per placement, not per matrix: parameter
+    sweeps rebuild matrices)."""
+
+    holes: np.ndarray  # sorted zero bits of a tile's base: the W lane bits and the high targets
+    offsets: np.ndarray  # offsets[h]: the start of the tile's vector h from its base
+    high: int  # targets at or above log2(W)
+    lowmask: int  # the targets below log2(W), as a mask of lane bits
+    row_high: np.ndarray  # matrix-index bits that vector h sets
+    row_low: np.ndarray  # matrix-index bits that lane t sets
 
 
 @functools.lru_cache(maxsize=1024)
-def _group_layout(qubits: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(holes, table, contiguous) of a group on ``qubits``: fixed by the positions
-    alone, so built once per placement rather than once per matrix (parameter sweeps
-    rebuild matrices)."""
-    lane_bits: list[int] = []
-    b = 0
-    while len(lane_bits) < numba_kernels.GROUP_LANES.bit_length() - 1:
-        if b not in qubits:
-            lane_bits.append(b)
-        b += 1
-    lanes = np.arange(numba_kernels.GROUP_LANES)
-    lane_offset = sum(((lanes >> i) & 1) << bit for i, bit in enumerate(lane_bits))
-    members = np.arange(1 << len(qubits))
-    member_offset = sum(((members >> i) & 1) << q for i, q in enumerate(qubits))
-    table = (member_offset[:, None] + lane_offset[None, :]).astype(np.int64).ravel()
-    holes = np.array(sorted((*qubits, *lane_bits)), dtype=np.int64)
-    holes.setflags(write=False)
-    table.setflags(write=False)
-    return holes, table, lane_bits == list(range(len(lane_bits)))
+def _group_layout(qubits: tuple[int, ...], width: int) -> GroupLayout:
+    bits = width.bit_length() - 1
+    highs = [(b, q) for b, q in enumerate(qubits) if q >= bits]
+    vectors = np.arange(1 << len(highs))
+    lanes = np.arange(width)
+    offsets = sum((((vectors >> i) & 1) << q for i, (_, q) in enumerate(highs)), np.zeros_like(vectors))
+    row_high = sum((((vectors >> i) & 1) << b for i, (b, _) in enumerate(highs)), np.zeros_like(vectors))
+    low = [(b, q) for b, q in enumerate(qubits) if q < bits]
+    row_low = sum((((lanes >> q) & 1) << b for b, q in low), np.zeros_like(lanes))
+    holes = np.array(sorted([*range(bits), *(q for _, q in highs)]), dtype=np.int64)
+    for a in (holes, offsets, row_high, row_low):
+        a.setflags(write=False)
+    return GroupLayout(
+        holes, offsets.astype(np.int64), len(highs), sum(1 << q for _, q in low), row_high, row_low
+    )
+
+
+def group_coefficients(layout: GroupLayout, m: np.ndarray) -> np.ndarray:
+    """The matrix as the kernel's tiles read it: c[j, h, x] = m[row j, column h] for a
+    tile's output vector j and input vector h permuted by lane shift x (lane t of
+    the coefficient vector: the entry for output lane t and input lane t ^ x).
+    Without low targets the entries are the same in every lane: one scalar each."""
+    rows = layout.row_high
+    if not layout.lowmask:
+        return m[rows[:, None], rows[None, :]].ravel()
+    lanes = np.arange(layout.row_low.size)
+    shifts = lanes[(lanes & ~layout.lowmask) == 0]
+    out_index = rows[:, None] | layout.row_low[None, :]  # (vector, lane)
+    # (vector, shift, lane)
+    in_index = rows[:, None, None] | layout.row_low[lanes[None, :] ^ shifts[:, None]][None]
+    return m[out_index[:, None, None, :], in_index[None]].ravel()
 
 
 def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
-    holes, table, contiguous = _group_layout(qubits)
-    real = np.ascontiguousarray(m.real).ravel()
+    dtype = m.dtype
+    layout = _group_layout(qubits, numba_kernels.vector_amplitudes(dtype))
+    c = group_coefficients(layout, m)
+    real = c.real.copy()
+    imag = c.imag.copy()
+    negated = -imag
+    for a in (real, imag, negated):
+        a.setflags(write=False)
     return GroupKernel(
-        holes,
-        table,
-        contiguous,
+        layout,
         real,
-        np.ascontiguousarray(m.imag).ravel().astype(real.dtype),
+        imag,
+        negated,
+        numba_kernels.compiled_group_kernel(dtype.name, layout.high, layout.lowmask),
         MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),
     )
 
@@ -130,7 +154,7 @@ class CPUBackend(ArrayBackend):
     ) -> None:
         if len(targets) == 1 and not controls and block.flags.c_contiguous:  # the commonest action
             m = np.asarray(matrix).astype(block.dtype, copy=False)
-            numba_kernels.apply_matrix_1q(block, int(targets[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+            _group_kernel((int(targets[0]),), m).apply(block)
             return
         super().apply_dense(block, L, targets, controls, matrix)
 
@@ -155,8 +179,6 @@ class CPUBackend(ArrayBackend):
             return self.compile_diagonal(qubits, diag, dtype)
         m = matrix.astype(dtype)
         k = len(qubits)
-        if k == 1:
-            return OneQubitKernel(int(qubits[0]), m[0, 0], m[0, 1], m[1, 0], m[1, 1])
         if k <= GROUP_MAX_QUBITS:
             return _group_kernel(tuple(int(q) for q in qubits), m)
         return MatrixKernel(np, tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))

@@ -30,14 +30,17 @@ def default_fusion_size() -> int:
     return DEFAULT_FUSION_SIZE if configured is None else int(configured)
 
 
-# Blocks of at most 2^17 amplitudes stay in cache, so a pass costs little and a
-# group's flops decide: there a group grows only while one kernel on the union costs
-# no more than two kernels. Nanoseconds per amplitude of a dense k-qubit kernel on a
-# 2^16-amplitude block (numba up to k = 5, BLAS above), measured on the 2-core
-# development machine in both precisions and rounded; the shape (a 2^k matrix
-# against one pass each) is what matters, not the machine.
+# The fuser's cost model: a group grows only while one kernel on the union costs no
+# more than the group's kernel and the operation's apart. Nanoseconds per amplitude
+# of a dense k-qubit kernel on a 2^16-amplitude block (the vector-tile kernel up to
+# k = 5, BLAS at 6), median over random placements, complex64, on the 2-core
+# development machine (2026-11-23); complex128 has the same shape at about twice
+# the cost. A group on a bit at or above ``IN_CACHE_QUBITS`` of a block beyond cache
+# is a pass of its own over memory (runs of the others share one pass, a sub-block
+# at a time: engine/program.py), which costs about ``PASS_COST`` more.
 IN_CACHE_QUBITS = 17
-IN_CACHE_DENSE_COST = (0.0, 1.3, 2.3, 3.2, 5.0, 9.0, 14.0)  # index: group width k
+IN_CACHE_DENSE_COST = (0.0, 0.5, 0.6, 0.9, 2.2, 4.3, 8.7)  # index: group width k
+PASS_COST = 1.0
 
 
 @dataclass(frozen=True)
@@ -58,21 +61,28 @@ def footprint(op: Operation, L: int) -> frozenset[int]:
     return frozenset(q for q in op.qubits if q < L)
 
 
-def _worth_growing(width: int, op_width: int, union: int, L: int) -> bool:
-    """Whether a dense group of ``width`` qubits should take an operation of
-    ``op_width`` qubits (giving ``union``; a diagonal counts as one qubit, a phase
-    table costing about one pass): always for blocks beyond cache (a pass is the
-    cost), by the in-cache kernel costs otherwise."""
-    if L > IN_CACHE_QUBITS or union >= len(IN_CACHE_DENSE_COST):
-        return True
+def _cost(qubits: frozenset[int] | set[int], L: int) -> float:
+    """The modelled cost of one dense kernel on ``qubits`` (local positions)."""
+    if not qubits:
+        return 0.0
+    width = len(qubits)
     cost = IN_CACHE_DENSE_COST
-    return cost[union] <= cost[width] + cost[op_width]
+    compute = cost[-1] * 2.0 ** (width - len(cost) + 1) if width >= len(cost) else cost[width]
+    return compute + (PASS_COST if L > IN_CACHE_QUBITS and max(qubits) >= IN_CACHE_QUBITS else 0.0)
+
+
+def _worth_growing(current: set[int], fp: frozenset[int], L: int, diagonal: bool = False) -> bool:
+    """Whether a dense group on ``current`` should take an operation on ``fp``: while
+    the union's kernel costs no more than the two apart (a diagonal alone is a phase
+    table, costed as one qubit at its highest position)."""
+    alone = frozenset({max(fp)}) if diagonal and fp else fp
+    return _cost(current | fp, L) <= _cost(current, L) + _cost(alone, L)
 
 
 def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
     """Greedy in-order grouping of ``ops``: dense groups of at most ``max_qubits``
-    qubits (diagonals join them while they fit; in-cache blocks only while the union
-    is cheaper than two kernels), and diagonal runs of at most ``MAX_DIAGONAL_QUBITS``."""
+    qubits that grow while the cost model says the union is cheaper than two
+    kernels, and diagonal runs of at most ``MAX_DIAGONAL_QUBITS``."""
     if max_qubits < 1:
         raise ValidationError(f"fusion size must be >= 1, got {max_qubits}")
     groups: list[Group] = []
@@ -90,7 +100,9 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
         fp = footprint(op, L)
         union = len(current | fp)
         if op.is_diagonal and len(fp) <= MAX_DIAGONAL_QUBITS:
-            joins_dense = union <= max_qubits and (diagonal_run or _worth_growing(len(current), 1, union, L))
+            joins_dense = union <= max_qubits and (
+                diagonal_run or _worth_growing(current, fp, L, diagonal=True)
+            )
             if members and (joins_dense or (diagonal_run and union <= MAX_DIAGONAL_QUBITS)):
                 current |= fp
                 members.append(op)
@@ -102,7 +114,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
             groups.append(Group(tuple(sorted(fp)), (op,), fused=False))
             diagonal_run = True
             continue
-        elif members and union <= max_qubits and _worth_growing(len(current), len(fp), union, L):
+        elif members and union <= max_qubits and _worth_growing(current, fp, L):
             diagonal_run = False
         else:
             flush()

@@ -4,6 +4,7 @@ once, relayouts counted from the graph, and one executor interface for every met
 from __future__ import annotations
 
 import cloudpickle
+import dask
 import numpy as np
 import pytest
 from dask._task_spec import Alias, DataNode, Task
@@ -97,6 +98,29 @@ def test_read_outs_never_rerun_the_circuit():
     assert not ENGINE_FUNCTIONS & set(after.functions), set(after.functions)
     assert {"_run_program_in_place", "_swap", "_swapped_run"} <= set(during.functions)  # in place
     assert after.keys  # the read-outs themselves ran
+
+
+@pytest.mark.parametrize("scheduler", [None, "sync", "processes"])
+def test_to_numpy_writes_each_block_once_into_logical_order(scheduler):
+    """In this process every block is copied straight to its logical places in one
+    array (the unlayout fused into the assembly); other schedulers go through the
+    relayout. Both agree with the lazy logical-order amplitudes and with the stored
+    blocks read index by index."""
+    c = brickwork(10, 5, seed=3)
+    state = dasq.simulate(c, chunk_qubits=6)
+    assert state.layout != tuple(range(10))  # the stored order is not the logical one
+    raw = state.blocks.compute()  # stored order: logical index i sits at stored(i)
+    stored = [sum(((i >> q) & 1) << p for q, p in enumerate(state.layout)) for i in range(1 << 10)]
+    want = raw[stored]
+    with dask.config.set(scheduler=scheduler), TaskCounter() as seen:
+        got = state.to_numpy()
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    np.testing.assert_array_equal(got, state.amplitudes.compute())
+    assert got.flags.writeable and got.flags.c_contiguous
+    if scheduler != "processes":  # the processes scheduler runs no callbacks here
+        assert "_place_block" in seen.functions and "_permute" not in seen.functions
+    got[:] = 0  # the caller's array: the state keeps its amplitudes
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
 
 
 def test_lazy_keeps_the_graph_and_computes_the_same_state():

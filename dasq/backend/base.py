@@ -131,6 +131,10 @@ class Backend:
         """A new block whose local bit q is the input's local bit ``order[q]``."""
         raise NotImplementedError
 
+    def permute_bits_in_place(self, block: Any, order: Sequence[int]) -> None:
+        """``permute_bits`` written back into ``block``, which the caller owns."""
+        block[...] = self.permute_bits(block, order)
+
     def pack(self, block: Any, L: int, fixed: Controls) -> Any:
         """The amplitudes whose local bits equal ``fixed``, contiguous (what is sent)."""
         raise NotImplementedError

@@ -212,6 +212,21 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
+def swap_bits(state, low, high):  # pragma: no cover - compiled
+    """Exchange bits ``low`` < ``high`` of every index in place: the amplitudes whose
+    two bits differ trade places in runs of 2^low, half the block read and written."""
+    run = 1 << low
+    far = 1 << high
+    for outer in range(0, state.size, far << 1):
+        for start in range(outer + run, outer + far, run << 1):
+            for i in range(start, start + run):
+                j = i - run + far
+                held = state[i]
+                state[i] = state[j]
+                state[j] = held
+
+
+@numba.njit(nogil=True, cache=True)
 def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compiled
     """out[base | bits of i at ``qubits`` placed at ``slots``] += |state[i]|^2 in float64
     (bit qubits[m] of i -> bit slots[m] of the index), in one pass with no

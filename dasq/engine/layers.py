@@ -104,16 +104,7 @@ def _run_program(runner: BlockRunner, block_index: int, block: Any) -> Any:
 def _run_program_in_place(runner: BlockRunner, block_index: int, block: Any) -> Any:
     if not getattr(block.flags, "writeable", True):  # e.g. a read-only view
         return runner(block.copy(), block_index)
-    return _kept_in(block, runner(block, block_index))
-
-
-def _kept_in(block: Any, result: Any) -> Any:
-    """``result`` written back into ``block`` when the program rewrote the bit order
-    into a new array: the old block would otherwise live until the step ends."""
-    if result is block:
-        return block
-    block[...] = result
-    return block
+    return runner(block, block_index)
 
 
 def _gather_run(runner: BlockRunner, gather: Gather, block_index: int, *blocks: Any) -> Any:
@@ -287,7 +278,7 @@ def _swapped(block: Any, *swaps: None) -> Any:
 
 
 def _swapped_run(runner: BlockRunner, block_index: int, block: Any, *swaps: None) -> Any:
-    return _kept_in(block, runner(block, block_index))
+    return runner(block, block_index)
 
 
 def _relayout_in_place(

@@ -124,6 +124,17 @@ def local_scheduler(x: da.Array, client: Any) -> str | None:
     return "sync"
 
 
+IN_PROCESS_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "single-threaded")
+
+
+def runs_in_this_process(client: Any) -> bool:
+    """Whether tasks run in this process (threads or synchronously), so that they can
+    write into one array that the caller holds."""
+    if scheduler_client(client) is not None:
+        return False
+    return dask.config.get("scheduler", None) in IN_PROCESS_SCHEDULERS
+
+
 def persist(
     x: da.Array, client: Any, optimize: bool = True, placement: BlockPlacement | None = None
 ) -> da.Array:

@@ -4,14 +4,18 @@ A ``BlockRunner`` is the one object behind every task of a stage (it enters the
 graph once). For block c it resolves each group's global bits (global controls,
 global diagonal bits) to constants, builds the group's small matrix once per
 distinct signature and compiles it for the backend, then applies the groups in
-place to a buffer the task owns. Consecutive groups whose qubits all lie below
-``cache_qubits`` run sub-block by sub-block (contiguous slices of 2^cache_qubits
-amplitudes), so that run costs one pass over main memory however many groups it
-holds: the second, cache-sized level of blocking.
+place to a buffer the task owns. Consecutive groups whose qubits together fit a
+tile of 2^cache_qubits amplitudes run tile by tile (``CacheRun``): contiguous
+slices when they all lie low, gathered tiles when some lie high, so that a run
+costs one pass over main memory however many groups it holds: the second,
+cache-sized level of blocking.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,6 +55,84 @@ def group_matrix(group: Group, L: int, block_index: int) -> np.ndarray:
     return batch.reshape(1 << k, 1 << k).T
 
 
+SEGMENT_MIN_QUBITS = 10  # a gathered tile is copied in contiguous runs of at least 2^10 amplitudes
+
+
+@dataclass(frozen=True)
+class CacheRun:
+    """Consecutive groups run together. ``tile`` None: each group over the whole
+    block. Otherwise the run goes tile by tile: a tile is every amplitude whose
+    bits outside ``tile`` (sorted positions) are fixed; the groups act inside it on
+    relabelled positions (bit ``tile[j]`` is bit j), so the run costs one pass over
+    memory. A tile of the lowest bits is a contiguous slice; any other is gathered
+    into a scratch tile in runs of at least 2^``SEGMENT_MIN_QUBITS`` amplitudes."""
+
+    members: tuple[int, ...]
+    tile: tuple[int, ...] | None = None
+
+    @property
+    def contiguous(self) -> bool:
+        return self.tile is not None and self.tile == tuple(range(len(self.tile)))
+
+
+def tile_bits(qubits: set[int] | frozenset[int], width: int) -> tuple[int, ...]:
+    """``qubits`` and the lowest other bits, ``width`` bits in all (sorted)."""
+    bits = set(qubits)
+    b = 0
+    while len(bits) < width:
+        bits.add(b)
+        b += 1
+    return tuple(sorted(bits))
+
+
+def _segment_qubits(tile: tuple[int, ...]) -> int:
+    """How many of the lowest bits the tile holds: its contiguous runs are 2^that long."""
+    return next((b for b, t in enumerate(tile) if t != b), len(tile))
+
+
+def cache_runs(groups: Sequence[Group], L: int, cache_qubits: int) -> tuple[CacheRun, ...]:
+    """Consecutive fused groups whose qubits fit one tile of 2^cache_qubits amplitudes
+    (whose other bits, filled from the lowest, leave contiguous runs of at least
+    2^SEGMENT_MIN_QUBITS) share a run; a group alone on high bits, an unfused one,
+    or any when the block itself fits the cache runs over the whole block."""
+    if cache_qubits >= L:
+        return (CacheRun(tuple(range(len(groups)))),)
+    runs: list[tuple[list[int], set[int]]] = []
+    for i, g in enumerate(groups):
+        if g.fused and runs and runs[-1][1] is not None:
+            union = runs[-1][1] | set(g.qubits)
+            if len(union) <= cache_qubits and _segment_qubits(tile_bits(union, cache_qubits)) >= min(
+                SEGMENT_MIN_QUBITS, cache_qubits
+            ):
+                runs[-1][0].append(i)
+                runs[-1] = (runs[-1][0], union)
+                continue
+        runs.append(([i], set(g.qubits) if g.fused else None))
+    out = []
+    for members, union in runs:
+        tile = tile_bits(union, cache_qubits) if union is not None else None
+        if tile is not None and len(members) == 1 and tile != tuple(range(cache_qubits)):
+            tile = None  # one group on high bits: its own pass costs no more than a gather
+        out.append(CacheRun(tuple(members), tile))
+    return tuple(out)
+
+
+def _tile_views(block: Any, tile: tuple[int, ...], L: int) -> tuple[Any, list[tuple]]:
+    """``block`` reshaped so that each index in the returned list picks one tile (a
+    strided view whose C order is the tile's bits in increasing order)."""
+    inside = set(tile)
+    spans: list[tuple[int, bool]] = []  # (width, inside the tile), from bit 0 up
+    for b in range(L):
+        if spans and spans[-1][1] == (b in inside):
+            spans[-1] = (spans[-1][0] + 1, spans[-1][1])
+        else:
+            spans.append((1, b in inside))
+    spans.reverse()  # C order: the most significant span first
+    shaped = block.reshape([1 << w for w, _ in spans])
+    ranges = [range(1 << w) if not ins else [slice(None)] for w, ins in spans]
+    return shaped, list(itertools.product(*ranges))
+
+
 class BlockRunner:
     """Callable run by every block task of one stage (picklable for distributed)."""
 
@@ -62,24 +144,13 @@ class BlockRunner:
         self.backend = backend
         self.cache_qubits = cache_qubits if backend.cache_blocking else L
         self._global_bits = [g.global_bits(L) for g in program.groups]
-        self._runs = self._cache_runs()
-        self._kernels: dict[tuple[int, tuple[int, ...], str], Kernel] = {}
+        self._runs = cache_runs(program.groups, L, self.cache_qubits)
+        self._kernels: dict[tuple, Kernel] = {}
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_kernels"] = {}
         return state
-
-    def _cache_runs(self) -> list[tuple[bool, list[int]]]:
-        """Consecutive groups split into in-cache runs (True) and whole-block groups."""
-        runs: list[tuple[bool, list[int]]] = []
-        for i, g in enumerate(self.program.groups):
-            low = self.cache_qubits < self.L and g.fused and all(q < self.cache_qubits for q in g.qubits)
-            if runs and runs[-1][0] and low:
-                runs[-1][1].append(i)
-            else:
-                runs.append((low, [i]))
-        return runs
 
     def changes(self, block_index: int) -> bool:
         """False when the program leaves block ``block_index`` exactly as it is (every
@@ -97,44 +168,54 @@ class BlockRunner:
         return any(op.controls_met(self.L, block_index) for op in ops)
 
     def __call__(self, block: Any, block_index: int) -> Any:
-        """The program applied to ``block``, which the caller owns (modified in place;
-        the result is a new array only when the program rewrites the bit order)."""
+        """The program applied in place to ``block``, which the caller owns."""
         backend = self.backend
-        for low, members in self._runs:
-            if low:
-                step = 1 << self.cache_qubits
-                kernels = [self._kernel(i, block_index, block.dtype) for i in members]
+        for run in self._runs:
+            if run.tile is None:
+                for i in run.members:
+                    group = self.program.groups[i]
+                    if group.fused:
+                        self._kernel(i, block_index, block.dtype).apply(block)
+                    else:
+                        for action in group.ops[0].local_actions(self.L, block_index):
+                            action.apply(backend, block, self.L)
+                continue
+            kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]
+            if run.contiguous:
+                step = 1 << len(run.tile)
                 for start in range(0, block.size, step):
                     view = block[start : start + step]
                     for kern in kernels:
                         kern.apply(view)
                 continue
-            for i in members:
-                group = self.program.groups[i]
-                if group.fused:
-                    self._kernel(i, block_index, block.dtype).apply(block)
-                else:
-                    for action in group.ops[0].local_actions(self.L, block_index):
-                        action.apply(backend, block, self.L)
+            shaped, tiles = _tile_views(block, run.tile, self.L)
+            scratch = backend.empty(1 << len(run.tile), block.dtype)
+            for index in tiles:
+                view = shaped[index]
+                held = scratch.reshape(view.shape)
+                held[...] = view
+                for kern in kernels:
+                    kern.apply(scratch)
+                view[...] = held
         if self.program.scale != 1:
             block *= self.program.scale
         if self.program.write_order is not None:
-            block = backend.permute_bits(block, self.program.write_order)
+            backend.permute_bits_in_place(block, self.program.write_order)
         return block
 
-    def _kernel(self, i: int, block_index: int, dtype: Any) -> Kernel:
+    def _kernel(self, i: int, block_index: int, dtype: Any, tile: tuple[int, ...] | None = None) -> Kernel:
+        """Group i's kernel in block ``block_index`` (its global bits resolved), on its
+        own positions or, inside a tile, on their ranks among the tile's bits."""
         signature = tuple((block_index >> b) & 1 for b in self._global_bits[i])
-        key = (i, signature, str(dtype))
+        key = (i, signature, str(dtype), tile)
         kern = self._kernels.get(key)
         if kern is None:
             group = self.program.groups[i]
+            qubits = group.qubits if tile is None else tuple(tile.index(q) for q in group.qubits)
             if group.diagonal:
-                kern = self.backend.compile_diagonal(
-                    group.qubits, group_diagonal(group, self.L, block_index), dtype
-                )
+                table = group_diagonal(group, self.L, block_index)
+                kern = self.backend.compile_diagonal(qubits, table, dtype)
             else:
-                kern = self.backend.compile_matrix(
-                    group.qubits, group_matrix(group, self.L, block_index), dtype
-                )
+                kern = self.backend.compile_matrix(qubits, group_matrix(group, self.L, block_index), dtype)
             self._kernels[key] = kern
         return kern

@@ -93,6 +93,49 @@ def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) 
     return Delayed((name, 0), graph, layer=name)
 
 
+def _host_array(size: int, dtype: str) -> np.ndarray:
+    return np.empty(size, dtype=dtype)
+
+
+def _place_block(
+    backend: Backend, out: np.ndarray, L: int, layout: tuple[int, ...], block_index: int, block: Any
+) -> None:
+    """Block ``block_index``'s amplitudes written to their logical places in ``out``:
+    qubit q sits at stored bit ``layout[q]``, so the block is the slice of ``out`` whose
+    global qubits read ``block_index``, with its local bits transposed into place."""
+    n = len(layout)
+    fixed = [slice(None)] * n  # axis n-1-q of the (2,)*n view holds logical qubit q
+    for q, p in enumerate(layout):
+        if p >= L:
+            fixed[n - 1 - q] = (block_index >> (p - L)) & 1
+    target = out.reshape((2,) * n)[(*fixed, Ellipsis)]  # a view, even of one amplitude
+    local = [q for q in range(n - 1, -1, -1) if layout[q] < L]  # the view's axes, in order
+    source = np.asarray(backend.to_host(block)).reshape((2,) * L)  # axis L-1-p: stored bit p
+    target[...] = source.transpose([L - 1 - layout[q] for q in local])
+
+
+def _assembled(out: np.ndarray, *placed: None) -> np.ndarray:
+    return out
+
+
+def host_array(x: da.Array, L: int, layout: Sequence[int], backend: Backend) -> Delayed:
+    """All amplitudes in logical order as one host array (for schedulers that share this
+    process's memory): every block writes straight into its places in one array, so
+    the unlayout and the concatenation are a single copy into a single allocation."""
+    layout = tuple(layout)
+    name = layers.layer_name("to-host", 0, x.name, layout, L)
+    out = f"{name}-out"
+    layer: dict = {out: Task(out, _host_array, 1 << len(layout), str(x.dtype))}
+    placed = []
+    for c in range(x.numblocks[0]):
+        key = (f"{name}-place", c)
+        layer[key] = Task(key, _place_block, backend, TaskRef(out), L, layout, c, TaskRef((x.name, c)))
+        placed.append(TaskRef(key))
+    layer[name] = Task(name, _assembled, TaskRef(out), *placed)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    return Delayed(name, graph, layer=name)
+
+
 def layout_tables(layout: Sequence[int], L: int) -> tuple[np.ndarray, list[int]]:
     """How stored indices map back to logical ones, byte by byte: ``tables[t][v]`` is
     the logical bits of local byte t holding v, and ``block_parts[c]`` those of block c."""

@@ -74,6 +74,19 @@ def write_order(leaving: Sequence[int], L: int) -> tuple[int, ...] | None:
     return None if order == list(range(L)) else tuple(order)
 
 
+def transpositions(order: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Bit swaps (low, high) that, applied in turn, permute bits as ``order`` does
+    (new bit q = old bit order[q]): at most one swap per bit that moves."""
+    now = list(range(len(order)))  # now[q]: the old bit at position q so far
+    swaps = []
+    for q, want in enumerate(order):
+        if now[q] != want:
+            p = now.index(want)
+            swaps.append((min(q, p), max(q, p)))
+            now[q], now[p] = now[p], now[q]
+    return tuple(swaps)
+
+
 def permuted_position(position: int, order: Sequence[int] | None, L: int) -> int:
     """Where local ``position`` is after the permutation ``order`` (globals stay)."""
     if order is None or position >= L:

@@ -24,7 +24,7 @@ from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_index, check_readout_qubits, check_shots
 from dasq.engine import layers, readout, stream
-from dasq.engine.memory import compute, resolve_relayout_method
+from dasq.engine.memory import compute, resolve_relayout_method, runs_in_this_process
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve, project
 from dasq.errors import StoreError, ValidationError
@@ -231,14 +231,16 @@ class StateVector:
         """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes
         (default a quarter of RAM) unless ``force=True``."""
         limit = _config.to_numpy_limit()
-        x = self.amplitudes
-        if x.nbytes > limit and not force:
+        nbytes = self._blocks.nbytes
+        if nbytes > limit and not force:
             raise ValidationError(
-                f"the state is {x.nbytes / 2**30:.3g} GiB, over the to_numpy limit of "
+                f"the state is {nbytes / 2**30:.3g} GiB, over the to_numpy limit of "
                 f"{limit / 2**30:.3g} GiB; pass force=True, or raise dask.config "
                 "'dasq.to-numpy-limit'"
             )
-        return np.asarray(self.backend.to_host(self._compute(x)[0]))
+        if runs_in_this_process(self._options.client):  # one copy into one array
+            return self._compute(readout.host_array(self._blocks, self._L, self._layout, self.backend))[0]
+        return np.asarray(self.backend.to_host(self._compute(self.amplitudes)[0]))
 
     def amplitude(self, index: int) -> complex:
         """The amplitude of basis state ``index`` (qubit 0 is bit 0)."""

@@ -36,8 +36,9 @@ def default_fusion_size() -> int:
 # k = 5, BLAS at 6), median over random placements, complex64, on the 2-core
 # development machine (2026-11-23); complex128 has the same shape at about twice
 # the cost. A group on a bit at or above ``IN_CACHE_QUBITS`` of a block beyond cache
-# is a pass of its own over memory (runs of the others share one pass, a sub-block
-# at a time: engine/program.py), which costs about ``PASS_COST`` more.
+# is modelled as a pass of its own over memory, about ``PASS_COST`` more. It is one
+# when it stands alone; consecutive groups that fit one tile share a pass, tile by
+# tile (engine/program.py), and the term at 0-5 made no difference beyond noise.
 IN_CACHE_QUBITS = 17
 IN_CACHE_DENSE_COST = (0.0, 0.5, 0.6, 0.9, 2.2, 4.3, 8.7)  # index: group width k
 PASS_COST = 1.0

@@ -421,14 +421,16 @@ def _vm(field: str) -> int:
 
 
 def _memory_child(args: argparse.Namespace) -> None:
-    """Warm up, reset the peak resident set, then simulate + probabilities(); print
-    the peak (VmHWM) and the resident set before the run (imports, caches)."""
+    """Warm up (the same run once: numba compiles or loads one kernel per signature,
+    and a smaller run would leave some for the measured one), reset the peak resident
+    set, then simulate + probabilities(); print the peak (VmHWM) and the resident set
+    before the run (imports, compiled kernels, caches)."""
     import dasq
     from benchmarks import circuits
 
     make = circuits.CIRCUITS[args.circuit]
-    dasq.simulate(circuits.to_dasq(make(12)), dtype=args.dtype).probabilities()
     c = circuits.to_dasq(make(args.qubits))
+    dasq.simulate(c, dtype=args.dtype).probabilities()
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # resets VmHWM to the current resident set (Linux)
     baseline = _vm("VmRSS")

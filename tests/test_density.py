@@ -98,6 +98,16 @@ def test_random_noisy_circuits_match_quantum_info_at_every_chunking(n, seed):
     assert abs(dm.trace() - 1) < 1e-10
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_probabilities_come_in_the_real_precision(dtype):
+    circuit = random_noisy_circuit(4, 5, depth=10)
+    dm = dasq.simulate(circuit, density=True, chunk_qubits=3, dtype=dtype)
+    got = dm.probabilities([2, 0])
+    assert got.dtype == (np.float32 if dtype == "complex64" else np.float64)
+    want = qi.DensityMatrix(reference(circuit)).probabilities([2, 0])
+    np.testing.assert_allclose(got, want, atol=1e-6 if dtype == "complex64" else 1e-12)
+
+
 @pytest.mark.parametrize("L", [0, 3, 5, 8])
 def test_read_outs_match_quantum_info(L):
     n = 4

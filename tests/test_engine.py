@@ -383,6 +383,29 @@ def test_an_in_place_run_holds_about_one_state():
     assert peak < 1.3 * (16 << n), peak / (16 << n)
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("chunk_qubits", [6, 10, 15])
+def test_probabilities_come_in_the_states_real_precision(dtype, chunk_qubits):
+    """float32 for complex64 (half the state for the full vector), float64 for
+    complex128, on every path (small marginals summed per block, the running array
+    of a large one, one block or many), and equal to |amplitude|^2 of to_numpy."""
+    n = 15
+    state = dasq.simulate(brickwork(n, 4, seed=2), chunk_qubits=chunk_qubits, dtype=dtype)
+    real = np.float32 if dtype == "complex64" else np.float64
+    weights = np.abs(state.to_numpy().astype(np.complex128)) ** 2
+    tol = 1e-7 if dtype == "complex64" else 1e-15
+    index = np.arange(1 << n)
+    for qubits in (None, [3], [14, 0, 7], list(range(14, -1, -1))):
+        got = state.probabilities(qubits)
+        order = range(n) if qubits is None else qubits
+        want = np.bincount(
+            sum(((index >> q) & 1) << j for j, q in enumerate(order)), weights, minlength=1 << len(order)
+        )
+        assert got.dtype == real, (qubits, got.dtype)
+        np.testing.assert_allclose(got, want, atol=tol)
+    assert abs(float(state.probabilities().sum(dtype=np.float64)) - 1) < 1e-5
+
+
 def test_full_probabilities_hold_one_result_not_one_per_block():
     """probabilities() over every qubit of a many-block state: right, and its memory
     is the result (block after block into one array), not one result per block."""

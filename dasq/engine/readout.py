@@ -55,8 +55,10 @@ def _marginal_block(
 CHAIN_MARGINAL_FROM = 1 << 14  # results from this size are added into one array, block after block
 
 
-def _first_block(backend: Backend, width: int, L: int, positions: tuple, block: Any) -> np.ndarray:
-    out = np.zeros(width)
+def _first_block(
+    backend: Backend, width: int, dtype: np.dtype, L: int, positions: tuple, block: Any
+) -> np.ndarray:
+    out = np.zeros(width, dtype=dtype)
     backend.add_marginal(out, block, L, 0, positions)
     return out
 
@@ -68,22 +70,28 @@ def _next_block(
     return out
 
 
-def marginal(x: da.Array, L: int, positions: tuple[int, ...], backend: Backend) -> Any:
-    """Probabilities over stored bit ``positions`` (bit j of the index -> positions[j]).
+def marginal(
+    x: da.Array, L: int, positions: tuple[int, ...], backend: Backend, dtype: Any = np.float64
+) -> Any:
+    """Probabilities over stored bit ``positions`` (bit j of the index -> positions[j]),
+    returned as ``dtype``.
 
-    Small results: one per block, summed. Large ones (a full probability vector):
-    each block adds its share into one running array, block after block, so memory
-    holds the result once, never one result-sized array per block. Returned as a
-    Delayed: computing a one-chunk dask array would copy the result once more."""
+    Small results: one per block in float64, summed, then cast. Large ones (a full
+    probability vector): each block adds its share into one running array of
+    ``dtype``, block after block, so memory holds the result once, never one
+    result-sized array per block. Returned as a Delayed: computing a one-chunk dask
+    array would copy the result once more."""
     width = 1 << len(positions)
     nb = x.numblocks[0]
-    if width < CHAIN_MARGINAL_FROM or nb == 1:
+    if width < CHAIN_MARGINAL_FROM:
         parts = _floats(x, _marginal_block, width, backend=backend, L=L, positions=positions)
-        return parts.reshape(nb, width).sum(axis=0).to_delayed().ravel()[0]
-    name = layers.layer_name("marginal", 0, x.name, positions)
+        return parts.reshape(nb, width).sum(axis=0).astype(dtype).to_delayed().ravel()[0]
+    name = layers.layer_name("marginal", 0, x.name, positions, np.dtype(dtype).name)
     chain = f"{name}-running"
     layer: dict = {
-        (chain, 0): Task((chain, 0), _first_block, backend, width, L, positions, TaskRef((x.name, 0)))
+        (chain, 0): Task(
+            (chain, 0), _first_block, backend, width, np.dtype(dtype), L, positions, TaskRef((x.name, 0))
+        )
     }
     for c in range(1, nb):
         prev, block = TaskRef((chain, c - 1)), TaskRef((x.name, c))

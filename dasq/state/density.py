@@ -167,7 +167,8 @@ class DensityMatrix:
         return self.choi.amplitude(i + (j << self._n))
 
     def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
-        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``."""
+        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``,
+        in the state's real precision (as :meth:`StateVector.probabilities`)."""
         qs = check_readout_qubits(qubits, self._n)
         if len(qs) > MAX_MARGINAL_QUBITS:
             raise ValidationError(f"a marginal over at most {MAX_MARGINAL_QUBITS} qubits is allowed")
@@ -176,7 +177,7 @@ class DensityMatrix:
         index = np.zeros_like(k)
         for j, q in enumerate(qs):
             index |= ((k >> q) & 1) << j
-        return np.bincount(index, weights=p, minlength=1 << len(qs))
+        return np.bincount(index, weights=p, minlength=1 << len(qs)).astype(np.finfo(self.dtype).dtype)
 
     def sample(
         self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None

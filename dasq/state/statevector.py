@@ -253,7 +253,11 @@ class StateVector:
         return float(np.sqrt(self._compute(readout.norm2(self._blocks, self.backend))[0]))
 
     def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
-        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``."""
+        """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``.
+
+        In the state's real precision (float32 for complex64, as qsim and Cirq give;
+        float64 for complex128), so the full vector costs half the state, not all of
+        it; marginals over few qubits are summed in float64 first."""
         qs = check_readout_qubits(qubits, self._n)
         if len(qs) > MAX_MARGINAL_QUBITS:
             raise ValidationError(
@@ -261,7 +265,8 @@ class StateVector:
                 f"{MAX_MARGINAL_QUBITS} qubits are allowed (use sample() instead)"
             )
         positions = tuple(self._layout[q] for q in qs)
-        return self._compute(readout.marginal(self._blocks, self._L, positions, self.backend))[0]
+        real = np.finfo(self.dtype).dtype
+        return self._compute(readout.marginal(self._blocks, self._L, positions, self.backend, real))[0]
 
     def sample(
         self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None

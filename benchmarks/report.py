@@ -38,7 +38,7 @@ def inmemory(d: dict) -> str:
     out = [
         f"Machine: {machine_line(d['machine'])}",
         "",
-        head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer "
+        head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer (or qsim) "
         "| dasq passes (stages+relayouts) | memory floor s | gates | dasq ns / amplitude / gate "
         "| floor ns / amplitude / gate | peak RSS MiB (dasq"
         + (" / before" if old else "")
@@ -49,14 +49,17 @@ def inmemory(d: dict) -> str:
     for r in d["rows"]:
         med, rss = r["median_seconds"], r["peak_rss"]
         qsim = f"{med['qsim']:.2f}" if "qsim" in med else "n/a"
+        aer = f"{med['aer']:.2f}" if "aer" in med else "n/a"
+        with_aer = "fidelity_dasq_aer" in r  # rows without Aer are checked against qsim
+        fidelity = f"{r['fidelity_dasq_aer']:.9f}" if with_aer else f"{r['fidelity_dasq_qsim']:.9f} (qsim)"
         mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in contenders)
         before = f" {med['dasq-old']:.2f} | {r['ratio_dasq_to_old']:.2f} |" if old else ""
         gates = _gate_count(r["circuit"], r["qubits"])
         per_gate = 1e9 / (gates << r["qubits"])  # seconds -> ns per amplitude per gate (wall, 2 threads)
         out.append(
             f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {med['dasq']:.2f} |{before}"
-            f" {med['aer']:.2f} | {qsim} "
-            f"| **{r['ratio_dasq_to_fastest_peer']:.2f}** | {r['fidelity_dasq_aer']:.9f} "
+            f" {aer} | {qsim} "
+            f"| **{r['ratio_dasq_to_fastest_peer']:.2f}** | {fidelity} "
             f"| {r['passes']} ({r['stages']}+{r['relayouts']}) | {r['memory_limit_seconds']:.3f} "
             f"| {gates} | {med['dasq'] * per_gate:.3f} | {r['memory_limit_seconds'] * per_gate:.4f} | {mem} |"
         )

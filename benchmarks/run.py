@@ -206,14 +206,18 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
-                contenders = ["dasq"] + (["dasq-old"] if OLD_CHECKOUT else []) + ["aer"]
-                contenders += ["qsim"] if dtype == "complex64" else []
-                # correctness first: fidelity of dasq with Aer
+                peers = [p for p in args.peers if p != "qsim" or dtype == "complex64"]  # qsim: single only
+                if not peers:
+                    print(f"skipped {circuit} {n} {dtype}: no peer among {args.peers}", flush=True)
+                    continue
+                contenders = ["dasq"] + (["dasq-old"] if OLD_CHECKOUT else []) + peers
+                # correctness first: fidelity of dasq with Aer (with qsim when Aer is left out)
+                reference = peers[0]
                 tmp = RESULTS / "tmp"
                 tmp.mkdir(parents=True, exist_ok=True)
                 _spawn("dasq", circuit, n, dtype, args.fusion, str(tmp / "dasq.npy"))
-                _spawn("aer", circuit, n, dtype, args.fusion, str(tmp / "aer.npy"))
-                a, b = np.load(tmp / "dasq.npy"), np.load(tmp / "aer.npy")
+                _spawn(reference, circuit, n, dtype, args.fusion, str(tmp / "peer.npy"))
+                a, b = np.load(tmp / "dasq.npy"), np.load(tmp / "peer.npy")
                 fidelity = float(abs(np.vdot(a, b)) ** 2)
                 del a, b
                 for f in tmp.iterdir():
@@ -223,9 +227,9 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                 qsim_fusion = {}
                 for _ in range(args.reps):
                     for c in contenders:
-                        if c == "qsim":  # qsim's fusion size tuned: best of 2..5
+                        if c == "qsim":  # qsim's fusion size tuned: best of --qsim-fusions
                             best = None
-                            for f in (2, 3, 4, 5):
+                            for f in args.qsim_fusions:
                                 r = _spawn(c, circuit, n, dtype, f)
                                 if best is None or r["seconds"] < best["seconds"]:
                                     best, qsim_fusion[len(times[c])] = r, f
@@ -243,7 +247,7 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                     "circuit": circuit,
                     "qubits": n,
                     "dtype": dtype,
-                    "fidelity_dasq_aer": fidelity,
+                    f"fidelity_dasq_{reference}": fidelity,
                     "median_seconds": med,
                     "all_seconds": times,
                     "peak_rss": rss,
@@ -265,7 +269,7 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                                 "dtype",
                                 "median_seconds",
                                 "ratio_dasq_to_fastest_peer",
-                                "fidelity_dasq_aer",
+                                f"fidelity_dasq_{reference}",
                                 "memory_limit_seconds",
                             )
                         }
@@ -1229,6 +1233,9 @@ def main() -> None:
         s.add_argument("--chunk-qubits", type=int, default=18)
         s.add_argument("--workers", type=int, default=2)
         s.add_argument("--old", default=None, help="another checkout whose dasq runs side by side")
+    inm = sub.choices["inmemory"]
+    inm.add_argument("--peers", nargs="+", choices=["aer", "qsim"], default=["aer", "qsim"])
+    inm.add_argument("--qsim-fusions", type=int, nargs="+", default=[2, 3, 4, 5])
     args = p.parse_args()
     if args.suite == "_child":
         _child(args)

@@ -155,7 +155,7 @@ def test_default_chunking_is_sensible_and_configurable():
     assert default_chunk_qubits(10) == 10  # small states: one block
     assert default_chunk_qubits(18) == 18  # up to 2^18 amplitudes: one block
     assert 18 <= default_chunk_qubits(24) <= 22  # several blocks per core
-    assert default_chunk_qubits(40) == 22  # blocks never above 2^22 amplitudes
+    assert default_chunk_qubits(40) == 24  # blocks never above 2^24 amplitudes
     with dask.config.set({"dasq.chunk-qubits": 3}):
         assert dasq.simulate(dasq.Circuit(6).h(5)).chunk_qubits == 3
 

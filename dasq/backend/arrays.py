@@ -199,6 +199,17 @@ class ArrayBackend(Backend):
         return xp.ascontiguousarray(xp.moveaxis(res, 0, -1)).reshape(-1)
 
     # ------------------------------------------------------------ bits
+    def scatter_to_host(
+        self,
+        block: Any,
+        out: np.ndarray,
+        base: int,
+        tile: tuple[np.ndarray, np.ndarray],
+        outer: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        source = np.ascontiguousarray(self.to_host(block))
+        numba_kernels.scatter_bits(source, out, base, tile[0], tile[1], outer[0], outer[1])
+
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
         """One transpose copy. Bits that keep their neighbours move together as one
         axis, so moving k bits is a transpose of at most 2k + 1 axes, not of L."""

@@ -127,6 +127,20 @@ class Backend:
         raise NotImplementedError
 
     # ------------------------------------------------------------ bits
+    def scatter_to_host(
+        self,
+        block: Any,
+        out: np.ndarray,
+        base: int,
+        tile: tuple[np.ndarray, np.ndarray],
+        outer: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        """``block`` written into the host array ``out`` with its bits renamed: source
+        offset ``tile[0][i] + (outer[0] summed over the set bits of o)`` goes to ``base +
+        tile[1][i] + (outer[1] likewise)``. A tile holds the lowest bits of both orders,
+        so reads and writes go in runs while the tile is in cache."""
+        raise NotImplementedError
+
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
         """A new block whose local bit q is the input's local bit ``order[q]``."""
         raise NotImplementedError

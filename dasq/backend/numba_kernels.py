@@ -227,6 +227,22 @@ def swap_bits(state, low, high):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
+def scatter_bits(source, out, base, tile_source, tile_out, outer_source, outer_out):  # pragma: no cover
+    """Every amplitude of ``source`` to its renamed index in ``out``, one cache-sized
+    tile at a time (see ``Backend.scatter_to_host``)."""
+    tile = tile_source.size
+    for o in range(source.size // tile):
+        s0 = 0
+        d0 = base
+        for b in range(outer_source.size):
+            if (o >> b) & 1:
+                s0 += outer_source[b]
+                d0 += outer_out[b]
+        for i in range(tile):
+            out[d0 + tile_out[i]] = source[s0 + tile_source[i]]
+
+
+@numba.njit(nogil=True, cache=True)
 def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compiled
     """out[base | bits of i at ``qubits`` placed at ``slots``] += |state[i]|^2 in float64
     (bit qubits[m] of i -> bit slots[m] of the index), in one pass with no

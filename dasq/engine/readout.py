@@ -8,13 +8,15 @@ in-memory executor's layers.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
-from dask._task_spec import Alias, Task, TaskRef
+from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
@@ -102,24 +104,58 @@ def marginal(
 
 
 def _host_array(size: int, dtype: str) -> np.ndarray:
-    return np.empty(size, dtype=dtype)
+    """An uninitialised array in anonymous memory of its own, in 4 KiB pages: it is
+    written once, and numpy's huge-page hint can make the kernel compact memory at
+    the first touch (2^24 complex64 amplitudes on the development machine: 0.39 s
+    of task time placed in numpy's memory, 0.10 s in this)."""
+    nbytes = size * np.dtype(dtype).itemsize
+    if nbytes < mmap.PAGESIZE:
+        return np.empty(size, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
+
+
+SCATTER_TILE_QUBITS = 6  # a tile spans the lowest 6 bits of both orders (2^12 amplitudes at most)
+
+
+@dataclass(frozen=True, eq=False)
+class HostPlacement:
+    """Where every block's amplitudes go in the logical-order host array: block c's
+    amplitudes start at ``bases[c]`` (its global qubits); inside a block, tables
+    for the tile bits (``tile``) and one offset per other bit (``outer``), each a
+    (source, destination) pair (see ``Backend.scatter_to_host``)."""
+
+    bases: tuple[int, ...]
+    tile: tuple[np.ndarray, np.ndarray]
+    outer: tuple[np.ndarray, np.ndarray]
+
+
+def host_placement(layout: Sequence[int], L: int) -> HostPlacement:
+    """Qubit q sits at stored bit ``layout[q]``: local stored bit p goes to logical
+    bit q. The tile takes the lowest stored bits and the bits of the lowest local
+    qubits, so a tile is read and written in contiguous runs."""
+    qubit_at = {p: q for q, p in enumerate(layout)}
+    local_qubits = sorted(q for q, p in enumerate(layout) if p < L)
+    low = min(SCATTER_TILE_QUBITS, L)
+    tile_bits = sorted(set(range(low)) | {layout[q] for q in local_qubits[:low]})
+    index = np.arange(1 << len(tile_bits), dtype=np.int64)
+    source = np.zeros_like(index)
+    destination = np.zeros_like(index)
+    for j, p in enumerate(tile_bits):
+        bit = (index >> j) & 1
+        source |= bit << p
+        destination |= bit << qubit_at[p]
+    outer_bits = [p for p in range(L) if p not in tile_bits]
+    outer = (
+        np.array([1 << p for p in outer_bits], dtype=np.int64),
+        np.array([1 << qubit_at[p] for p in outer_bits], dtype=np.int64),
+    )
+    return HostPlacement(tuple(layout_tables(layout, L)[1]), (source, destination), outer)
 
 
 def _place_block(
-    backend: Backend, out: np.ndarray, L: int, layout: tuple[int, ...], block_index: int, block: Any
+    backend: Backend, out: np.ndarray, placement: HostPlacement, block_index: int, block: Any
 ) -> None:
-    """Block ``block_index``'s amplitudes written to their logical places in ``out``:
-    qubit q sits at stored bit ``layout[q]``, so the block is the slice of ``out`` whose
-    global qubits read ``block_index``, with its local bits transposed into place."""
-    n = len(layout)
-    fixed = [slice(None)] * n  # axis n-1-q of the (2,)*n view holds logical qubit q
-    for q, p in enumerate(layout):
-        if p >= L:
-            fixed[n - 1 - q] = (block_index >> (p - L)) & 1
-    target = out.reshape((2,) * n)[(*fixed, Ellipsis)]  # a view, even of one amplitude
-    local = [q for q in range(n - 1, -1, -1) if layout[q] < L]  # the view's axes, in order
-    source = np.asarray(backend.to_host(block)).reshape((2,) * L)  # axis L-1-p: stored bit p
-    target[...] = source.transpose([L - 1 - layout[q] for q in local])
+    backend.scatter_to_host(block, out, placement.bases[block_index], placement.tile, placement.outer)
 
 
 def _assembled(out: np.ndarray, *placed: None) -> np.ndarray:
@@ -133,11 +169,16 @@ def host_array(x: da.Array, L: int, layout: Sequence[int], backend: Backend) -> 
     layout = tuple(layout)
     name = layers.layer_name("to-host", 0, x.name, layout, L)
     out = f"{name}-out"
-    layer: dict = {out: Task(out, _host_array, 1 << len(layout), str(x.dtype))}
+    placement = f"{name}-placement"
+    layer: dict = {
+        out: Task(out, _host_array, 1 << len(layout), str(x.dtype)),
+        placement: DataNode(placement, host_placement(layout, L)),
+    }
     placed = []
     for c in range(x.numblocks[0]):
         key = (f"{name}-place", c)
-        layer[key] = Task(key, _place_block, backend, TaskRef(out), L, layout, c, TaskRef((x.name, c)))
+        block = TaskRef((x.name, c))
+        layer[key] = Task(key, _place_block, backend, TaskRef(out), TaskRef(placement), c, block)
         placed.append(TaskRef(key))
     layer[name] = Task(name, _assembled, TaskRef(out), *placed)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])

@@ -239,6 +239,26 @@ def test_gathered_tiles_match_the_reference(cache_qubits, monkeypatch):
     assert gathered > 0  # the gathered path ran
 
 
+def test_the_default_tile_holds_the_same_bytes_in_either_precision():
+    """A stage runner without a tile width takes 4 MiB tiles: 2^19 complex64 or 2^18
+    complex128 amplitudes, chosen by the block it runs on."""
+    from dasq.backend.registry import get_backend
+    from dasq.engine import program
+
+    assert program.default_cache_qubits("complex64") == 19
+    assert program.default_cache_qubits("complex128") == 18
+    L = 21
+    c = dasq.Circuit(L).h(20).cx(20, 3).h(18).h(0)
+    stage = next(s for s in dasq.plan(c, chunk_qubits=L).steps if isinstance(s, BlockProgram))
+    runner = program.BlockRunner(stage, L, get_backend("cpu"))
+    for dtype, width in (("complex64", 19), ("complex128", 18)):
+        assert runner.runs(np.dtype(dtype)) == program.cache_runs(stage.groups, L, width)
+    block = np.zeros(1 << L, dtype="complex64")
+    block[0] = 1
+    runner(block, 0)
+    assert runner.runs(block.dtype) is runner.runs(np.dtype("complex64"))  # built once
+
+
 def test_tile_bits_and_runs():
     from dasq.engine.program import CacheRun, tile_bits
 

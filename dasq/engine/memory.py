@@ -27,7 +27,7 @@ from dasq.circuit.kinds import Diagonal, PauliString
 from dasq.engine import layers, readout, transfers
 from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
-from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
+from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord
 from dasq.plan.localiser import lower_operation
 from dasq.plan.steps import (
@@ -167,7 +167,7 @@ class MemoryExecutor:
     relayout_method: str | None = None  # None/"auto": resolved per step, by block count
     lazy: bool = False
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
-    cache_qubits: int = DEFAULT_CACHE_QUBITS
+    cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
     owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)

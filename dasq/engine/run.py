@@ -13,7 +13,6 @@ from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
 from dasq.engine.memory import MemoryExecutor, persist, scheduler_client
-from dasq.engine.program import DEFAULT_CACHE_QUBITS
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.reuse import cached_plan
@@ -30,7 +29,7 @@ class RunOptions:
     backend: str = "cpu"
     client: Any = None
     relayout_method: str | None = None  # None: dask config "dasq.relayout-method", else auto
-    cache_qubits: int = DEFAULT_CACHE_QUBITS
+    cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
     lazy: bool = False
     progress: bool = False
 

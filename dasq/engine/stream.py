@@ -31,7 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
-from dasq.engine.program import DEFAULT_CACHE_QUBITS, BlockRunner
+from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord
 from dasq.errors import StoreError, ValidationError
 from dasq.plan import relayout as algebra
@@ -214,7 +214,7 @@ class StreamExecutor:
     backend: Backend
     client: Any = None
     progress: bool = False
-    cache_qubits: int = DEFAULT_CACHE_QUBITS
+    cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
 
     def run(self, plan: PhysicalPlan) -> list[StepRecord]:
         with self.backend.kernel_threads():
@@ -237,7 +237,7 @@ class StreamExecutor:
                 source=None if s == 0 else m.current,
                 target=target,
                 pairs=one.relayout.pairs if one.relayout is not None and s else (),
-                runner=BlockRunner(one.program, L, self.backend, min(self.cache_qubits, L)),
+                runner=BlockRunner(one.program, L, self.backend, self.cache_qubits),
                 basis_position=_position(m.basis, plan.initial_layout) if s == 0 else 0,
                 keep_bits=m.codec.get("keep_bits"),
                 store_id=m.store_id,

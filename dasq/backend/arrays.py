@@ -9,6 +9,7 @@ are built on the host and moved to the namespace's memory with ``small``.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,19 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def mapped_empty(size: int, dtype: Any) -> np.ndarray:
+    """An uninitialised host array in anonymous memory of its own, in 4 KiB pages, given
+    back to the system when the array goes: for buffers written once or held briefly
+    (``to_numpy``'s output, a stage's scratch tile). numpy's huge-page hint can make
+    the first touch compact memory (2^24 complex64 amplitudes on the development
+    machine: 0.39 s of task time against 0.10 s), and freed buffers in the allocator's
+    heap stay in the process's resident memory."""
+    nbytes = size * np.dtype(dtype).itemsize
+    if nbytes < mmap.PAGESIZE:
+        return np.empty(size, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
 
 
 def _axis(bit: int, L: int) -> int:

@@ -58,6 +58,10 @@ class Backend:
     def empty(self, size: int, dtype: str) -> Any:
         return self.xp.empty(size, dtype=dtype)
 
+    def scratch(self, size: int, dtype: str) -> Any:
+        """A working buffer held for a while (a stage's gathered cache tile)."""
+        return self.empty(size, dtype)
+
     def basis_block(self, size: int, hot: int, dtype: str) -> Any:
         """A block of zeros with a single 1 at ``hot`` (-1: no 1 in this block)."""
         out = self.xp.zeros(size, dtype=dtype)

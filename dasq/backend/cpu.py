@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dasq.backend import numba_kernels
-from dasq.backend.arrays import ArrayBackend, MatrixKernel
+from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_empty
 from dasq.backend.base import Controls, Kernel, SkipKernel
 from dasq.plan import relayout as algebra
 
@@ -148,6 +148,9 @@ class CPUBackend(ArrayBackend):
         # BLAS threads inside every Dask thread oversubscribe the cores (measured
         # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
         return _blas_controller().limit(limits=1, user_api="blas")
+
+    def scratch(self, size: int, dtype: str) -> Any:
+        return mapped_empty(size, dtype)  # given back when dropped, not left in the resident heap
 
     def permute_bits_in_place(self, block: Any, order: Sequence[int]) -> None:
         """Bit swaps in place: no second block, 2-3x faster than a transpose copy

@@ -14,6 +14,7 @@ cache-sized level of blocking.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,6 +156,7 @@ class BlockRunner:
         self._global_bits = [g.global_bits(L) for g in program.groups]
         self._runs: dict[str, tuple[CacheRun, ...]] = {}
         self._kernels: dict[tuple, Kernel] = {}
+        self._held = threading.local()  # each thread's scratch tile, kept for the stage
 
     def runs(self, dtype: Any) -> tuple[CacheRun, ...]:
         """The stage's cache runs for blocks of ``dtype`` (the tile's bytes are fixed)."""
@@ -168,7 +170,20 @@ class BlockRunner:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_kernels"] = {}
+        del state["_held"]
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._held = threading.local()
+
+    def _scratch(self, size: int, dtype: Any) -> Any:
+        """This thread's gathered tile: allocated once per stage and thread (the
+        backend's scratch memory goes back to the system with the runner)."""
+        held = getattr(self._held, "tile", None)
+        if held is None or held.size != size or held.dtype != dtype:
+            held = self._held.tile = self.backend.scratch(size, dtype)
+        return held
 
     def changes(self, block_index: int) -> bool:
         """False when the program leaves block ``block_index`` exactly as it is (every
@@ -207,7 +222,7 @@ class BlockRunner:
                         kern.apply(view)
                 continue
             shaped, tiles = _tile_views(block, run.tile, self.L)
-            scratch = backend.empty(1 << len(run.tile), block.dtype)
+            scratch = self._scratch(1 << len(run.tile), block.dtype)
             for index in tiles:
                 view = shaped[index]
                 held = scratch.reshape(view.shape)

@@ -8,7 +8,6 @@ in-memory executor's layers.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq.backend.arrays import mapped_empty
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import pauli_masks
 from dasq.engine import layers
@@ -103,17 +103,6 @@ def marginal(
     return Delayed((name, 0), graph, layer=name)
 
 
-def _host_array(size: int, dtype: str) -> np.ndarray:
-    """An uninitialised array in anonymous memory of its own, in 4 KiB pages: it is
-    written once, and numpy's huge-page hint can make the kernel compact memory at
-    the first touch (2^24 complex64 amplitudes on the development machine: 0.39 s
-    of task time placed in numpy's memory, 0.10 s in this)."""
-    nbytes = size * np.dtype(dtype).itemsize
-    if nbytes < mmap.PAGESIZE:
-        return np.empty(size, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
-
-
 SCATTER_TILE_QUBITS = 6  # a tile spans the lowest 6 bits of both orders (2^12 amplitudes at most)
 
 
@@ -171,7 +160,7 @@ def host_array(x: da.Array, L: int, layout: Sequence[int], backend: Backend) -> 
     out = f"{name}-out"
     placement = f"{name}-placement"
     layer: dict = {
-        out: Task(out, _host_array, 1 << len(layout), str(x.dtype)),
+        out: Task(out, mapped_empty, 1 << len(layout), str(x.dtype)),
         placement: DataNode(placement, host_placement(layout, L)),
     }
     placed = []

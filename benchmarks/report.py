@@ -18,7 +18,8 @@ def _load(name: str) -> dict | None:
 def machine_line(m: dict) -> str:
     v = m["versions"]
     return (
-        f"{m['date']}, {m['cpu_count']} cores, {m['memory_bytes'] / 2**30:.0f} GiB, "
+        f"{m['date']}, {m['cpu_count']} cores{', ' + m['cpu'] if m.get('cpu') else ''}, "
+        f"{m['memory_bytes'] / 2**30:.0f} GiB, "
         f"Python {m['python']}; dasq {v.get('dasq')}, numpy {v.get('numpy')}, "
         f"dask {v.get('dask')}, numba {v.get('numba')}, qiskit-aer {v.get('qiskit_aer')}, "
         f"qsimcirq {v.get('qsimcirq')}"

@@ -153,9 +153,21 @@ def machine() -> dict:
         "cpu_count": os.cpu_count(),
         "memory_bytes": psutil.virtual_memory().total,
         "processor": platform.processor() or platform.machine(),
+        "cpu": host_cpu(),
         "python": platform.python_version(),
         "versions": versions,
     }
+
+
+def host_cpu() -> str:
+    """The CPU the kernels were compiled for, as LLVM names it, with its widest vector
+    extension: the shared machines change, and the kernels' speed against the peers'
+    with them (benchmarks/README.md)."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    widest = next((f for f in ("avx512f", "avx2", "neon") if features.get(f)), "none")
+    return f"{llvm.get_host_cpu_name()} ({widest})"
 
 
 def copy_bandwidth(n: int, dtype: str) -> float:
@@ -1273,10 +1285,11 @@ def main() -> None:
         return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
-    if getattr(args, "fusion", None) is None:
-        from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+    if getattr(args, "fusion", None) is None:  # dasq's default on this machine (the CPU backend's)
+        from dasq.backend.registry import get_backend
+        from dasq.plan.fusion import default_fusion_size
 
-        args.fusion = DEFAULT_FUSION_SIZE
+        args.fusion = default_fusion_size(get_backend("cpu").preferred_fusion_size())
     suites = {
         "inmemory": suite_inmemory,
         "relayout": suite_relayout,

@@ -152,7 +152,9 @@ def simulate(
     dt = v.check_dtype(dtype)
     backend = _device_backend(device)
     v.check_choice(method, METHODS, "method")
-    fusion = v.check_fusion_size(default_fusion_size() if fusion_size is None else fusion_size)
+    fusion = v.check_fusion_size(
+        default_fusion_size(backend.preferred_fusion_size()) if fusion_size is None else fusion_size
+    )
     L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width)
     program = split_terminal_measurements(circuit)
     if store is not None:
@@ -384,7 +386,8 @@ def plan(
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     n = circuit.num_qubits
     L = _config.default_chunk_qubits(n) if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
-    fusion = v.check_fusion_size(default_fusion_size() if fusion_size is None else fusion_size)
+    preferred = get_backend(_config.device_name(None)).preferred_fusion_size()  # simulate's default device
+    fusion = v.check_fusion_size(default_fusion_size(preferred) if fusion_size is None else fusion_size)
     body = bound_circuit(circuit, None).remove_final_measurements()
     if any(isinstance(op, IfElse) for op in body):
         raise ValidationError(

@@ -52,7 +52,7 @@ SEED_HELP = "seed of the sampling and of mid-circuit outcomes (default: fresh en
 OBSERVABLE_HELP = "also print the expectation of a Pauli sum, e.g. 'ZZI:0.5,XXX:1'"
 CHUNK_HELP = "local qubits per block: blocks of 2^N amplitudes (default: from the cores)"
 METHOD_HELP = "'planned': stages of fused gates; 'per-operation': each gate on its own"
-FUSION_HELP = "widest fused gate, in qubits (default: 5, or dask config dasq.fusion-size)"
+FUSION_HELP = "widest fused gate, in qubits (default: 3 or 4 by CPU, or dask config dasq.fusion-size)"
 
 
 class _Parser(argparse.ArgumentParser):

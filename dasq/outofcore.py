@@ -62,7 +62,8 @@ def simulate_to_store(
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
             return _resume_locked(path, manifest, client, progress, device)
     path = st.new_store_path(path)
-    fusion_size = default_fusion_size() if fusion_size is None else fusion_size
+    if fusion_size is None:
+        fusion_size = default_fusion_size(get_backend(device).preferred_fusion_size())
     n = circuit.num_qubits
     min_local = max((len(op.needs_local()) for op in circuit), default=0)
     workers = 1 if client is not None else _config.cores()

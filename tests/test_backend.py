@@ -206,15 +206,17 @@ def test_pauli_group_kernel_over_several_tiles_matches_the_sum(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
-@pytest.mark.parametrize("n", [1, 2, 6, 7, 12])
+@pytest.mark.parametrize("n", [1, 2, 6, 7, 12, 16])
 def test_diagonal_kernel_matches_the_definition(dtype, n):
     """The tiled diagonal kernel at every kind of placement: qubits inside a tile,
-    above it, both, and blocks smaller than a tile (the per-amplitude path)."""
+    above it, both (rows of factors), and many above it or blocks smaller than a
+    tile (factors read from the table per amplitude)."""
     from dasq.backend.numba_kernels import apply_diagonal
 
     rng = np.random.default_rng(n)
     index = np.arange(1 << n)
     placements = {(0,), (n - 1,), (0, n - 1), tuple(range(min(n, 4))), tuple(rng.permutation(n)[: min(n, 3)])}
+    placements |= {tuple(range(max(n - 8, 0), n)), tuple(rng.permutation(n)[: min(n, 10)])}
     for qubits in placements:
         values = np.exp(1j * rng.normal(size=1 << len(qubits)))
         state = random_state(n, rng).astype(dtype)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import operator, random_unitary
+from reference import operator, random_state, random_unitary
 
 import dasq
 from dasq.engine.run import RunOptions, evolve
@@ -229,8 +229,9 @@ def test_gathered_tiles_match_the_reference(cache_qubits, monkeypatch):
                 runs = program.cache_runs(step.groups, L, cache_qubits)
                 assert [i for r in runs for i in r.members] == list(range(len(step.groups)))
                 for r in runs:
-                    if r.tile is not None:
-                        assert all(q in r.tile for i in r.members for q in step.groups[i].qubits)
+                    if r.tile is not None:  # a diagonal group may reach outside the tile
+                        dense = [step.groups[i] for i in r.members if not step.groups[i].diagonal]
+                        assert all(q in r.tile for g in dense for q in g.qubits)
                 gathered += sum(r.tile is not None and not r.contiguous for r in runs)
         options = RunOptions(fusion_size=fusion, cache_qubits=cache_qubits)
         run = evolve(c.operations, 0.0, n, L, "complex128", options, np.random.default_rng())
@@ -332,3 +333,49 @@ def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():
     assert max(len(g.qubits) for s in state.plan.stages for g in s.groups if not g.diagonal) > 2
     want = qi.Statevector(qc).data
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_diagonal_groups_reach_outside_their_tile(dtype, monkeypatch):
+    """A diagonal group joins a tile run whatever its bits: those outside the tile are
+    constant across a tile, which takes the table's slice at their values. Diagonals
+    straddling the tile's bound and lying wholly outside it, in contiguous and
+    gathered runs, give the dense reference's state."""
+    from dasq.backend.registry import get_backend
+    from dasq.engine import program
+
+    monkeypatch.setattr(program, "SEGMENT_MIN_QUBITS", 1)
+    n = L = 8
+    rng = np.random.default_rng(11)
+    steps = [
+        ("unitary", random_unitary(2, rng), (0, 1)),
+        ("diagonal", np.exp(2j * np.pi * rng.random(8)), (1, 5, 7)),  # straddles tile {0, 1, 2, 3}
+        ("diagonal", np.exp(2j * np.pi * rng.random(4)), (6, 4)),  # wholly outside it
+        ("unitary", random_unitary(1, rng), (2,)),
+        ("unitary", random_unitary(2, rng), (5, 7)),  # a new run, gathered: tile {0, 1, 5, 7}
+        ("diagonal", np.exp(2j * np.pi * rng.random(16)), (7, 0, 3, 6)),
+        ("diagonal", np.exp(2j * np.pi * rng.random(2)), (5,)),
+        ("unitary", random_unitary(1, rng), (1,)),
+    ]
+    c = dasq.Circuit(n)
+    start = random_state(n, rng)  # every tile holds amplitudes
+    want = start.copy()
+    for kind, matrix, targets in steps:
+        getattr(c, kind)(matrix, targets)
+        want = operator(np.diag(matrix) if kind == "diagonal" else matrix, targets, n=n) @ want
+    stage = next(s for s in make_plan(list(c), n, L, fusion_size=2).steps if isinstance(s, BlockProgram))
+    runner = program.BlockRunner(stage, L, get_backend("cpu"), cache_qubits=4)
+    runs = runner.runs(np.dtype(dtype))
+    reaching = [
+        run
+        for run in runs
+        if run.tile is not None
+        for i in run.members
+        if stage.groups[i].diagonal and not set(stage.groups[i].qubits) <= set(run.tile)
+    ]
+    assert {run.contiguous for run in reaching} == {True, False}  # both kinds of tile
+    assert len(runs) < len(stage.groups)  # the diagonals took no pass of their own
+    block = start.astype(dtype)
+    runner(block, 0)
+    tol = 1e-5 if dtype == "complex64" else 1e-12
+    np.testing.assert_allclose(block, want, atol=tol)

@@ -172,7 +172,12 @@ def test_defaults_follow_the_usable_cores_and_dask_config(monkeypatch):
     monkeypatch.setattr(dask.system, "CPU_COUNT", 16)
     assert _config.default_chunk_qubits(24) == 18  # 64 blocks for 16 cores
     circuit = dasq.Circuit(12).h(0).cx(0, 1).h(2).cx(2, 3).cx(1, 2)
-    assert dasq.plan(circuit).fusion_size == 4
+    from dasq.backend import cpu
+
+    for wide, fusion in ((True, 4), (False, 3)):  # the CPU backend's, by the host's vectors
+        monkeypatch.setattr(cpu, "wide_vectors", lambda wide=wide: wide)
+        assert dasq.plan(circuit).fusion_size == fusion
+        assert dasq.simulate(circuit).plan.fusion_size == fusion
     with dask.config.set({"dasq.fusion-size": 2}):
         assert dasq.plan(circuit).fusion_size == 2
         assert dasq.simulate(circuit).plan.fusion_size == 2

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+
 Controls = tuple[tuple[int, int], ...]
 
 
@@ -49,6 +51,11 @@ class Backend:
     singleton: str = ""  # the module-level name of the backend's one instance
     xp: Any = np
     cache_blocking: bool = True  # whether stages run low groups over cache-sized slices
+
+    def preferred_fusion_size(self) -> int:
+        """The widest fused group this backend's kernels run fastest (the default of
+        ``fusion_size``; dask config ``dasq.fusion-size`` overrides it)."""
+        return DEFAULT_FUSION_SIZE
 
     # ------------------------------------------------------------ creation
     def meta(self, dtype: str) -> Any:

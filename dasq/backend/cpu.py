@@ -24,6 +24,22 @@ from dasq.backend.base import Controls, Kernel, SkipKernel
 from dasq.plan import relayout as algebra
 
 GROUP_MAX_QUBITS = 5  # wider groups go through BLAS (level with the loop at 6 qubits)
+# Fused groups up to 4 qubits where the group kernel's 512-bit vectors are registers
+# (AVX-512: the default measured on the machine of the earlier benchmark tables), 3
+# elsewhere: on Zen 3 (AVX2, 16 vector registers) stage passes at 26 qubits took
+# 3.2-3.5 s at F=3 against 4.4-4.5 s at F=4 (random, complex64, one 2^24 block, one
+# thread), quantum volume 5.9-6.2 against 6.6-7.3, QFT 1.3-1.5 against 1.6-1.8, and
+# complex128 the same way (benchmarks/README.md).
+WIDE_VECTOR_FUSION_SIZE = 4
+NARROW_VECTOR_FUSION_SIZE = 3
+
+
+@functools.cache
+def wide_vectors() -> bool:
+    """Whether the host's vector registers hold 512 bits (numba compiles for the host)."""
+    import llvmlite.binding as llvm
+
+    return bool(llvm.get_host_cpu_features().get("avx512f"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +159,9 @@ class CPUBackend(ArrayBackend):
     name = "cpu"
     singleton = "CPU"
     xp = np
+
+    def preferred_fusion_size(self) -> int:
+        return WIDE_VECTOR_FUSION_SIZE if wide_vectors() else NARROW_VECTOR_FUSION_SIZE
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         # BLAS threads inside every Dask thread oversubscribe the cores (measured

@@ -158,17 +158,22 @@ def compiled_group_kernel(dtype: str, high: int, lowmask: int) -> Any:
 
 
 DIAGONAL_TILE_BITS = 6  # a tile of 64 amplitudes: one row of factors per tile, read from L1
+DIAGONAL_SPAN_BITS = 10  # gathered factors: the low bits' table offsets, one per amplitude of a span
+DIAGONAL_ROWS_SHARE = 16  # rows of factors only while they hold at most 1/16 of the state's size
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
     """state[i] *= values[bits of i at ``qubits``], in place (bit b -> qubits[b]).
 
-    The state is walked in tiles of 2^T amplitudes. Qubits below T repeat the same
-    pattern of factors in every tile; qubits at or above T are constant in a tile and
-    pick one of 2^h rows of that pattern. The rows are built once per call, so each
-    tile is one contiguous multiply, whatever the qubits (a low qubit no longer
-    means one table lookup per amplitude: 2.5-7x faster on 2^16 amplitudes)."""
+    Qubits below T repeat the same pattern of factors in every tile of 2^T
+    amplitudes; qubits at or above T are constant in a tile and pick one of 2^h rows
+    of that pattern. When those rows are few beside the state, they are built once
+    per call and each tile is one contiguous multiply (a low qubit no longer means
+    one table lookup per amplitude: 2.5-7x faster on 2^16 amplitudes). When they are
+    not (a wide table on a cache-sized tile, where building them would cost more
+    than the multiply), each amplitude reads its factor from the table at the
+    offset of its span's high bits plus that of its low bits, kept per span."""
     n = state.size
     k = qubits.size
     bits = 0
@@ -179,12 +184,27 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
     for b in range(k):
         if qubits[b] >= bits:
             high += 1
-    if (tile << high) > n:  # more rows than amplitudes: look each factor up
-        for i in range(n):
+    if (tile << high) * DIAGONAL_ROWS_SHARE > n:
+        span_bits = 0
+        while span_bits < DIAGONAL_SPAN_BITS and (2 << span_bits) <= n:
+            span_bits += 1
+        span = 1 << span_bits
+        low = np.zeros(span, dtype=np.int64)
+        for t in range(span):
             j = 0
             for b in range(k):
-                j |= ((i >> qubits[b]) & 1) << b
-            state[i] *= values[j]
+                q = qubits[b]
+                if q < span_bits:
+                    j |= ((t >> q) & 1) << b
+            low[t] = j
+        for base in range(0, n, span):
+            j = 0
+            for b in range(k):
+                q = qubits[b]
+                if q >= span_bits:
+                    j |= ((base >> q) & 1) << b
+            for t in range(span):
+                state[_U(base + t)] *= values[_U(j | low[t])]
         return
     rows = np.empty((1 << high, tile), dtype=state.dtype)
     for r in range(1 << high):

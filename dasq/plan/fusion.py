@@ -24,10 +24,11 @@ MAX_DIAGONAL_QUBITS = 12
 DEFAULT_FUSION_SIZE = 4  # measured best of 3..6 with the numba group kernel (benchmarks/README.md)
 
 
-def default_fusion_size() -> int:
-    """The widest fused group: dask config ``dasq.fusion-size``, else the measured default."""
+def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
+    """The widest fused group: dask config ``dasq.fusion-size``, else ``preferred``
+    (the backend's, which depends on its kernels and the machine)."""
     configured = dask.config.get("dasq.fusion-size", None)
-    return DEFAULT_FUSION_SIZE if configured is None else int(configured)
+    return preferred if configured is None else int(configured)
 
 
 # The fuser's cost model: a group grows only while one kernel on the union costs no

@@ -34,14 +34,6 @@ WIDE_VECTOR_FUSION_SIZE = 4
 NARROW_VECTOR_FUSION_SIZE = 3
 
 
-@functools.cache
-def wide_vectors() -> bool:
-    """Whether the host's vector registers hold 512 bits (numba compiles for the host)."""
-    import llvmlite.binding as llvm
-
-    return bool(llvm.get_host_cpu_features().get("avx512f"))
-
-
 @dataclass(frozen=True, eq=False)
 class DiagonalKernel(Kernel):
     """A table of 2^k phases: numba, whole runs below the lowest qubit scaled at once."""
@@ -63,7 +55,7 @@ class GroupKernel(Kernel):
     cre: np.ndarray  # coefficients, see numba_kernels.group_kernel
     cim: np.ndarray
     ncim: np.ndarray
-    run: Any  # the compiled kernel of this precision and layout
+    run: numba_kernels.CompiledGroupKernel  # of this precision, layout and schedule
     blas: MatrixKernel
 
     def apply(self, view: Any) -> None:
@@ -76,7 +68,7 @@ class GroupKernel(Kernel):
             self.blas.apply(view)
             return
         at = self.layout
-        self.run(view, at.holes, at.offsets, self.cre, self.cim, self.ncim, at.high, at.lowmask)
+        self.run(view, at.holes, at.offsets, self.cre, self.cim, self.ncim)
 
 
 @dataclass(frozen=True)
@@ -161,7 +153,7 @@ class CPUBackend(ArrayBackend):
     xp = np
 
     def preferred_fusion_size(self) -> int:
-        return WIDE_VECTOR_FUSION_SIZE if wide_vectors() else NARROW_VECTOR_FUSION_SIZE
+        return WIDE_VECTOR_FUSION_SIZE if numba_kernels.wide_vectors() else NARROW_VECTOR_FUSION_SIZE
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         # BLAS threads inside every Dask thread oversubscribe the cores (measured

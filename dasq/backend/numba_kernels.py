@@ -9,6 +9,7 @@ groups of 4 qubits); wider ones through BLAS.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numba
@@ -24,6 +25,38 @@ from numba.extending import intrinsic
 _U = numba.uint64
 
 
+# Independent FMA chains that keep a core's two FMA units busy at a 4-cycle latency
+# (Zen 3, Skylake-X): a tile's outputs are accumulated this many vectors at a time.
+FMA_CHAINS = 8
+
+
+@functools.cache
+def wide_vectors() -> bool:
+    """Whether the host's vector registers hold 512 bits (numba compiles for the host)."""
+    import llvmlite.binding as llvm
+
+    return bool(llvm.get_host_cpu_features().get("avx512f"))
+
+
+@dataclass(frozen=True)
+class TileSchedule:
+    """How ``_group_tile`` orders its sums: ``rows`` output vectors per pass over the
+    inputs, each real and imaginary sum in ``parts`` partial sums, so that a pass
+    holds ``FMA_CHAINS`` independent chains and no more accumulators than registers
+    (one output at a time on AVX2 left the FMA units waiting on latency)."""
+
+    rows: int
+    parts: int
+
+
+def tile_schedule(count: int, wide: bool) -> TileSchedule:
+    """The schedule for tiles of ``count`` vectors: a 512-bit vector is one register
+    with AVX-512, two otherwise, so each output row is 2 or 4 chains."""
+    chains_per_row = 2 if wide else 4
+    rows = min(count, max(1, FMA_CHAINS // chains_per_row))
+    return TileSchedule(rows, 2 if rows * chains_per_row < FMA_CHAINS else 1)
+
+
 def vector_amplitudes(dtype: Any) -> int:
     """Amplitudes per register tile of the group kernel: 512 bits of real parts (one
     AVX-512 register, two AVX2 ones, four NEON ones: LLVM splits wider vectors)."""
@@ -31,7 +64,9 @@ def vector_amplitudes(dtype: Any) -> int:
 
 
 @intrinsic
-def _group_tile(typingctx, state, base, offsets, cre, cim, ncim, high_t, lowmask_t):  # pragma: no cover
+def _group_tile(  # pragma: no cover
+    typingctx, state, base, offsets, cre, cim, ncim, high_t, lowmask_t, rows_t, parts_t
+):
     """One tile of ``group_kernel`` written as LLVM vector code (numba's loop
     vectoriser keeps a 16-column complex sum scalar or spills it through memory:
     this form runs 1.5-3x faster). ``high`` and ``lowmask`` are compile-time
@@ -43,17 +78,19 @@ def _group_tile(typingctx, state, base, offsets, cre, cim, ncim, high_t, lowmask
     takes input lane l ^ x for each x within lowmask: every input vector is
     permuted once per x, then output vector j is sum over (h, x) of a coefficient
     vector times permuted vector (h, x), each coefficient vector holding the matrix
-    entry of every lane. Without low targets the coefficients are scalars."""
-    if not isinstance(high_t, types.IntegerLiteral) or not isinstance(lowmask_t, types.IntegerLiteral):
+    entry of every lane. Without low targets the coefficients are scalars. Outputs
+    are summed ``rows`` vectors at a time, each in ``parts`` partial sums
+    (``TileSchedule``): 3-qubit groups 10-20% faster on Zen 3 than one at a time."""
+    literals = (high_t, lowmask_t, rows_t, parts_t)
+    if not all(isinstance(t, types.IntegerLiteral) for t in literals):
         return None
-    high = high_t.literal_value
-    lowmask = lowmask_t.literal_value
+    high, lowmask, rows_per_pass, parts = (t.literal_value for t in literals)
     double = state.dtype.underlying_float == types.float64
     width = 8 if double else 16
     shifts = [x for x in range(width) if x & ~lowmask == 0]
     count = 1 << high
     scalar_coefficients = lowmask == 0
-    sig = types.void(state, base, offsets, cre, cim, ncim, high_t, lowmask_t)
+    sig = types.void(state, base, offsets, cre, cim, ncim, *literals)
 
     def codegen(context, builder, signature, args):
         i32, i64 = ir.IntType(32), ir.IntType(64)
@@ -101,46 +138,77 @@ def _group_tile(typingctx, state, base, offsets, cre, cim, ncim, high_t, lowmask
             p = builder.gep(coefficient_data[which], [ir.Constant(i64, c * width)])
             return builder.load(builder.bitcast(p, vec.as_pointer()), align=4)
 
+        def accumulate(total, a, b):
+            return builder.fmul(a, b) if total is None else fma(a, b, total)
+
         columns = len(re)
-        for j in range(count):
-            out_re = out_im = None
+        interleave = mask([t // 2 + (width if t & 1 else 0) for t in range(2 * width)])
+        for first in range(0, count, rows_per_pass):
+            rows = range(first, min(count, first + rows_per_pass))
+            # sums[j][part]: (real, imaginary) partial sums of output vector j
+            sums = {j: [[None, None] for _ in range(parts)] for j in rows}
             for c in range(columns):
-                a, b, nb = (coefficient(w, j * columns + c) for w in range(3))
-                if out_re is None:
-                    out_re, out_im = builder.fmul(a, re[c]), builder.fmul(a, im[c])
-                else:
-                    out_re, out_im = fma(a, re[c], out_re), fma(a, im[c], out_im)
-                out_re, out_im = fma(nb, im[c], out_re), fma(b, re[c], out_im)
-            interleave = mask([t // 2 + (width if t & 1 else 0) for t in range(2 * width)])
-            builder.store(builder.shuffle_vector(out_re, out_im, interleave), pointers[j], align=4)
+                for j in rows:
+                    a, b, nb = (coefficient(w, j * columns + c) for w in range(3))
+                    first_part, last_part = sums[j][0], sums[j][-1]
+                    first_part[0] = accumulate(first_part[0], a, re[c])
+                    first_part[1] = accumulate(first_part[1], a, im[c])
+                    last_part[0] = accumulate(last_part[0], nb, im[c])
+                    last_part[1] = accumulate(last_part[1], b, re[c])
+            for j in rows:
+                out_re, out_im = sums[j][0]
+                for extra_re, extra_im in sums[j][1:]:
+                    out_re, out_im = builder.fadd(out_re, extra_re), builder.fadd(out_im, extra_im)
+                builder.store(builder.shuffle_vector(out_re, out_im, interleave), pointers[j], align=4)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
 @numba.njit(nogil=True, cache=True)
-def group_kernel(state, holes, offsets, cre, cim, ncim, high, lowmask):  # pragma: no cover - compiled
+def group_kernel(state, holes, offsets, cre, cim, ncim, high, lowmask, rows, parts):  # pragma: no cover
     """A 2^k x 2^k matrix applied in place, tile by tile (``_group_tile``), with no
     temporary: a tile's inputs are all in registers before its outputs are stored.
     ``holes`` are the sorted bit positions a tile's base leaves zero (the vector's
     lane bits and the targets at or above them); ``cre``/``cim``/``ncim`` hold the
     real, imaginary and negated imaginary coefficients (``group_coefficients``).
-    Compiled once per (precision, high, lowmask): see ``compiled_group_kernel``."""
+    Compiled once per (precision, high, lowmask, schedule): ``compiled_group_kernel``."""
     numba.literally(high)
     numba.literally(lowmask)
+    numba.literally(rows)
+    numba.literally(parts)
     for m in range(state.size >> holes.size):
         base = m
         for h in range(holes.size):
             bit = holes[h]
             base = ((base >> bit) << (bit + 1)) | (base & ((1 << bit) - 1))
-        _group_tile(state, base, offsets, cre, cim, ncim, high, lowmask)
+        _group_tile(state, base, offsets, cre, cim, ncim, high, lowmask, rows, parts)
+
+
+@dataclass(frozen=True)
+class CompiledGroupKernel:
+    """``group_kernel`` compiled for one precision, layout and schedule, called
+    directly: the dispatcher resolves the literal arguments again on every call
+    (about 10 ms)."""
+
+    run: Any
+    high: int
+    lowmask: int
+    schedule: TileSchedule
+
+    def __call__(self, state: Any, holes: Any, offsets: Any, cre: Any, cim: Any, ncim: Any) -> None:
+        at = self.schedule
+        self.run(state, holes, offsets, cre, cim, ncim, self.high, self.lowmask, at.rows, at.parts)
 
 
 @functools.cache
-def compiled_group_kernel(dtype: str, high: int, lowmask: int) -> Any:
-    """The compiled ``group_kernel`` for C-contiguous, writable 1-d ``dtype`` states
-    and read-only int64/real tables, called directly: the dispatcher resolves the
-    literal arguments again on every call (about 10 ms)."""
+def compiled_group_kernel(
+    dtype: str, high: int, lowmask: int, schedule: TileSchedule | None = None
+) -> CompiledGroupKernel:
+    """``group_kernel`` for C-contiguous, writable 1-d ``dtype`` states and read-only
+    int64/real tables; ``schedule`` None: the host's (``tile_schedule``)."""
+    if schedule is None:
+        schedule = tile_schedule(1 << high, wide_vectors())
     real = np.dtype(dtype).type(0).real.dtype
     table = types.Array(types.int64, 1, "C", readonly=True)
     coefficients = types.Array(numba.from_dtype(real), 1, "C", readonly=True)
@@ -151,10 +219,9 @@ def compiled_group_kernel(dtype: str, high: int, lowmask: int) -> Any:
         coefficients,
         coefficients,
         coefficients,
-        types.literal(high),
-        types.literal(lowmask),
+        *(types.literal(v) for v in (high, lowmask, schedule.rows, schedule.parts)),
     )
-    return group_kernel.compile(signature)
+    return CompiledGroupKernel(group_kernel.compile(signature), high, lowmask, schedule)
 
 
 DIAGONAL_TILE_BITS = 6  # a tile of 64 amplitudes: one row of factors per tile, read from L1

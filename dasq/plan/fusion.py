@@ -5,7 +5,8 @@ Operations of one stage, already on bit positions, are grouped into sets whose
 group becomes one matrix applied in one pass. Grouping follows the dependency
 graph, not the list: operations on disjoint positions commute, so a group takes
 later operations on its positions past others (a random depth-20 circuit on 24
-qubits: 92 groups at F=3 where in-order runs made 108; qsim's fuser makes 89).
+qubits in one block: 92 groups at F=3 where in-order runs made 108; qsim's fuser
+makes 89).
 Diagonal operations go further: up to ``MAX_DIAGONAL_QUBITS`` qubits fuse into one
 diagonal (a table of 2^D phases), applied in one pass. Global
 controls and global diagonal targets are constants inside a block, so they are

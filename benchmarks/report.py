@@ -19,6 +19,7 @@ def machine_line(m: dict) -> str:
     v = m["versions"]
     return (
         f"{m['date']}, {m['cpu_count']} cores{', ' + m['cpu'] if m.get('cpu') else ''}, "
+        f"{'commit ' + m['commit'] + ', ' if m.get('commit') else ''}"
         f"{m['memory_bytes'] / 2**30:.0f} GiB, "
         f"Python {m['python']}; dasq {v.get('dasq')}, numpy {v.get('numpy')}, "
         f"dask {v.get('dask')}, numba {v.get('numba')}, qiskit-aer {v.get('qiskit_aer')}, "

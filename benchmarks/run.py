@@ -154,9 +154,30 @@ def machine() -> dict:
         "memory_bytes": psutil.virtual_memory().total,
         "processor": platform.processor() or platform.machine(),
         "cpu": host_cpu(),
+        "commit": checkout_commit(),
         "python": platform.python_version(),
         "versions": versions,
     }
+
+
+def checkout_commit() -> str | None:
+    """The commit of the dasq being measured, "+changes" when dasq/ or benchmarks/
+    differ from it: the READMEs quote each table with its commit."""
+    root = HERE.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "dasq", "benchmarks/*.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: an installed copy
+        return None
+    return head + ("+changes" if changed else "")
 
 
 def host_cpu() -> str:
@@ -227,7 +248,8 @@ def fidelity_of(a, b, piece: int = 1 << 20) -> float:
 def suite_inmemory(args: argparse.Namespace) -> dict:
     import numpy as np
 
-    rows = []
+    previous = RESULTS / "inmemory.json"
+    rows = json.loads(previous.read_text())["rows"] if args.append and previous.exists() else []
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
@@ -301,6 +323,11 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                     ),
                     flush=True,
                 )
+                write("inmemory", _inmemory_payload(args, rows))  # kept if a later row fails
+    return _inmemory_payload(args, rows)
+
+
+def _inmemory_payload(args: argparse.Namespace, rows: list) -> dict:
     return {"suite": "inmemory", "machine": machine(), "fusion_size": args.fusion, "rows": rows}
 
 
@@ -1261,6 +1288,7 @@ def main() -> None:
     inm = sub.choices["inmemory"]
     inm.add_argument("--peers", nargs="+", choices=["aer", "qsim"], default=["aer", "qsim"])
     inm.add_argument("--qsim-fusions", type=int, nargs="+", default=[2, 3, 4, 5])
+    inm.add_argument("--append", action="store_true", help="keep the rows already in inmemory.json")
     args = p.parse_args()
     if args.suite == "_child":
         _child(args)

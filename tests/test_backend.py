@@ -180,6 +180,25 @@ def test_tile_schedules_keep_eight_fma_chains():
     assert tile_schedule(1, wide=False) == TileSchedule(rows=1, parts=2)
 
 
+@pytest.mark.parametrize(
+    "features, wide", [("+avx2,+fma,-avx512f,-avx512bw", False), ("+avx2,+avx512f,+avx512bw", True)]
+)
+def test_vector_width_follows_the_cpu_numba_compiles_for(monkeypatch, features, wide):
+    """NUMBA_CPU_FEATURES (a cache built for an older CPU, say) decides the width,
+    not the host's: AVX-512 code is only what numba is told it may emit."""
+    from numba.core import config
+
+    from dasq.backend import numba_kernels
+
+    monkeypatch.setattr(config, "CPU_FEATURES", features)
+    numba_kernels.wide_vectors.cache_clear()
+    try:
+        assert numba_kernels.wide_vectors() is wide
+        assert CPU.preferred_fusion_size() == (4 if wide else 3)
+    finally:
+        numba_kernels.wide_vectors.cache_clear()
+
+
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("rows, parts", [(1, 1), (2, 1), (4, 1), (3, 2), (16, 2)])
 @pytest.mark.parametrize("where", ["all high", "with bit 0", "straddling the lanes"])

@@ -32,9 +32,14 @@ FMA_CHAINS = 8
 
 @functools.cache
 def wide_vectors() -> bool:
-    """Whether the host's vector registers hold 512 bits (numba compiles for the host)."""
+    """Whether the vector registers numba compiles for hold 512 bits: the host's,
+    unless ``NUMBA_CPU_FEATURES`` names others (a portable cache built for an older
+    CPU, say), in which case those."""
     import llvmlite.binding as llvm
+    from numba.core import config
 
+    if config.CPU_FEATURES is not None:
+        return "+avx512f" in config.CPU_FEATURES.split(",")
     return bool(llvm.get_host_cpu_features().get("avx512f"))
 
 

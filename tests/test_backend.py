@@ -216,7 +216,7 @@ def test_every_tile_schedule_matches_the_definition(rows, parts, where, dtype):
         at = kernel.layout
         run = compiled_group_kernel(dtype, at.high, at.lowmask, TileSchedule(rows, parts))
         got = block.copy()
-        run(got, at.holes, at.offsets, kernel.cre, kernel.cim, kernel.ncim)
+        run(got, at.holes, at.offsets, kernel.cre, kernel.cim)
         atol = 1e-5 if dtype == "complex64" else 1e-12
         np.testing.assert_allclose(got, _by_definition(u, qubits, block.astype(np.complex128)), atol=atol)
 

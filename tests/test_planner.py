@@ -342,25 +342,23 @@ def test_dasq_plan_is_pure_data_printed_one_line_per_step(capsys, tmp_path):
 
 
 def test_groups_grow_only_while_the_union_is_cheaper():
-    """The fuser's cost model: on bits that stay in cache, disjoint one-qubit gates fuse
-    only while the union costs less than the parts (the measured costs stop at three
-    qubits there); on bits above the cache bound of a larger block every group is a
-    pass over memory, so they fuse further (to four: a fifth qubit doubles the flops)."""
-    from dasq.plan.fusion import IN_CACHE_QUBITS
-
+    """The fuser's cost model: disjoint one-qubit gates fuse only while the union
+    costs less than the parts (the measured costs stop at three qubits), on low bits
+    and high bits alike: a group on high bits shares its cache tile's pass with its
+    neighbours, so it costs its flops, not a pass of its own."""
     c = dasq.Circuit(6)
     for q in range(5):
         c.ry(0.3 + q, q)
     c.cx(0, 1).rz(0.2, 1).cx(1, 0)  # on the first group's positions: they join it
-    small = fuse(list(c), IN_CACHE_QUBITS, 5)
+    small = fuse(list(c), 17, 5)
     assert [len(g.qubits) for g in small] == [3, 2]
     assert [len(g.ops) for g in small] == [6, 2]
-    L = IN_CACHE_QUBITS + 5
-    assert [len(g.qubits) for g in fuse(list(c), L, 5)] == [3, 2]  # low bits: sub-blocks in cache
+    L = 22
+    assert [len(g.qubits) for g in fuse(list(c), L, 5)] == [3, 2]
     high = dasq.Circuit(L)
-    for q in range(IN_CACHE_QUBITS, L):
+    for q in range(17, L):
         high.ry(0.3 + q, q)
-    assert [len(g.qubits) for g in fuse(list(high), L, 5)] == [4, 1]
+    assert [len(g.qubits) for g in fuse(list(high), L, 5)] == [3, 2]
 
 
 def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():
@@ -374,6 +372,38 @@ def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():
     assert max(len(g.qubits) for s in state.plan.stages for g in s.groups if not g.diagonal) > 2
     want = qi.Statevector(qc).data
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_tiles_run_where_they_lie_match_the_reference(dtype, monkeypatch):
+    """A run of dense groups whose tile is not the block's lowest bits applies each
+    group to the tile where it lies (no gathered copy); a run holding a diagonal
+    group, or whose tile leaves out a lane bit of the vectors, gathers its tiles.
+    Every path against the per-operation reference, with groups on the lane bits
+    (bit 0 among them), on bits across the tile and on the tile's top bits."""
+    from dasq.engine import program
+
+    monkeypatch.setattr(program, "SEGMENT_MIN_QUBITS", 2)  # tiles that leave out lane bits too
+    taken = {"in place": 0, "gathered": 0}
+    real = program.BlockRunner._in_place
+
+    def counted(self, run, block_index, dtype):
+        appliers = real(self, run, block_index, dtype)
+        taken["gathered" if appliers is None else "in place"] += 1
+        return appliers
+
+    monkeypatch.setattr(program.BlockRunner, "_in_place", counted)
+    n, L = 13, 11
+    c = random_dense(n, 80, seed=5)
+    c.unitary(random_unitary(3, np.random.default_rng(1)), (0, 7, 10)).cx(10, 0).h(9)
+    want = dasq.simulate(c, chunk_qubits=L, method="per-operation").to_numpy()
+    for cache_qubits, fusion in ((6, 3), (7, 4), (8, 2)):
+        options = RunOptions(fusion_size=fusion, cache_qubits=cache_qubits)
+        run = evolve(c.operations, 0.0, n, L, dtype, options, np.random.default_rng())
+        state = dasq.StateVector(run.blocks, n, L, layout=run.layout)
+        atol = 2e-5 if dtype == "complex64" else 1e-10
+        np.testing.assert_allclose(state.to_numpy(), want, atol=atol)
+    assert taken["in place"] > 0 and taken["gathered"] > 0, taken
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])

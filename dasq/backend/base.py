@@ -17,7 +17,7 @@ one block to several tasks).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +28,21 @@ from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 Controls = tuple[tuple[int, int], ...]
 
 
+TileApply = Callable[[Any, int], None]  # (block, base): one tile of the block, in place
+
+
 class Kernel:
     """A fused group compiled for one backend and dtype (small frozen dataclasses)."""
 
     def apply(self, view: Any) -> None:
         """Apply in place to ``view`` (a block or a cache-sized slice of one)."""
         raise NotImplementedError
+
+    def in_tiles(self, outside: Sequence[int]) -> TileApply | None:
+        """How to apply the kernel (compiled on block positions) to one cache tile of a
+        block where the tile lies, without gathering it: the tile is every amplitude
+        whose bits ``outside`` equal those of ``base``. None: the tile must be gathered."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,9 @@ class SkipKernel(Kernel):
 
     def apply(self, view: Any) -> None:
         return None
+
+    def in_tiles(self, outside: Sequence[int]) -> TileApply:
+        return lambda block, base: None
 
 
 class Backend:
@@ -69,9 +81,12 @@ class Backend:
         """A working buffer held for a while (a stage's gathered cache tile)."""
         return self.empty(size, dtype)
 
+    def zeros(self, size: int, dtype: str) -> Any:
+        return self.xp.zeros(size, dtype=dtype)
+
     def basis_block(self, size: int, hot: int, dtype: str) -> Any:
         """A block of zeros with a single 1 at ``hot`` (-1: no 1 in this block)."""
-        out = self.xp.zeros(size, dtype=dtype)
+        out = self.zeros(size, dtype)
         if hot >= 0:
             out[hot] = 1
         return out

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from dasq.backend import numba_kernels
-from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_empty
-from dasq.backend.base import Controls, Kernel, SkipKernel
+from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_zeros
+from dasq.backend.base import Controls, Kernel, SkipKernel, TileApply
 from dasq.plan import relayout as algebra
 
 GROUP_MAX_QUBITS = 5  # wider groups go through BLAS (level with the loop at 6 qubits)
@@ -54,21 +54,45 @@ class GroupKernel(Kernel):
     layout: GroupLayout
     cre: np.ndarray  # coefficients, see numba_kernels.group_kernel
     cim: np.ndarray
-    ncim: np.ndarray
     run: numba_kernels.CompiledGroupKernel  # of this precision, layout and schedule
     blas: MatrixKernel
 
     def apply(self, view: Any) -> None:
-        if (
-            view.size <= 1 << int(self.layout.holes[-1])
-            or view.dtype != self.blas.tensor.dtype
-            or view.ndim != 1
-            or not (view.flags.c_contiguous and view.flags.writeable and view.flags.aligned)
-        ):
+        if view.size <= 1 << int(self.layout.holes[-1]) or not self._runs_on(view):
             self.blas.apply(view)
             return
         at = self.layout
-        self.run(view, at.holes, at.offsets, self.cre, self.cim, self.ncim)
+        self.run(view, at.holes, at.offsets, self.cre, self.cim)
+
+    def in_tiles(self, outside: Sequence[int]) -> TileApply | None:
+        """The numba kernel over one tile where it lies: the bits outside the tile join
+        the holes and the tile's base is the first tile's (the copies that gather and
+        scatter a tile were 10% of a quantum-volume run at 24 qubits). None when a
+        bit outside the tile is one of the vector's lane bits."""
+        at = self.layout
+        if outside and min(outside) < at.row_low.size.bit_length() - 1:
+            return None
+        holes = np.array(sorted({*at.holes.tolist(), *outside}), dtype=np.int64)
+        holes.setflags(write=False)
+
+        def apply(block: Any, base: int) -> None:
+            if not self._runs_on(block):
+                raise ValueError("a tile is applied in place to a C-contiguous, writable 1-d block")
+            count = block.size >> holes.size
+            self.run(block, holes, at.offsets, self.cre, self.cim, base, count)
+
+        return apply
+
+    def _runs_on(self, view: Any) -> bool:
+        """Whether the numba kernel can take ``view``: a plain C-contiguous, writable,
+        aligned 1-d array of its precision (anything else goes to BLAS)."""
+        return (
+            view.dtype == self.blas.tensor.dtype
+            and view.ndim == 1
+            and view.flags.c_contiguous
+            and view.flags.writeable
+            and view.flags.aligned
+        )
 
 
 @dataclass(frozen=True)
@@ -125,14 +149,12 @@ def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
     c = group_coefficients(layout, m)
     real = c.real.copy()
     imag = c.imag.copy()
-    negated = -imag
-    for a in (real, imag, negated):
+    for a in (real, imag):
         a.setflags(write=False)
     return GroupKernel(
         layout,
         real,
         imag,
-        negated,
         numba_kernels.compiled_group_kernel(dtype.name, layout.high, layout.lowmask),
         MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),
     )
@@ -160,8 +182,12 @@ class CPUBackend(ArrayBackend):
         # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
         return _blas_controller().limit(limits=1, user_api="blas")
 
-    def scratch(self, size: int, dtype: str) -> Any:
-        return mapped_empty(size, dtype)  # given back when dropped, not left in the resident heap
+    # Blocks and scratch tiles in 4 KiB pages of their own (``mapped_zeros``): a steady
+    # first touch, given back when dropped, not left in the resident heap.
+    def empty(self, size: int, dtype: str) -> Any:
+        return mapped_zeros(size, dtype)
+
+    zeros = scratch = empty
 
     def permute_bits_in_place(self, block: Any, order: Sequence[int]) -> None:
         """Bit swaps in place: no second block, 2-3x faster than a transpose copy

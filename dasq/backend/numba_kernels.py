@@ -70,7 +70,7 @@ def vector_amplitudes(dtype: Any) -> int:
 
 @intrinsic
 def _group_tile(  # pragma: no cover
-    typingctx, state, base, offsets, cre, cim, ncim, high_t, lowmask_t, rows_t, parts_t
+    typingctx, state, base, offsets, cre, cim, high_t, lowmask_t, rows_t, parts_t
 ):
     """One tile of ``group_kernel`` written as LLVM vector code (numba's loop
     vectoriser keeps a 16-column complex sum scalar or spills it through memory:
@@ -95,7 +95,7 @@ def _group_tile(  # pragma: no cover
     shifts = [x for x in range(width) if x & ~lowmask == 0]
     count = 1 << high
     scalar_coefficients = lowmask == 0
-    sig = types.void(state, base, offsets, cre, cim, ncim, *literals)
+    sig = types.void(state, base, offsets, cre, cim, *literals)
 
     def codegen(context, builder, signature, args):
         i32, i64 = ir.IntType(32), ir.IntType(64)
@@ -110,7 +110,7 @@ def _group_tile(  # pragma: no cover
             return ir.Constant(ir.VectorType(i32, len(values)), values)
 
         amplitudes = builder.bitcast(data(0), real.as_pointer())
-        coefficient_data = [builder.bitcast(data(i), real.as_pointer()) for i in (3, 4, 5)]
+        coefficient_data = [builder.bitcast(data(i), real.as_pointer()) for i in (3, 4)]
         name = f"llvm.fma.v{width}{'f64' if double else 'f32'}"
         fma_fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), name)
 
@@ -154,11 +154,11 @@ def _group_tile(  # pragma: no cover
             sums = {j: [[None, None] for _ in range(parts)] for j in rows}
             for c in range(columns):
                 for j in rows:
-                    a, b, nb = (coefficient(w, j * columns + c) for w in range(3))
+                    a, b = (coefficient(w, j * columns + c) for w in range(2))
                     first_part, last_part = sums[j][0], sums[j][-1]
                     first_part[0] = accumulate(first_part[0], a, re[c])
                     first_part[1] = accumulate(first_part[1], a, im[c])
-                    last_part[0] = accumulate(last_part[0], nb, im[c])
+                    last_part[0] = accumulate(last_part[0], builder.fneg(b), im[c])
                     last_part[1] = accumulate(last_part[1], b, re[c])
             for j in rows:
                 out_re, out_im = sums[j][0]
@@ -171,23 +171,29 @@ def _group_tile(  # pragma: no cover
 
 
 @numba.njit(nogil=True, cache=True)
-def group_kernel(state, holes, offsets, cre, cim, ncim, high, lowmask, rows, parts):  # pragma: no cover
+def group_kernel(
+    state, holes, offsets, cre, cim, first, count, high, lowmask, rows, parts
+):  # pragma: no cover
     """A 2^k x 2^k matrix applied in place, tile by tile (``_group_tile``), with no
     temporary: a tile's inputs are all in registers before its outputs are stored.
     ``holes`` are the sorted bit positions a tile's base leaves zero (the vector's
-    lane bits and the targets at or above them); ``cre``/``cim``/``ncim`` hold the
-    real, imaginary and negated imaginary coefficients (``group_coefficients``).
+    lane bits and the targets at or above them); ``cre``/``cim`` hold the real and
+    imaginary coefficients (``group_coefficients``).
+    The kernel runs ``count`` tiles whose bases are ``first`` plus the tile number
+    spread over the bits that are not holes: the whole state (``first`` 0, ``count``
+    size >> holes), or, with more bits among the holes, the part of the state where
+    those bits are ``first``'s (a cache tile of a block, where it lies).
     Compiled once per (precision, high, lowmask, schedule): ``compiled_group_kernel``."""
     numba.literally(high)
     numba.literally(lowmask)
     numba.literally(rows)
     numba.literally(parts)
-    for m in range(state.size >> holes.size):
+    for m in range(count):
         base = m
         for h in range(holes.size):
             bit = holes[h]
             base = ((base >> bit) << (bit + 1)) | (base & ((1 << bit) - 1))
-        _group_tile(state, base, offsets, cre, cim, ncim, high, lowmask, rows, parts)
+        _group_tile(state, base | first, offsets, cre, cim, high, lowmask, rows, parts)
 
 
 @dataclass(frozen=True)
@@ -201,9 +207,21 @@ class CompiledGroupKernel:
     lowmask: int
     schedule: TileSchedule
 
-    def __call__(self, state: Any, holes: Any, offsets: Any, cre: Any, cim: Any, ncim: Any) -> None:
+    def __call__(
+        self,
+        state: Any,
+        holes: Any,
+        offsets: Any,
+        cre: Any,
+        cim: Any,
+        first: int = 0,
+        count: int | None = None,
+    ) -> None:
+        """Over the whole ``state``, or ``count`` tiles from ``first`` (``group_kernel``)."""
         at = self.schedule
-        self.run(state, holes, offsets, cre, cim, ncim, self.high, self.lowmask, at.rows, at.parts)
+        if count is None:
+            count = state.size >> holes.size
+        self.run(state, holes, offsets, cre, cim, first, count, self.high, self.lowmask, at.rows, at.parts)
 
 
 @functools.cache
@@ -223,7 +241,8 @@ def compiled_group_kernel(
         table,
         coefficients,
         coefficients,
-        coefficients,
+        types.int64,
+        types.int64,
         *(types.literal(v) for v in (high, lowmask, schedule.rows, schedule.parts)),
     )
     return CompiledGroupKernel(group_kernel.compile(signature), high, lowmask, schedule)

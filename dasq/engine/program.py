@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.backend.base import Backend, Kernel
+from dasq.backend.base import Backend, Kernel, TileApply
 from dasq.backend.registry import get_backend
 from dasq.plan.fusion import Group
 from dasq.plan.steps import BlockProgram
@@ -139,6 +139,13 @@ def cache_runs(groups: Sequence[Group], L: int, cache_qubits: int) -> tuple[Cach
     return tuple(out)
 
 
+def tile_bases(tile: tuple[int, ...], L: int) -> list[int]:
+    """The block index of each tile's first amplitude: every value of the bits
+    outside ``tile``, in increasing order."""
+    outside = [b for b in range(L) if b not in tile]
+    return [sum(((v >> j) & 1) << b for j, b in enumerate(outside)) for v in range(1 << len(outside))]
+
+
 def _tile_views(block: Any, tile: tuple[int, ...], L: int) -> tuple[Any, list[tuple[tuple, int]]]:
     """``block`` reshaped so that each index in the returned list picks one tile (a
     strided view whose C order is the tile's bits in increasing order), with the
@@ -217,6 +224,7 @@ class BlockRunner:
         self._global_bits = [g.global_bits(L) for g in program.groups]
         self._runs: dict[str, tuple[CacheRun, ...]] = {}
         self._kernels: dict[tuple, Kernel | TiledDiagonal] = {}
+        self._tile_appliers: dict[tuple, TileApply | None] = {}
         self._held = threading.local()  # each thread's scratch tile, kept for the stage
 
     def runs(self, dtype: Any) -> tuple[CacheRun, ...]:
@@ -231,6 +239,7 @@ class BlockRunner:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_kernels"] = {}
+        state["_tile_appliers"] = {}
         del state["_held"]
         return state
 
@@ -282,6 +291,12 @@ class BlockRunner:
                     for kern in kernels:
                         _at(kern, start).apply(view)
                 continue
+            in_place = self._in_place(run, block_index, block.dtype)
+            if in_place is not None:
+                for base in tile_bases(run.tile, self.L):
+                    for apply in in_place:
+                        apply(block, base)
+                continue
             shaped, tiles = _tile_views(block, run.tile, self.L)
             scratch = self._scratch(1 << len(run.tile), block.dtype)
             for index, base in tiles:
@@ -296,6 +311,27 @@ class BlockRunner:
         if self.program.write_order is not None:
             backend.permute_bits_in_place(block, self.program.write_order)
         return block
+
+    def _in_place(self, run: CacheRun, block_index: int, dtype: Any) -> list[TileApply] | None:
+        """The run's groups applied to each tile where it lies (no gathered copy), or
+        None when one of them cannot be (a diagonal's per-tile slices, a kernel
+        without a tile form): then the run gathers its tiles."""
+        assert run.tile is not None
+        groups = self.program.groups
+        if any(groups[i].diagonal for i in run.members):
+            return None
+        outside = tuple(b for b in range(self.L) if b not in run.tile)
+        appliers = []
+        for i in run.members:
+            signature = tuple((block_index >> b) & 1 for b in self._global_bits[i])
+            key = (i, signature, str(dtype), run.tile)
+            if key not in self._tile_appliers:
+                self._tile_appliers[key] = self._kernel(i, block_index, dtype).in_tiles(outside)
+            apply = self._tile_appliers[key]
+            if apply is None:
+                return None
+            appliers.append(apply)
+        return appliers
 
     def _kernel(
         self, i: int, block_index: int, dtype: Any, tile: tuple[int, ...] | None = None

@@ -19,7 +19,7 @@ from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from dasq.backend.arrays import mapped_empty
+from dasq.backend.arrays import mapped_zeros
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import pauli_masks
 from dasq.engine import layers
@@ -160,7 +160,7 @@ def host_array(x: da.Array, L: int, layout: Sequence[int], backend: Backend) -> 
     out = f"{name}-out"
     placement = f"{name}-placement"
     layer: dict = {
-        out: Task(out, mapped_empty, 1 << len(layout), str(x.dtype)),
+        out: Task(out, mapped_zeros, 1 << len(layout), str(x.dtype)),
         placement: DataNode(placement, host_placement(layout, L)),
     }
     placed = []

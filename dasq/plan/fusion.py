@@ -41,13 +41,12 @@ def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
 # of a dense k-qubit kernel on a 2^16-amplitude block (the vector-tile kernel up to
 # k = 5, BLAS at 6), median over random placements, complex64, on the 2-core
 # development machine (2026-11-23); complex128 has the same shape at about twice
-# the cost. A group on a bit at or above ``IN_CACHE_QUBITS`` of a block beyond cache
-# is modelled as a pass of its own over memory, about ``PASS_COST`` more. It is one
-# when it stands alone; consecutive groups that fit one tile share a pass, tile by
-# tile (engine/program.py), and the term at 0-5 made no difference beyond noise.
-IN_CACHE_QUBITS = 17
+# the cost, and so has an AMD Zen 5 (0.13, 0.17, 0.28, 0.61, 1.41 on a 2^19 tile).
+# No term for passes over memory: consecutive groups that fit one cache tile share
+# a pass (engine/program.py), so a group on high bits costs its flops, not a pass.
+# With a pass term (1.0) for groups above bit 17, quantum volume at 24 qubits fused
+# into 4-qubit groups and ran 8-10% slower on Zen 5 (random 7%, complex128 9-10%).
 IN_CACHE_DENSE_COST = (0.0, 0.5, 0.6, 0.9, 2.2, 4.3, 8.7)  # index: group width k
-PASS_COST = 1.0
 
 
 @dataclass(frozen=True)
@@ -68,26 +67,23 @@ def footprint(op: Operation, L: int) -> frozenset[int]:
     return frozenset(q for q in op.qubits if q < L)
 
 
-def _cost(qubits: frozenset[int] | set[int], L: int) -> float:
+def _cost(qubits: frozenset[int] | set[int]) -> float:
     """The modelled cost of one dense kernel on ``qubits`` (local positions)."""
-    if not qubits:
-        return 0.0
     width = len(qubits)
     cost = IN_CACHE_DENSE_COST
-    compute = cost[-1] * 2.0 ** (width - len(cost) + 1) if width >= len(cost) else cost[width]
-    return compute + (PASS_COST if L > IN_CACHE_QUBITS and max(qubits) >= IN_CACHE_QUBITS else 0.0)
+    return cost[-1] * 2.0 ** (width - len(cost) + 1) if width >= len(cost) else cost[width]
 
 
-def _worth_growing(current: set[int], fp: frozenset[int], L: int, diagonal: bool = False) -> bool:
+def _worth_growing(current: set[int], fp: frozenset[int], diagonal: bool = False) -> bool:
     """Whether a dense group on ``current`` should take an operation on ``fp``: while
     the union's kernel costs no more than the two apart (a diagonal alone is a phase
-    table, costed as one qubit at its highest position)."""
+    table, costed as one qubit)."""
     alone = frozenset({max(fp)}) if diagonal and fp else fp
-    return _cost(current | fp, L) <= _cost(current, L) + _cost(alone, L)
+    return _cost(current | fp) <= _cost(current) + _cost(alone)
 
 
 def _joins(
-    diagonal_group: bool, current: set[int], op: Operation, fp: frozenset[int], L: int, max_qubits: int
+    diagonal_group: bool, current: set[int], op: Operation, fp: frozenset[int], max_qubits: int
 ) -> bool:
     """Whether a group (diagonal or dense, on ``current``) may take ``op``: diagonal
     tables grow to ``MAX_DIAGONAL_QUBITS``; a dense union stays within ``max_qubits``
@@ -97,7 +93,7 @@ def _joins(
         return union <= MAX_DIAGONAL_QUBITS
     if union > max_qubits:
         return False
-    return _worth_growing(current, fp, L, diagonal=op.is_diagonal)
+    return _worth_growing(current, fp, diagonal=op.is_diagonal)
 
 
 def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
@@ -157,7 +153,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
                 if not pending[q]:
                     continue
                 i = pending[q][0]
-                if not ready(i) or not _joins(diagonal, current, ops[i], footprints[i], L, max_qubits):
+                if not ready(i) or not _joins(diagonal, current, ops[i], footprints[i], max_qubits):
                     continue
                 added = len(footprints[i] - current)
                 rank = (added, not (footprints[i] & current), i)

@@ -148,12 +148,14 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     kernel = CPU.compile_matrix(qubits, u, dtype)
     assert isinstance(kernel, GroupKernel)
     lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
-    assert kernel.layout.lowmask == sum(1 << q for q in qubits if q < lane_bits)
-    assert kernel.layout.high == sum(q >= lane_bits for q in qubits)
+    at = kernel.layout
+    lane_targets = sorted(q for q in qubits if q < lane_bits)
+    assert at.lanes == sum((q + 1) << (4 * e) for e, q in enumerate(lane_targets))
+    partners = set(at.holes.tolist()) - set(qubits) - set(range(lane_bits))
+    assert len(partners) == len(lane_targets) and min(partners, default=lane_bits) >= lane_bits
     if where == "all high":
-        assert kernel.layout.lowmask == 0  # scalar coefficients
-    if max(qubits) < lane_bits:
-        assert kernel.layout.high == 0  # the whole group in one vector's lanes
+        assert at.lanes == 0 and not partners  # no exchanges
+    assert sorted(at.rows.tolist()) == list(range(1 << k))  # every matrix row once
     atol = 1e-5 if dtype == "complex64" else 1e-12
     got = block.copy()
     kernel.apply(got)
@@ -201,10 +203,11 @@ def test_vector_width_follows_the_cpu_numba_compiles_for(monkeypatch, features, 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("rows, parts", [(1, 1), (2, 1), (4, 1), (3, 2), (16, 2)])
-@pytest.mark.parametrize("where", ["all high", "with bit 0", "straddling the lanes"])
+@pytest.mark.parametrize("where", ["all high", "with bit 0", "straddling the lanes", "inside one vector"])
 def test_every_tile_schedule_matches_the_definition(rows, parts, where, dtype):
-    """Each order of the tile's sums (any host's schedule, an uneven last pass)
-    computes the same matrix product."""
+    """Each order of the tile's sums (any host's schedule, an uneven last pass, passes
+    that end inside a set of outputs exchanged together) computes the same matrix
+    product."""
     from dasq.backend.numba_kernels import TileSchedule, compiled_group_kernel
 
     rng = np.random.default_rng(rows * 5 + parts + len(where))
@@ -214,7 +217,7 @@ def test_every_tile_schedule_matches_the_definition(rows, parts, where, dtype):
         block = random_state(GROUP_L, rng).astype(dtype)
         kernel = CPU.compile_matrix(qubits, u, dtype)
         at = kernel.layout
-        run = compiled_group_kernel(dtype, at.high, at.lowmask, TileSchedule(rows, parts))
+        run = compiled_group_kernel(dtype, k, at.lanes, TileSchedule(rows, parts))
         got = block.copy()
         run(got, at.holes, at.offsets, kernel.cre, kernel.cim)
         atol = 1e-5 if dtype == "complex64" else 1e-12

@@ -378,12 +378,13 @@ def test_beyond_cache_fusion_matches_qiskit_on_a_random_circuit():
 def test_tiles_run_where_they_lie_match_the_reference(dtype, monkeypatch):
     """A run of dense groups whose tile is not the block's lowest bits applies each
     group to the tile where it lies (no gathered copy); a run holding a diagonal
-    group, or whose tile leaves out a lane bit of the vectors, gathers its tiles.
+    group, or whose tile leaves out a bit a kernel needs (a partner of a lane
+    target, see the group kernel), gathers its tiles.
     Every path against the per-operation reference, with groups on the lane bits
     (bit 0 among them), on bits across the tile and on the tile's top bits."""
     from dasq.engine import program
 
-    monkeypatch.setattr(program, "SEGMENT_MIN_QUBITS", 2)  # tiles that leave out lane bits too
+    monkeypatch.setattr(program, "SEGMENT_MIN_QUBITS", 4)  # tiles that leave out partner bits too
     taken = {"in place": 0, "gathered": 0}
     real = program.BlockRunner._in_place
 

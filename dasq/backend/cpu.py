@@ -68,9 +68,9 @@ class GroupKernel(Kernel):
         """The numba kernel over one tile where it lies: the bits outside the tile join
         the holes and the tile's base is the first tile's (the copies that gather and
         scatter a tile were 10% of a quantum-volume run at 24 qubits). None when a
-        bit outside the tile is one of the vector's lane bits."""
+        bit outside the tile is one of the tile's holes (a lane bit, a partner)."""
         at = self.layout
-        if outside and min(outside) < at.row_low.size.bit_length() - 1:
+        if set(outside) & set(at.holes.tolist()):  # a lane bit or a partner outside the tile
             return None
         holes = np.array(sorted({*at.holes.tolist(), *outside}), dtype=np.int64)
         holes.setflags(write=False)
@@ -99,48 +99,45 @@ class GroupKernel(Kernel):
 class GroupLayout:
     """Where a group's amplitudes sit in its kernel's tiles, fixed by the targets and
     the vector width alone (built once per placement, not per matrix: parameter
-    sweeps rebuild matrices)."""
+    sweeps rebuild matrices). Bit e of a tile's vector index is the value of one
+    target: first the targets among the W lane bits (each paired with a free bit
+    above the lanes, its partner, where its vectors sit; see ``_group_tile``), then
+    the others."""
 
-    holes: np.ndarray  # sorted zero bits of a tile's base: the W lane bits and the high targets
+    holes: np.ndarray  # sorted zero bits of a tile's base: lane bits, targets above them, partners
     offsets: np.ndarray  # offsets[h]: the start of the tile's vector h from its base
-    high: int  # targets at or above log2(W)
-    lowmask: int  # the targets below log2(W), as a mask of lane bits
-    row_high: np.ndarray  # matrix-index bits that vector h sets
-    row_low: np.ndarray  # matrix-index bits that lane t sets
+    lanes: int  # nibble e: 1 + the lane bit of vector-index bit e, for the targets among the lanes
+    rows: np.ndarray  # rows[h]: the matrix index of vector index h
 
 
 @functools.lru_cache(maxsize=1024)
 def _group_layout(qubits: tuple[int, ...], width: int) -> GroupLayout:
     bits = width.bit_length() - 1
-    highs = [(b, q) for b, q in enumerate(qubits) if q >= bits]
-    vectors = np.arange(1 << len(highs))
-    lanes = np.arange(width)
-    offsets = sum((((vectors >> i) & 1) << q for i, (_, q) in enumerate(highs)), np.zeros_like(vectors))
-    row_high = sum((((vectors >> i) & 1) << b for i, (b, _) in enumerate(highs)), np.zeros_like(vectors))
-    low = [(b, q) for b, q in enumerate(qubits) if q < bits]
-    row_low = sum((((lanes >> q) & 1) << b for b, q in low), np.zeros_like(lanes))
-    holes = np.array(sorted([*range(bits), *(q for _, q in highs)]), dtype=np.int64)
-    for a in (holes, offsets, row_high, row_low):
+    low = sorted((q, b) for b, q in enumerate(qubits) if q < bits)  # (lane bit, matrix bit)
+    taken = set(qubits) | set(range(bits))
+    partners = []
+    for _ in low:
+        partner = min(p for p in range(bits, bits + len(taken) + 1) if p not in taken)
+        partners.append(partner)
+        taken.add(partner)
+    # vector-index bit e -> (where its vectors sit, the matrix bit)
+    order = [(p, b) for p, (_, b) in zip(partners, low)] + [(q, b) for b, q in enumerate(qubits) if q >= bits]
+    h = np.arange(1 << len(qubits))
+    offsets = sum((((h >> e) & 1) << q for e, (q, _) in enumerate(order)), np.zeros_like(h))
+    rows = sum((((h >> e) & 1) << b for e, (_, b) in enumerate(order)), np.zeros_like(h))
+    holes = np.array(sorted({*range(bits), *(q for q, _ in order)}), dtype=np.int64)
+    offsets = offsets.astype(np.int64)
+    for a in (holes, offsets, rows):
         a.setflags(write=False)
-    return GroupLayout(
-        holes, offsets.astype(np.int64), len(highs), sum(1 << q for _, q in low), row_high, row_low
-    )
+    lanes = sum((q + 1) << (4 * e) for e, (q, _) in enumerate(low))
+    return GroupLayout(holes, offsets, lanes, rows)
 
 
 def group_coefficients(layout: GroupLayout, m: np.ndarray) -> np.ndarray:
-    """The matrix as the kernel's tiles read it: c[j, h, x] = m[row j, column h] for a
-    tile's output vector j and input vector h permuted by lane shift x (lane t of
-    the coefficient vector: the entry for output lane t and input lane t ^ x).
-    Without low targets the entries are the same in every lane: one scalar each."""
-    rows = layout.row_high
-    if not layout.lowmask:
-        return m[rows[:, None], rows[None, :]].ravel()
-    lanes = np.arange(layout.row_low.size)
-    shifts = lanes[(lanes & ~layout.lowmask) == 0]
-    out_index = rows[:, None] | layout.row_low[None, :]  # (vector, lane)
-    # (vector, shift, lane)
-    in_index = rows[:, None, None] | layout.row_low[lanes[None, :] ^ shifts[:, None]][None]
-    return m[out_index[:, None, None, :], in_index[None]].ravel()
+    """The matrix as the kernel's tiles read it: c[j, h] = m[row of output vector j,
+    row of input vector h] (one scalar per entry: every lane runs the same matrix)."""
+    rows = layout.rows
+    return m[rows[:, None], rows[None, :]].ravel()
 
 
 def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
@@ -155,7 +152,7 @@ def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
         layout,
         real,
         imag,
-        numba_kernels.compiled_group_kernel(dtype.name, layout.high, layout.lowmask),
+        numba_kernels.compiled_group_kernel(dtype.name, len(qubits), layout.lanes),
         MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),
     )
 

@@ -83,17 +83,18 @@ def _worth_growing(current: set[int], fp: frozenset[int], diagonal: bool = False
 
 
 def _joins(
-    diagonal_group: bool, current: set[int], op: Operation, fp: frozenset[int], max_qubits: int
+    diagonal_group: bool, current: set[int], diagonal_op: bool, fp: frozenset[int], max_qubits: int
 ) -> bool:
-    """Whether a group (diagonal or dense, on ``current``) may take ``op``: diagonal
-    tables grow to ``MAX_DIAGONAL_QUBITS``; a dense union stays within ``max_qubits``
-    and is taken while the cost model says it is no dearer than two kernels."""
+    """Whether a group (diagonal or dense, on ``current``) may take an operation on
+    ``fp``: diagonal tables grow to ``MAX_DIAGONAL_QUBITS``; a dense union stays
+    within ``max_qubits`` and is taken while the cost model says it is no dearer
+    than two kernels."""
     union = len(current | fp)
-    if op.is_diagonal and diagonal_group:
+    if diagonal_op and diagonal_group:
         return union <= MAX_DIAGONAL_QUBITS
     if union > max_qubits:
         return False
-    return _worth_growing(current, fp, diagonal=op.is_diagonal)
+    return _worth_growing(current, fp, diagonal=diagonal_op)
 
 
 def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
@@ -115,10 +116,12 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
     # Pauli string flips its global bits (it relabels blocks), so what reads them
     # after it must stay after it.
     positions = [frozenset(op.qubits) for op in ops]
+    diagonals = [op.is_diagonal for op in ops]  # a property that inspects the operation: once
     pending: dict[int, deque[int]] = {}  # position -> untaken operations on it, in order
     for i, named in enumerate(positions):
         for q in named:
             pending.setdefault(q, deque()).append(i)
+    queues = [pending[q] for q in sorted(pending)]
     taken = [False] * len(ops)
 
     def ready(i: int) -> bool:
@@ -142,18 +145,15 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
             last = groups[-1]
             groups[-1] = Group(last.qubits, (*last.ops, seed), last.fused, last.diagonal)
             continue
-        wide = len(fp) > (MAX_DIAGONAL_QUBITS if seed.is_diagonal else max_qubits)
+        wide = len(fp) > (MAX_DIAGONAL_QUBITS if diagonals[first] else max_qubits)
         if wide:
             groups.append(Group(tuple(sorted(fp)), (seed,), fused=False))
             continue
-        members, current, diagonal = [first], set(fp), seed.is_diagonal
+        members, current, diagonal = [first], set(fp), diagonals[first]
         while True:
             best: tuple[int, bool, int] | None = None
-            for q in sorted(pending):
-                if not pending[q]:
-                    continue
-                i = pending[q][0]
-                if not ready(i) or not _joins(diagonal, current, ops[i], footprints[i], max_qubits):
+            for i in {queue[0] for queue in queues if queue}:  # each waiting front once
+                if not ready(i) or not _joins(diagonal, current, diagonals[i], footprints[i], max_qubits):
                     continue
                 added = len(footprints[i] - current)
                 rank = (added, not (footprints[i] & current), i)
@@ -165,7 +165,7 @@ def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE
             take(i)
             members.append(i)
             current |= footprints[i]
-            diagonal = diagonal and ops[i].is_diagonal
+            diagonal = diagonal and diagonals[i]
         members.sort()
         groups.append(Group(tuple(sorted(current)), tuple(ops[i] for i in members), diagonal=diagonal))
     return tuple(groups)

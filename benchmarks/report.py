@@ -37,8 +37,9 @@ def _gate_count(circuit: str, n: int) -> int:
 def inmemory(d: dict) -> str:
     old = any("dasq-old" in r["median_seconds"] for r in d["rows"])
     head = "| circuit | qubits | precision | dasq s |" + (" dasq before s | new / before |" if old else "")
+    isa = " (dasq and qsim restricted to AVX2: `--isa avx2`)" if d.get("isa") == "avx2" else ""
     out = [
-        f"Machine: {machine_line(d['machine'])}",
+        f"Machine: {machine_line(d['machine'])}{isa}",
         "",
         head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer (or qsim) "
         "| dasq passes (stages+relayouts) | memory floor s | gates | dasq ns / amplitude / gate "

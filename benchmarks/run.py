@@ -80,6 +80,8 @@ def _child(args: argparse.Namespace) -> None:
             out = np.asarray(sim.run(qc).result().get_statevector())
             return time.perf_counter() - t, out
         if args.contender == "qsim":
+            if os.environ.get("BENCH_ISA") == "avx2":
+                _qsim_without_avx512()
             import qsimcirq
 
             cc = circuits.to_cirq(circuits.to_dasq(qc))
@@ -97,6 +99,41 @@ def _child(args: argparse.Namespace) -> None:
     if args.save:
         np.save(args.save, state)
     print(json.dumps(result))
+
+
+def _qsim_without_avx512() -> None:
+    """Make qsimcirq load its AVX2 module on an AVX-512 host: it asks
+    ``qsimcirq.qsim_decide`` which one to load when it is first imported."""
+    import types
+
+    if "qsimcirq" in sys.modules:
+        raise RuntimeError("qsimcirq is imported already: its instruction set is chosen")
+    decide = types.ModuleType("qsimcirq.qsim_decide")
+    decide.detect_instructions = lambda: 1  # 0 AVX-512, 1 AVX2, 2 SSE4.1
+    decide.detect_gpu = lambda: 1  # none
+    decide.detect_custatevec = lambda: 0  # none
+    sys.modules["qsimcirq.qsim_decide"] = decide
+
+
+def restrict_to_avx2() -> None:
+    """Every contender of this process and its children without AVX-512 on an AVX-512
+    host (``--isa avx2``): numba compiles for this CPU with its AVX-512 features off
+    (dasq then also takes its AVX2 fusion size), in a cache of its own; qsim loads its
+    AVX2 module. Aer is left as it is. The same cores run both instruction sets, so
+    AVX2 code can be compared where no AVX2-only machine is at hand."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    if not features.get("avx512f"):
+        raise SystemExit("--isa avx2 restricts an AVX-512 host; this one has no AVX-512")
+    flags = ",".join(
+        ("+" if on and not name.startswith("avx512") else "-") + name for name, on in features.items()
+    )
+    os.environ.update(
+        BENCH_ISA="avx2",
+        NUMBA_CPU_FEATURES=flags,
+        NUMBA_CACHE_DIR=str(RESULTS / "tmp" / "numba-avx2"),
+    )
 
 
 def peak_rss() -> int:
@@ -328,7 +365,13 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
 
 
 def _inmemory_payload(args: argparse.Namespace, rows: list) -> dict:
-    return {"suite": "inmemory", "machine": machine(), "fusion_size": args.fusion, "rows": rows}
+    return {
+        "suite": "inmemory",
+        "machine": machine(),
+        "isa": args.isa,
+        "fusion_size": args.fusion,
+        "rows": rows,
+    }
 
 
 def suite_relayout(args: argparse.Namespace) -> dict:
@@ -1289,6 +1332,12 @@ def main() -> None:
     inm.add_argument("--peers", nargs="+", choices=["aer", "qsim"], default=["aer", "qsim"])
     inm.add_argument("--qsim-fusions", type=int, nargs="+", default=[2, 3, 4, 5])
     inm.add_argument("--append", action="store_true", help="keep the rows already in inmemory.json")
+    inm.add_argument(
+        "--isa",
+        choices=["native", "avx2"],
+        default="native",
+        help="avx2: dasq and qsim without AVX-512 on an AVX-512 host (restrict_to_avx2)",
+    )
     args = p.parse_args()
     if args.suite == "_child":
         _child(args)
@@ -1313,6 +1362,8 @@ def main() -> None:
         return
     global OLD_CHECKOUT
     OLD_CHECKOUT = getattr(args, "old", None)
+    if getattr(args, "isa", "native") == "avx2":
+        restrict_to_avx2()  # before dasq (numba) is imported below: its fusion size follows
     if getattr(args, "fusion", None) is None:  # dasq's default on this machine (the CPU backend's)
         from dasq.backend.registry import get_backend
         from dasq.plan.fusion import default_fusion_size

@@ -29,6 +29,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,8 +107,10 @@ def _qsim_without_avx512() -> None:
     ``qsimcirq.qsim_decide`` which one to load when it is first imported."""
     import types
 
-    if "qsimcirq" in sys.modules:
-        raise RuntimeError("qsimcirq is imported already: its instruction set is chosen")
+    if "qsimcirq" in sys.modules:  # chosen already: by this function, or not at all
+        if not sys.modules["qsimcirq"].qsim.__name__.endswith("avx2"):
+            raise RuntimeError("qsimcirq was imported before it could be restricted to AVX2")
+        return
     decide = types.ModuleType("qsimcirq.qsim_decide")
     decide.detect_instructions = lambda: 1  # 0 AVX-512, 1 AVX2, 2 SSE4.1
     decide.detect_gpu = lambda: 1  # none
@@ -132,7 +135,7 @@ def restrict_to_avx2() -> None:
     os.environ.update(
         BENCH_ISA="avx2",
         NUMBA_CPU_FEATURES=flags,
-        NUMBA_CACHE_DIR=str(RESULTS / "tmp" / "numba-avx2"),
+        NUMBA_CACHE_DIR=str(Path(tempfile.gettempdir()) / "dasq-bench-numba-avx2"),
     )
 
 

@@ -129,8 +129,9 @@ def restrict_to_avx2() -> None:
     features = llvm.get_host_cpu_features()
     if not features.get("avx512f"):
         raise SystemExit("--isa avx2 restricts an AVX-512 host; this one has no AVX-512")
+    wide = ("avx512", "avx10", "evex512")  # any of them lets LLVM emit 512-bit code
     flags = ",".join(
-        ("+" if on and not name.startswith("avx512") else "-") + name for name, on in features.items()
+        ("+" if on and not name.startswith(wide) else "-") + name for name, on in features.items()
     )
     os.environ.update(
         BENCH_ISA="avx2",
@@ -288,8 +289,15 @@ def fidelity_of(a, b, piece: int = 1 << 20) -> float:
 def suite_inmemory(args: argparse.Namespace) -> dict:
     import numpy as np
 
+    info = machine()
     previous = RESULTS / "inmemory.json"
-    rows = json.loads(previous.read_text())["rows"] if args.append and previous.exists() else []
+    rows = []
+    if args.append and previous.exists():
+        kept = json.loads(previous.read_text())
+        same = (kept["machine"].get("commit"), kept.get("isa", "native")) == (info["commit"], args.isa)
+        if not same:  # the rows would go out under another run's header
+            raise SystemExit("--append: inmemory.json holds another commit's or instruction set's rows")
+        rows = kept["rows"]
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
@@ -363,18 +371,12 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
                     ),
                     flush=True,
                 )
-                write("inmemory", _inmemory_payload(args, rows))  # kept if a later row fails
-    return _inmemory_payload(args, rows)
+                write("inmemory", _inmemory_payload(args, info, rows))  # kept if a later row fails
+    return _inmemory_payload(args, info, rows)
 
 
-def _inmemory_payload(args: argparse.Namespace, rows: list) -> dict:
-    return {
-        "suite": "inmemory",
-        "machine": machine(),
-        "isa": args.isa,
-        "fusion_size": args.fusion,
-        "rows": rows,
-    }
+def _inmemory_payload(args: argparse.Namespace, info: dict, rows: list) -> dict:
+    return {"suite": "inmemory", "machine": info, "isa": args.isa, "fusion_size": args.fusion, "rows": rows}
 
 
 def suite_relayout(args: argparse.Namespace) -> dict:

@@ -136,8 +136,9 @@ def test_the_definition_is_the_kronecker_reference():
 def test_group_kernel_matches_the_definition(k, where, dtype):
     """The numba group kernel (widths 1..GROUP_MAX_QUBITS) against the matrix applied
     by definition, for every kind of target placement (targets among a vector's lane
-    bits are lane shuffles, the others whole vectors), in both precisions; a view too
-    small for a tile, or not writable, goes through BLAS and must agree as well."""
+    bits are exchanged with partner bits above the lanes, the others are whole
+    vectors), in both precisions; a view too small for a tile, or not writable, goes
+    through BLAS and must agree as well."""
     from dasq.backend.cpu import GROUP_MAX_QUBITS, GroupKernel
 
     assert GROUP_MAX_QUBITS == 5
@@ -169,6 +170,67 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     frozen.setflags(write=False)
     with pytest.raises(ValueError, match="read-only"):
         kernel.apply(frozen)  # BLAS's path writes in place too: a read-only view is refused there
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("where", ["all high", "with bit 0", "inside one vector", "scattered"])
+def test_group_kernel_runs_on_a_tile_where_it_lies(where, dtype):
+    """``in_tiles``: the kernel, compiled on block positions, applied tile by tile to
+    the tiles of the block that hold its targets (the bits outside a tile fixed)
+    equals the matrix on the whole block; with a lane bit or a partner bit outside
+    the tile it declines (the engine gathers the tile instead)."""
+    from dasq.engine.program import tile_bases
+
+    rng = np.random.default_rng(len(where) + len(dtype))
+    k, L = 4, 13
+    qubits = _placements(k)[where]
+    u = random_unitary(k, rng)
+    kernel = CPU.compile_matrix(qubits, u, dtype)
+    holes = set(kernel.layout.holes.tolist())
+    free = [b for b in range(L) if b not in holes]
+    atol = 1e-5 if dtype == "complex64" else 1e-12
+    for outside in (tuple(free[-2:]), tuple(free[len(free) // 2 : len(free) // 2 + 3])):
+        tile = tuple(b for b in range(L) if b not in outside)
+        block = random_state(L, rng).astype(dtype)
+        want = _by_definition(u, qubits, block.astype(np.complex128))
+        apply = kernel.in_tiles(outside)
+        assert apply is not None
+        for base in tile_bases(tile, L):
+            apply(block, base)
+        np.testing.assert_allclose(block, want, atol=atol)
+    partner_or_lane = max(holes - set(qubits))  # the highest partner, or a lane bit
+    assert kernel.in_tiles((partner_or_lane,)) is None
+    frozen = random_state(L, rng).astype(dtype)
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="writable"):
+        kernel.in_tiles(tuple(free[-1:]))(frozen, 0)
+
+
+def test_mapped_zeros_are_private_zeroed_pages():
+    """Blocks of 4 MiB and more come from anonymous private maps: zeroed, writable,
+    their views valid after the array goes, a pickle an ordinary copy, and a forked
+    process's writes invisible to this one; smaller ones are numpy's."""
+    import os
+    import pickle
+
+    from dasq.backend.arrays import MAPPED_FROM_BYTES, mapped_zeros
+
+    big = mapped_zeros(MAPPED_FROM_BYTES // 8, "complex64")
+    assert big.flags.writeable and big.dtype == np.complex64 and not big.any()
+    big[:] = 1
+    view = big[3:7]
+    del big
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(view)), np.ones(4, np.complex64))
+    small = mapped_zeros(16, "complex128")
+    assert small.base is None and not small.any()
+    if hasattr(os, "fork"):
+        shared = mapped_zeros(MAPPED_FROM_BYTES // 16, "complex128")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            shared[0] = 5
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert shared[0] == 0
 
 
 def test_tile_schedules_keep_eight_fma_chains():

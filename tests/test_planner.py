@@ -385,12 +385,17 @@ def test_tiles_run_where_they_lie_match_the_reference(dtype, monkeypatch):
     from dasq.engine import program
 
     monkeypatch.setattr(program, "SEGMENT_MIN_QUBITS", 4)  # tiles that leave out partner bits too
-    taken = {"in place": 0, "gathered": 0}
+    taken = {"in place": 0, "gathered: a diagonal": 0, "gathered: a kernel declined": 0}
     real = program.BlockRunner._in_place
 
     def counted(self, run, block_index, dtype):
         appliers = real(self, run, block_index, dtype)
-        taken["gathered" if appliers is None else "in place"] += 1
+        if appliers is not None:
+            taken["in place"] += 1
+        elif any(self.program.groups[i].diagonal for i in run.members):
+            taken["gathered: a diagonal"] += 1
+        else:
+            taken["gathered: a kernel declined"] += 1
         return appliers
 
     monkeypatch.setattr(program.BlockRunner, "_in_place", counted)
@@ -404,7 +409,7 @@ def test_tiles_run_where_they_lie_match_the_reference(dtype, monkeypatch):
         state = dasq.StateVector(run.blocks, n, L, layout=run.layout)
         atol = 2e-5 if dtype == "complex64" else 1e-10
         np.testing.assert_allclose(state.to_numpy(), want, atol=atol)
-    assert taken["in place"] > 0 and taken["gathered"] > 0, taken
+    assert all(taken.values()), taken
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])

@@ -29,19 +29,25 @@ MAPPED_FROM_BYTES = 4 << 20  # numpy asks for transparent huge pages from about 
 
 
 def mapped_zeros(size: int, dtype: Any) -> np.ndarray:
-    """Zeros in anonymous memory of their own (the system hands out zeroed pages), in
-    4 KiB pages, given back to the system when the array goes; below
-    ``MAPPED_FROM_BYTES``, numpy's. For state blocks, ``to_numpy``'s output and
-    scratch tiles: numpy's huge-page hint makes the first touch a lottery on these
-    machines (2^24 complex64 amplitudes on an AMD Zen 5 VM: 0.01-0.28 s as the system
-    finds or compacts huge pages, against a steady 0.07 s in 4 KiB pages), and freed
-    buffers in the allocator's heap stay in the process's resident memory. Random and
-    quantum-volume runs of 24 and 26 qubits from a fresh process took 7-13% less time
-    with blocks here, and the same once warm (benchmarks/README.md)."""
+    """Zeros in an anonymous private map of their own, its pages written in when it is
+    made (``MAP_POPULATE`` on Linux), given back to the system when the array goes;
+    below ``MAPPED_FROM_BYTES``, numpy's. For state blocks, ``to_numpy``'s output
+    and scratch tiles. Measured on an AMD Zen 5 VM (2^24 complex64 amplitudes):
+    numpy's huge-page hint makes the first touch a lottery (0.01-0.28 s as the
+    system finds or compacts huge pages); 4 KiB pages cost a steady 0.04 s when
+    populated up front, while pages first read by a kernel and then written (the
+    zero page, then a copy-on-write fault and a TLB shootdown between threads) made
+    a random 24-qubit run 35% slower; freed buffers in the allocator's heap stay in
+    the process's resident memory. Random and quantum-volume runs of 24 and 26 qubits
+    from a fresh process took 7-13% less time with blocks here than in numpy's."""
     nbytes = size * np.dtype(dtype).itemsize
     if nbytes < MAPPED_FROM_BYTES:
         return np.zeros(size, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows: an anonymous map is private there
+        return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
+    # private (a forked process must not share our writes); fileno -1: anonymous
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=dtype)
 
 
 def _axis(bit: int, L: int) -> int:

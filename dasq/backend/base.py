@@ -82,6 +82,7 @@ class Backend:
         return self.empty(size, dtype)
 
     def zeros(self, size: int, dtype: str) -> Any:
+        """A new block of zeros (a basis state starts from one per block)."""
         return self.xp.zeros(size, dtype=dtype)
 
     def basis_block(self, size: int, hot: int, dtype: str) -> Any:

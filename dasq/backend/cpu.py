@@ -76,8 +76,11 @@ class GroupKernel(Kernel):
         holes.setflags(write=False)
 
         def apply(block: Any, base: int) -> None:
-            if not self._runs_on(block):
-                raise ValueError("a tile is applied in place to a C-contiguous, writable 1-d block")
+            if not self._runs_on(block) or block.size <= 1 << int(holes[-1]):
+                raise ValueError(
+                    "a tile is applied in place to a C-contiguous, writable 1-d block of the "
+                    "kernel's precision that holds every bit of the tile's holes"
+                )
             count = block.size >> holes.size
             self.run(block, holes, at.offsets, self.cre, self.cim, base, count)
 
@@ -179,8 +182,9 @@ class CPUBackend(ArrayBackend):
         # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
         return _blas_controller().limit(limits=1, user_api="blas")
 
-    # Blocks and scratch tiles in 4 KiB pages of their own (``mapped_zeros``): a steady
-    # first touch, given back when dropped, not left in the resident heap.
+    # New blocks (basis states, assembled relayouts) and scratch tiles in 4 KiB pages of
+    # their own (``mapped_zeros``): a steady first touch, given back when dropped, not
+    # left in the resident heap. They come zeroed: ``empty`` is ``zeros`` here.
     def empty(self, size: int, dtype: str) -> Any:
         return mapped_zeros(size, dtype)
 

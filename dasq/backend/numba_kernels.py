@@ -90,10 +90,11 @@ def _group_tile(  # pragma: no cover
 
     The tile is 2^k vectors of W amplitudes (W = ``vector_amplitudes``): vector h
     starts at ``base + offsets[h]``, its lanes are the block's W lowest bits, and
-    bit e of h is the value of the group's e-th target. A target among the lane bits
-    (nibble e of ``lanes``, the lane bit plus one, for the lowest vector-index bits)
-    has its vector-index bit placed on a free bit above the lanes (its partner,
-    ``GroupLayout``): after loading, each pair of vectors that differ in bit e
+    bit e of h stands for the e-th target in the layout's order (the targets among
+    the lane bits first, by lane bit, then the others; ``GroupLayout.rows`` maps h
+    to the matrix index). A target among the lane bits (nibble e of ``lanes``: the
+    lane bit plus one) has its vector-index bit placed on a free bit above the
+    lanes (its partner): after loading, each pair of vectors that differ in bit e
     exchanges the target's lane bit with bit e (``lane_exchange``), so that every
     target is a vector-index bit, every lane runs the same matrix, and every
     coefficient is one scalar; the outputs are exchanged back before they are

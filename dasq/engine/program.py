@@ -15,6 +15,7 @@ cache-sized level of blocking. Diagonal groups join any run, whatever their bits
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Sequence
@@ -139,11 +140,12 @@ def cache_runs(groups: Sequence[Group], L: int, cache_qubits: int) -> tuple[Cach
     return tuple(out)
 
 
-def tile_bases(tile: tuple[int, ...], L: int) -> list[int]:
+@functools.lru_cache(maxsize=256)
+def tile_bases(tile: tuple[int, ...], L: int) -> tuple[int, ...]:
     """The block index of each tile's first amplitude: every value of the bits
-    outside ``tile``, in increasing order."""
+    outside ``tile``, in increasing order (the same for every block of a stage)."""
     outside = [b for b in range(L) if b not in tile]
-    return [sum(((v >> j) & 1) << b for j, b in enumerate(outside)) for v in range(1 << len(outside))]
+    return tuple(sum(((v >> j) & 1) << b for j, b in enumerate(outside)) for v in range(1 << len(outside)))
 
 
 def _tile_views(block: Any, tile: tuple[int, ...], L: int) -> tuple[Any, list[tuple[tuple, int]]]:
@@ -283,8 +285,8 @@ class BlockRunner:
                         for action in group.ops[0].local_actions(self.L, block_index):
                             action.apply(backend, block, self.L)
                 continue
-            kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]
             if run.contiguous:
+                kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]
                 step = 1 << len(run.tile)
                 for start in range(0, block.size, step):
                     view = block[start : start + step]
@@ -297,6 +299,7 @@ class BlockRunner:
                     for apply in in_place:
                         apply(block, base)
                 continue
+            kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]
             shaped, tiles = _tile_views(block, run.tile, self.L)
             scratch = self._scratch(1 << len(run.tile), block.dtype)
             for index, base in tiles:

@@ -156,7 +156,11 @@ def outofcore(d: dict) -> str:
             else f"norm {check['norm']:.6f}"
         )
         in_run = r["disk"]["read_write_s"]
-        cold_floor = cold.get((r["qubits"], r["dtype"]), {}).get("read_write_s")
+        # a floor measured cold in the run itself is this machine's; diskfloor.json may
+        # come from another machine, so it stands in only for runs that read warm
+        cold_floor = in_run if r["disk"].get("cold") else None
+        if cold_floor is None:
+            cold_floor = cold.get((r["qubits"], r["dtype"]), {}).get("read_write_s")
         floor = cold_floor if cold_floor is not None else in_run
         floors = f"{in_run:.0f} / " + (f"{cold_floor:.0f}" if cold_floor is not None else "n/a")
         stages = " + ".join(f"{t:.0f}" for t in r["stage_seconds"])

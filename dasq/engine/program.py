@@ -6,9 +6,11 @@ global diagonal bits) to constants, builds the group's small matrix once per
 distinct signature and compiles it for the backend, then applies the groups in
 place to a buffer the task owns. Consecutive groups whose qubits together fit a
 tile of 2^cache_qubits amplitudes run tile by tile (``CacheRun``): contiguous
-slices when they all lie low, gathered tiles when some lie high, so that a run
-costs one pass over main memory however many groups it holds: the second,
-cache-sized level of blocking. Diagonal groups join any run, whatever their bits
+slices when they all lie low; when some lie high, each kernel walks the tile
+where it lies (``Kernel.in_tiles``), or the tile is gathered into a scratch copy
+(a run with a diagonal, a kernel without a tile form); so a run costs one pass
+over main memory however many groups it holds: the second, cache-sized level of
+blocking. Diagonal groups join any run, whatever their bits
 (``TiledDiagonal``): a 31-qubit QFT's first stage went from 25 passes over each
 2^25-amplitude block to 3.
 """

@@ -57,10 +57,10 @@ def simulate_to_store(
     limit = check_memory_limit(memory_limit) if memory_limit is not None else _config.total_memory() // 4
     codec = st.Codec(compression, keep_bits).check(dtype)
     if (path / MANIFEST).exists():
-        with StoreLock(path):
+        with StoreLock(path) as lock:
             manifest = st.open_store(path)
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
-            return _resume_locked(path, manifest, client, progress, device)
+            return _resume_locked(path, lock, manifest, client, progress, device)
     path = st.new_store_path(path)
     if fusion_size is None:
         fusion_size = default_fusion_size(get_backend(device).preferred_fusion_size())
@@ -95,8 +95,8 @@ def simulate_to_store(
         st.write_run_record(staging, record, operands)
         manifest.write(staging)
 
-    with st.create_store(path, build):
-        return _execute(path, manifest, plan, client, progress, device)
+    with st.create_store(path, build) as lock:
+        return _execute(path, lock, manifest, plan, client, progress, device)
 
 
 def _check_same_run(
@@ -165,20 +165,20 @@ def resume(
     device = _config.device_name(device)
     path = Path(store).expanduser().absolute()
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it
-    with StoreLock(path):
+    with StoreLock(path) as lock:
         manifest = st.open_store(path)
         if circuit is not None and manifest.circuit_hash != circuit.fingerprint():
             raise StoreError(
                 f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, the "
                 f"given circuit {circuit.fingerprint()[:12]}); it cannot be resumed with this circuit"
             )
-        return _resume_locked(path, manifest, client, progress, device)
+        return _resume_locked(path, lock, manifest, client, progress, device)
 
 
 def _resume_locked(
-    path: Path, manifest: Manifest, client: Any, progress: bool, device: str
+    path: Path, lock: StoreLock, manifest: Manifest, client: Any, progress: bool, device: str
 ) -> StateVector | DensityMatrix:
-    """Finish (or open) the run in ``path``, whose write lock this process holds."""
+    """Finish (or open) the run in ``path``, whose write ``lock`` this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
         return _as_state(StateVector.from_zarr(path, client=client), manifest)
     recorded = _recorded_circuit(path, manifest)
@@ -196,7 +196,7 @@ def _resume_locked(
         crcs = st.current_crcs(manifest)
         if crcs is not None:  # the stage to resume from is whole, before any work is spent
             chunks.check_crcs(path, manifest.current, 0, crcs, manifest.stages_done)
-    return _execute(path, manifest, plan, client, progress, device)
+    return _execute(path, lock, manifest, plan, client, progress, device)
 
 
 def _recorded_circuit(path: Path, manifest: Manifest) -> Circuit:
@@ -217,11 +217,17 @@ def _as_state(state: StateVector, manifest: Manifest) -> StateVector | DensityMa
 
 
 def _execute(
-    path: Path, manifest: Manifest, plan: PhysicalPlan, client: Any, progress: bool, device: str
+    path: Path,
+    lock: StoreLock,
+    manifest: Manifest,
+    plan: PhysicalPlan,
+    client: Any,
+    progress: bool,
+    device: str,
 ) -> StateVector | DensityMatrix:
     backend = get_backend(device)  # runs the stages; blocks go from the store to it and back
     if not manifest.complete:
-        stream.StreamExecutor(path, manifest, backend, client=client, progress=progress).run(plan)
+        stream.StreamExecutor(path, manifest, backend, lock, client=client, progress=progress).run(plan)
     state = StateVector.from_zarr(path, client=client)
     n, L = manifest.num_qubits, manifest.chunk_qubits
     nblocks = 1 << (n - L)

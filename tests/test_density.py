@@ -397,7 +397,9 @@ KILL_DENSITY = textwrap.dedent(
 )
 
 
-def kill_and_resume(tmp_path, n: int, after: int, memory_limit: str, chunk_qubits: int) -> None:
+def kill_and_resume(
+    tmp_path, n: int, after: int, memory_limit: str, chunk_qubits: int, killed_in_stage: int | None = None
+) -> None:
     from pathlib import Path
 
     store = tmp_path / "killed.zarr"
@@ -415,6 +417,8 @@ def kill_and_resume(tmp_path, n: int, after: int, memory_limit: str, chunk_qubit
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == -9, proc.stderr
     assert not dasq.info(store)["complete"]
+    if killed_in_stage is not None:
+        assert dasq.info(store)["stages_done"] == killed_in_stage - 1
     resumed = dasq.resume(store)
     assert isinstance(resumed, dasq.DensityMatrix)
     expected = dasq.simulate(random_noisy_circuit(n, 3, depth=30), density=True)
@@ -428,6 +432,12 @@ def kill_and_resume(tmp_path, n: int, after: int, memory_limit: str, chunk_qubit
 
 def test_a_killed_density_matrix_run_resumes_to_the_same_state(tmp_path):
     kill_and_resume(tmp_path, n=5, after=20, memory_limit="64KiB", chunk_qubits=6)
+
+
+def test_a_density_matrix_four_times_its_memory_limit_resumes_after_sigkill(tmp_path):
+    # the heavy test below at 1/256 of its size: 2^20 amplitudes (16 MiB) under a 4 MiB limit,
+    # 64 blocks a stage, killed in the second stage
+    kill_and_resume(tmp_path, n=10, after=80, memory_limit="4MiB", chunk_qubits=14, killed_in_stage=2)
 
 
 @pytest.mark.heavy

@@ -24,9 +24,11 @@ import pytest
 from test_outofcore import ooc, random_circuit
 
 import dasq
+from dasq.circuit.record import circuit_to_record
 from dasq.cli import main
+from dasq.engine import stream
 from dasq.storage import store as st
-from dasq.storage.lock import StoreLock
+from dasq.storage.lock import LOCK_FILE, StoreLock
 from dasq.storage.manifest import MANIFEST, Manifest
 
 pytestmark = pytest.mark.faults
@@ -101,27 +103,27 @@ def test_a_second_writer_is_refused_with_the_holder_and_runs_after_it_dies(finis
     np.testing.assert_allclose(dasq.resume(store).to_numpy(), amplitudes)  # the lock died with its process
 
 
-def test_two_runs_started_together_one_refused_and_the_state_right(tmp_path, circuit):
-    """Two `dasq run` on one store at the same instant: the state is right, and any
-    process that did not run it ends with one clear error (or opened the result)."""
-    store = tmp_path / "s.zarr"
-    qasm = tmp_path / "c.qasm"
+def _write_qasm(directory: Path) -> Path:
+    """A 14-qubit program whose stored run under 1 MiB takes several blocks and stages."""
+    qasm = directory / "c.qasm"
     rng = np.random.default_rng(1)
     gates = [
         f"h q[{q}];\nrz({rng.uniform(0, 6):.6f}) q[{q}];\ncx q[{q}],q[{(q * 5 + 3) % 14}];" for q in range(14)
     ]
     qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[14];\n' + "\n".join(gates * 3) + "\n")
-    cmd = [
-        sys.executable,
-        "-m",
-        "dasq.cli",
-        "run",
-        str(qasm),
-        "--store",
-        str(store),
-        "--memory-limit",
-        "1MiB",
-    ]
+    return qasm
+
+
+def _run_command(qasm: Path, store: Path) -> list[str]:
+    return ["run", str(qasm), "--store", str(store), "--memory-limit", "1MiB"]
+
+
+def test_two_runs_started_together_one_refused_and_the_state_right(tmp_path, circuit):
+    """Two `dasq run` on one store at the same instant: the state is right, and any
+    process that did not run it ends with one clear error (or opened the result)."""
+    store = tmp_path / "s.zarr"
+    qasm = _write_qasm(tmp_path)
+    cmd = [sys.executable, "-m", "dasq.cli", *_run_command(qasm, store)]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]
@@ -131,6 +133,185 @@ def test_two_runs_started_together_one_refused_and_the_state_right(tmp_path, cir
     assert any(rc == 0 for rc, _ in results), results
     reference = dasq.simulate(dasq.Circuit.from_qasm(str(qasm))).to_numpy()
     np.testing.assert_allclose(dasq.StateVector.from_zarr(store).to_numpy(), reference, atol=1e-10)
+
+
+# `dasq` whose block tasks wait until a file exists: a run that is still in its first stage
+# for as long as a test needs (argv: the file, then the command line's arguments)
+HELD_CLI = textwrap.dedent(
+    """
+    import os, sys, time
+    from dasq.engine import stream
+
+    release, real = sys.argv[1], stream.run_block
+
+    def held(work, c):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return real(work, c)
+
+    stream.run_block = held
+    from dasq.cli import main
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+def _held_dasq(release: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HELD_CLI, str(release), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _dasq(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dasq.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"the first dasq ended (rc {proc.returncode}) before {what}: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting until {what}")
+        time.sleep(0.02)
+
+
+def _holder_pid(store: Path) -> int | None:
+    try:
+        return json.loads((store / LOCK_FILE).read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _assert_refused(second: subprocess.CompletedProcess, first: subprocess.Popen, store: Path) -> None:
+    """The second dasq ended with the one-line error naming the first, which still runs."""
+    assert second.returncode == 2, second.stdout[-500:] + second.stderr
+    assert second.stderr.count("\n") == 1, second.stderr
+    assert f"{store} is being written by another dasq process (pid {first.pid} on" in second.stderr
+    assert first.poll() is None  # refused while the first was writing, not after it finished
+
+
+@pytest.mark.parametrize("second", ["run", "resume"])
+def test_a_second_writer_is_refused_while_a_new_store_runs_its_first_stage(tmp_path, second):
+    """The case a user met: `dasq run --store` twice, the second once the first's manifest
+    exists. Creating the zarr group used to delete the lock file, so both ran to the end."""
+    store, release = tmp_path / "s.zarr", tmp_path / "release"
+    qasm = _write_qasm(tmp_path)
+    first = _held_dasq(release, *_run_command(qasm, store))
+    try:
+        _wait_for((store / MANIFEST).exists, "its manifest existed", first)
+        args = _run_command(qasm, store) if second == "run" else ["resume", str(store)]
+        _assert_refused(_dasq(*args), first, store)
+    finally:
+        release.touch()
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    reference = dasq.simulate(dasq.Circuit.from_qasm(str(qasm))).to_numpy()
+    np.testing.assert_allclose(dasq.StateVector.from_zarr(store).to_numpy(), reference, atol=1e-10)
+    assert Manifest.read(store).complete
+
+
+def test_a_second_resume_is_refused_while_the_first_resumes(tmp_path):
+    store, release = tmp_path / "s.zarr", tmp_path / "release"
+    qasm = _write_qasm(tmp_path)
+    killed = _held_dasq(release, *_run_command(qasm, store))
+    _wait_for((store / MANIFEST).exists, "its manifest existed", killed)
+    killed.kill()
+    killed.wait()
+    assert not Manifest.read(store).complete
+    first = _held_dasq(release, "resume", str(store))
+    try:
+        _wait_for(lambda: _holder_pid(store) == first.pid, "the resume held the lock", first)
+        _assert_refused(_dasq("resume", str(store)), first, store)
+    finally:
+        release.touch()
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    reference = dasq.simulate(dasq.Circuit.from_qasm(str(qasm))).to_numpy()
+    np.testing.assert_allclose(dasq.StateVector.from_zarr(store).to_numpy(), reference, atol=1e-10)
+
+
+def test_the_lock_file_of_a_created_store_is_the_file_its_creator_locked(tmp_path, circuit):
+    """Every library call that builds a store (zarr groups, arrays, the run record, the
+    manifest) leaves the lock file in place: on disk it is the inode the lock holds."""
+    target = tmp_path / "s.zarr"
+
+    def build(staging: Path) -> None:
+        manifest = Manifest(
+            num_qubits=N,
+            dtype="complex64",
+            chunk_qubits=L,
+            storage_qubits=L,
+            layout=list(range(N)),
+            circuit_hash=circuit.fingerprint(),
+            stages_total=1,
+        )
+        manifest.array_metadata = st.create_arrays(staging, N, "complex64", L, st.Codec("zstd", 10))
+        st.write_run_record(staging, *circuit_to_record(circuit))
+        manifest.write(staging)
+
+    lock = st.create_store(target, build)
+    try:
+        on_disk, held = os.stat(target / LOCK_FILE), os.fstat(lock.fileno())
+        assert (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
+        lock.verify()
+        with pytest.raises(dasq.StoreError, match="being written by another dasq process"):
+            StoreLock(target).acquire()
+    finally:
+        lock.release()
+
+
+def test_a_lock_file_taken_away_during_creation_fails_the_creation(tmp_path):
+    def build(staging: Path) -> None:
+        (staging / LOCK_FILE).unlink()  # as zarr's mode "w" did
+
+    with pytest.raises(dasq.StoreError, match="deleted or replaced while the store was built"):
+        st.create_store(tmp_path / "s.zarr", build)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_whose_lock_file_is_replaced_stops_before_writing_and_resumes(tmp_path, circuit, monkeypatch):
+    store = tmp_path / "s.zarr"
+    real, other = stream.StreamExecutor._run_pass, StoreLock(store)
+
+    def replace_lock_in_stage_two(self, work, nblocks, workers, label, s):
+        if s == 1:  # another process deletes the lock file and locks a new one
+            (store / LOCK_FILE).unlink()
+            other.acquire()
+        return real(self, work, nblocks, workers, label, s)
+
+    monkeypatch.setattr(stream.StreamExecutor, "_run_pass", replace_lock_in_stage_two)
+    with pytest.raises(dasq.StoreError, match=r"write lock of .* was lost.*dasq resume"):
+        dasq.simulate(circuit, store=store, **ooc(L))
+    assert Manifest.read(store).stages_done == 1  # stage 2 ran but was never published
+    other.release()
+    monkeypatch.undo()
+    np.testing.assert_allclose(dasq.resume(store).to_numpy(), dasq.simulate(circuit).to_numpy(), atol=1e-12)
+
+
+def test_acquire_locks_the_file_the_path_names_when_it_is_replaced_meanwhile(tmp_path, monkeypatch):
+    real, calls = StoreLock._open_locked, [0]
+
+    def replaced_after_open(self):
+        fd = real(self)
+        calls[0] += 1
+        if calls[0] == 1:  # between our open+flock and the check, a new file takes the name
+            os.replace(self.path.with_suffix(".new"), self.path)
+        return fd
+
+    (tmp_path / LOCK_FILE).with_suffix(".new").write_text("")
+    monkeypatch.setattr(StoreLock, "_open_locked", replaced_after_open)
+    lock = StoreLock(tmp_path).acquire()
+    try:
+        assert calls[0] == 2
+        lock.verify()
+        assert os.fstat(lock.fileno()).st_ino == os.stat(tmp_path / LOCK_FILE).st_ino
+    finally:
+        lock.release()
 
 
 def test_a_store_created_meanwhile_by_another_process_is_not_overwritten(tmp_path):

@@ -3,6 +3,7 @@ docstrings on every public name, a self-contained README."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 from pathlib import Path
@@ -34,11 +35,23 @@ def test_the_package_is_marked_typed():
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["dasq"]
 
 
+def _extra(name: str) -> set[str]:
+    """The distributions an extra installs, with the dasq[...] extras it names."""
+    out = set()
+    for requirement in PYPROJECT["project"]["optional-dependencies"][name]:
+        nested = re.match(r"dasq\[([\w,-]+)\]", requirement.strip())
+        if nested:
+            for inner in nested.group(1).split(","):
+                out |= _extra(inner)
+        else:
+            out.add(_name(requirement))
+    return out
+
+
 def test_environment_yml_mirrors_pyproject():
     project = PYPROJECT["project"]
-    wanted = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]}
-    wanted |= {_name(r) for r in project["optional-dependencies"]["qiskit"]}
-    wanted.discard("dasq")
+    wanted = {_name(r) for r in project["dependencies"]} | _extra("test")
+    assert {"cirq-core", "qiskit", "qiskit-qasm3-import", "matplotlib"} <= wanted
     listed = set()
     for line in (ROOT / "environment.yml").read_text().splitlines():
         item = line.strip()
@@ -95,3 +108,31 @@ def test_readme_is_self_contained():
         assert "../shared" not in text
         for path in re.findall(r"`((?:examples|benchmarks|tests|dasq)/[\w./-]+)`", text):
             assert (ROOT / path).exists(), f"{readme.name} names {path}, which is not in the repository"
+
+
+def _functions_run_in_ci() -> set[str]:
+    """Test functions in tests/ that the default run collects (not marked heavy)."""
+    found = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        tree = ast.parse(path.read_text())
+        module_heavy = any(
+            isinstance(node, ast.Assign)
+            and "pytestmark" in ast.unparse(node.targets[0])
+            and "heavy" in ast.unparse(node.value)
+            for node in tree.body
+        )
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                heavy = any("heavy" in ast.unparse(d) for d in node.decorator_list)
+                if not heavy and not module_heavy:
+                    found.add(node.name)
+    return found
+
+
+def test_every_test_the_guarantees_name_exists_and_runs_in_ci():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### What dasq guarantees") : text.index("Not guaranteed:")]
+    named = set(re.findall(r"`(test_\w+)`", section))
+    assert len(named) >= 30, named
+    missing = named - _functions_run_in_ci()
+    assert not missing, f"README's guarantees name tests that do not exist or do not run in CI: {missing}"

@@ -38,6 +38,7 @@ from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout, Traffic
 from dasq.storage import chunks
 from dasq.storage import store as st
+from dasq.storage.lock import StoreLock
 from dasq.storage.manifest import Manifest
 
 STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
@@ -207,11 +208,14 @@ def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:
 @dataclass
 class StreamExecutor:
     """Runs the passes of a plan through the store at ``path``, resuming after
-    ``manifest.stages_done`` passes; the manifest is rewritten after each pass."""
+    ``manifest.stages_done`` passes; the manifest is rewritten after each pass. The
+    write lock is verified before each pass and each manifest write: a run whose
+    lock file was taken away stops before writing."""
 
     path: Path
     manifest: Manifest
     backend: Backend
+    lock: StoreLock  # the store's write lock, held by this process and verified before every write
     client: Any = None
     progress: bool = False
     cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
@@ -245,6 +249,7 @@ class StreamExecutor:
                 source_stage=s,
             )
             start = time.perf_counter()
+            self.lock.verify()
             try:
                 stats, crcs = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
             except OSError as exc:
@@ -268,6 +273,7 @@ class StreamExecutor:
             m.stage_seconds.append(time.perf_counter() - start)
             if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
                 m.fidelity *= float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
+            self.lock.verify()
             m.write(self.path)
             records.append(pass_record(one, n, L, nblocks))
         return records

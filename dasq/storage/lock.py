@@ -6,6 +6,12 @@ run never leaves a store locked. The file names its holder (host, pid, start
 time) so that a refused writer can say who holds it. Readers never take it: a
 completed stage is published by the atomic manifest replacement alone.
 
+A flock belongs to an inode, not to a name: if anything deleted or replaced
+``dasq.lock`` while it was held, a second process would lock a new file at the
+same path and both would write. So a lock is only taken once the locked file is
+the one at the path, and a holder calls :meth:`StoreLock.verify` before it
+writes (after creating the store, before every stage and manifest write).
+
 Guarantees hold between processes that see the same local filesystem. On network
 filesystems ``flock`` may be local to each client host (older NFS, some FUSE
 mounts): two hosts could then both hold it, so run one writer per store there.
@@ -24,6 +30,7 @@ from types import TracebackType
 from dasq.errors import StoreError
 
 LOCK_FILE = "dasq.lock"
+ACQUIRE_TRIES = 5
 
 try:  # POSIX
     import fcntl
@@ -44,10 +51,54 @@ class StoreLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def path(self) -> Path:
+        return self.directory / LOCK_FILE
+
+    def fileno(self) -> int:
+        """The descriptor of the locked file (it holds the flock)."""
+        if self._fd is None:
+            raise StoreError(f"the write lock of {self.directory} is not held")
+        return self._fd
+
     def acquire(self) -> StoreLock:
-        path = self.directory / LOCK_FILE
+        for _ in range(ACQUIRE_TRIES):
+            fd = self._open_locked()
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # the name was replaced between open and flock: lock the file it names now
+        else:
+            raise StoreError(
+                f"cannot lock {self.directory} for writing: its {LOCK_FILE} keeps being replaced by "
+                "another process"
+            )
+        self._fd = fd
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+        try:  # naming the holder is a courtesy: a full disk must not cost the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode(), 0)
+        except OSError:
+            pass
+        return self
+
+    def verify(self) -> None:
+        """Raise StoreError unless this process still holds the lock of the file at
+        :attr:`path`; a holder calls it before it writes, so a lock file deleted or
+        replaced behind its back (a second writer may hold the new one) stops the
+        run before anything is written."""
+        if self._fd is not None and _same_file(self._fd, self.path):
+            return
+        raise StoreError(
+            f"the write lock of {self.directory} was lost: {self.path} was deleted or replaced while this "
+            "process held it, so another process may be writing the store; stopped before writing. The "
+            f"last completed stage is intact: once no other dasq writes the store, run `dasq resume "
+            f"{self.directory}`"
+        )
+
+    def _open_locked(self) -> int:
+        """Open (creating) the lock file and flock it, or raise the clear StoreError."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot lock {self.directory} for writing: {exc.strerror}") from None
         if fcntl is not None:
@@ -67,14 +118,7 @@ class StoreLock:
                     "a store has one writer at a time: wait for it to finish, or stop it and "
                     f"run `dasq resume {self.directory}`"
                 ) from None
-        self._fd = fd
-        holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-        try:  # naming the holder is a courtesy: a full disk must not cost the lock
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode(), 0)
-        except OSError:
-            pass
-        return self
+        return fd
 
     def release(self) -> None:
         if self._fd is None:
@@ -112,6 +156,16 @@ def is_locked(directory: str | os.PathLike[str]) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` names the file open as ``fd`` (same device and inode)."""
+    try:
+        named = os.stat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _describe(content: bytes) -> str:

@@ -29,7 +29,7 @@ from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks
-from dasq.storage.lock import StoreLock, is_locked
+from dasq.storage.lock import LOCK_FILE, StoreLock, is_locked
 from dasq.storage.manifest import MANIFEST, Manifest, fsync_directory, write_atomic
 
 ARRAYS = ("a", "b")
@@ -143,8 +143,9 @@ def create_store(target: Path, build: Callable[[Path], None]) -> StoreLock:
     ``build`` fills a hidden sibling directory (arrays, run record, manifest), which
     is then renamed to ``target``: a kill at any instant leaves either no store or
     a complete one that ``resume`` accepts, never a half-made directory. The lock is
-    taken before anything is written and moves with the directory. Two processes
-    creating the same store: one rename wins, the other is refused.
+    taken before anything is written, moves with the directory and is verified
+    after the build and after the rename (its file must still be the one locked).
+    Two processes creating the same store: one rename wins, the other is refused.
     """
     remove_abandoned_staging(target)
     staging = target.parent / f".{target.name}{STAGING}{uuid.uuid4().hex[:12]}"
@@ -159,6 +160,13 @@ def create_store(target: Path, build: Callable[[Path], None]) -> StoreLock:
         except OSError as exc:
             reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
             raise StoreError(f"cannot create {target}: {reason}") from None
+        try:  # nothing in the build may take the lock file away (a second writer could lock a new one)
+            lock.verify()
+        except StoreError:
+            raise StoreError(
+                f"cannot create {target}: its {LOCK_FILE} was deleted or replaced while the store was "
+                "built, so it could not be kept to one writer (a dasq bug: please report it)"
+            ) from None
         sync_to_disk()  # everything inside, before the name makes it visible
         fsync_directory(staging)
         try:
@@ -174,6 +182,11 @@ def create_store(target: Path, build: Callable[[Path], None]) -> StoreLock:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     lock.directory = target
+    try:
+        lock.verify()
+    except StoreError:
+        lock.release()
+        raise
     return lock
 
 
@@ -199,7 +212,8 @@ def create_arrays(
 ) -> dict[str, str]:
     """The group and its two (empty) amplitude arrays; returns the digest of each
     array's metadata (shape, chunks, codecs) for the manifest."""
-    group = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
+    # create, never "w": opening with mode "w" empties the directory, the lock file with it
+    group = zarr.create_group(zarr.storage.LocalStore(path), zarr_format=3)
     group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
     size = 2 << num_qubits
     chunk = 2 << storage_qubits

@@ -1,4 +1,4 @@
-"""dasq benchmarks (rules: ../shared/BENCHMARKS.md).
+"""dasq benchmarks: every contender runs the same circuit in the same precision on the same threads.
 
     python benchmarks/run.py inmemory --qubits 20 24 26 --circuits qft random --reps 3 [--old PATH]
     python benchmarks/run.py graph [--old PATH]
@@ -13,7 +13,8 @@
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
 reported, and the memory bandwidth (a plain copy of the state) is measured in the
-same run. Results go to benchmarks/results/SUITE.json with the machine's details.
+same run. Results go to benchmarks/results/SUITE.json with the machine's details;
+benchmarks/README.md has the method and each suite's current table.
 ``--old PATH`` adds a contender "dasq-old": the dasq of another checkout (for
 example ``git worktree add /tmp/dasq-old <commit>``), run side by side.
 Needs the `bench` extra (qiskit-aer, qsimcirq, psutil).

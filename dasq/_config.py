@@ -21,15 +21,11 @@ import dask
 import dask.system
 
 # Blocks of at least 2^18 amplitudes (4 MiB in complex128): below that a block's work
-# is smaller than what splitting costs (relayouts, tasks). Measured on 2 cores, QFT and
-# random circuits of 15-20 qubits: one block is fastest up to 18 qubits (e.g. 16-qubit
-# QFT 27 ms as one block, 44 ms as four), 2^18-amplitude blocks at 19 and 20.
+# is smaller than what splitting costs (relayouts, tasks), so small states stay one block.
 MIN_DEFAULT_CHUNK_QUBITS = 18
 # Blocks of at most 2^24 amplitudes (256 MiB in complex128): fewer global qubits, so
-# all-to-all circuits need fewer relayouts. 28 qubits on 2 cores, complex64: quantum
-# volume 36.6-43.2 s in blocks of 2^24 against 47.5-51.4 s in blocks of 2^22 (9
-# stages and 8 relayouts against 13 and 12), random 24.5 s against 27.9 s, QFT
-# 18.1 s against 18.9 s; at 26 qubits 2^23 and 2^22 level within noise.
+# all-to-all circuits need fewer stages and relayouts, while a block still leaves
+# room for the few in flight beside the state.
 MAX_DEFAULT_CHUNK_QUBITS = 24
 
 

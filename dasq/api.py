@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dask.array as da
@@ -12,9 +13,8 @@ from dasq import _config
 from dasq.backend.base import Backend
 from dasq.backend.registry import BACKENDS, get_backend
 from dasq.circuit import validation as v
-from dasq.circuit.choi import choi_circuit, choi_operations, resets_as_channels
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.classical import IfElse
+from dasq.circuit.classical import has_if_test, writes_clbits
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
 from dasq.engine.memory import scheduler_client
@@ -22,6 +22,7 @@ from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
+from dasq.plan.choi import choi_circuit, choi_operations, resets_as_channels
 from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
@@ -110,116 +111,181 @@ def simulate(
     ``client``) or "gpu-twin" (the gpu code on numpy, for tests without a GPU);
     default dask config ``dasq.device``, else "cpu".
     """
+    given = dict(locals())  # the keyword arguments as given: one request, validated once
+    request = make_request(given.pop("circuit"), given)
+    return RUNNERS[request.mode](request)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One :func:`simulate` call, validated: what the runner of its mode reads.
+    ``circuit`` is bound, with the noise model's channels added (a density run's
+    resets written as channels); ``chunk_qubits`` None: the mode's default."""
+
+    circuit: Circuit
+    density: bool
+    initial: Any
+    dtype: str
+    backend: Backend
+    method: str
+    fusion_size: int
+    fusion_size_given: bool
+    chunk_qubits: int | None
+    store: str | os.PathLike[str] | None
+    memory_limit: int | str | None
+    client: Any
+    seed: int | None
+    progress: bool
+    lazy: bool
+    relayout_method: str | None
+    compression: str | None
+    keep_bits: int | None
+    trajectories: int | None
+
+    @property
+    def mode(self) -> str:
+        if self.trajectories is not None:
+            return "trajectories"
+        return "memory" if self.store is None else "stored"
+
+    @property
+    def width(self) -> int:
+        """Qubits of the vector the engine runs (a density matrix's Choi vector: 2N)."""
+        return 2 * self.circuit.num_qubits if self.density else self.circuit.num_qubits
+
+
+def make_request(circuit: Any, given: dict[str, Any]) -> Request:
+    """``simulate``'s arguments checked in one place, in the order users meet them."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
-    circuit = bound_circuit(circuit, parameters)
+    circuit = bound_circuit(circuit, given.pop("parameters"))
+    noise_model = given.pop("noise_model")
     if noise_model is not None:
         circuit = _noisy(circuit, noise_model)
-    if trajectories is not None:
-        count = v.check_int(trajectories, "trajectories", 1)
-        if density or store is not None or lazy:
+    if given["trajectories"] is not None:
+        given["trajectories"] = v.check_int(given["trajectories"], "trajectories", 1)
+        if given["density"] or given["store"] is not None or given["lazy"]:
             raise ValidationError(
                 "trajectories= runs in memory on statevectors: drop density=, store= and lazy="
             )
         refuse_conditions(circuit)
-        body = circuit.remove_final_measurements()
-        clean = body.copy()
-        clean._ops = [op for op in body if not getattr(op, "is_channel", False)]
-        options = dict(
-            initial=initial,
-            dtype=dtype,
-            chunk_qubits=chunk_qubits,
-            memory_limit=memory_limit,
-            client=client,
-            method=method,
-            fusion_size=fusion_size,
-            relayout_method=relayout_method,
-            device=device,
-        )
-        simulate(clean, seed=0, **options)  # validates every option once, before any trajectory
-        rng = np.random.default_rng(seed)
-
-        def begin(segment: Circuit) -> StateVector:
-            return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)  # type: ignore[return-value]
-
-        return run_trajectories(body, count, begin, rng)
-    if not density:
-        refuse_channels(circuit)
-    else:
+    elif given["density"]:
         circuit = resets_as_channels(circuit)
-    n = circuit.num_qubits
-    width = 2 * n if density else n  # qubits of the vector the engine runs (a Choi vector: 2N)
-    dt = v.check_dtype(dtype)
-    backend = _device_backend(device)
-    v.check_choice(method, METHODS, "method")
-    fusion = v.check_fusion_size(
-        default_fusion_size(backend.preferred_fusion_size()) if fusion_size is None else fusion_size
-    )
-    L = None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width)
-    program = split_terminal_measurements(circuit)
-    if store is not None:
-        if method == "per-operation":
-            raise ValidationError(
-                "out-of-core runs always use the stage planner; method='per-operation' is in-memory only"
-            )
-        if initial is not None and not v.is_int(initial):
-            raise ValidationError(
-                "out-of-core runs start from a basis state: initial must be None or an int, "
-                f"got {type(initial).__name__}"
-            )
-        if program.conditional or (density and program.dynamic):
-            raise ValidationError(
-                "conditioned blocks (if_test) and, for density matrices, mid-circuit measurements are "
-                "in-memory only; run without store="
-            )
-        basis = 0 if initial is None else v.check_basis(initial, n)
-        body = circuit.remove_final_measurements()
-        return simulate_to_store(
-            choi_circuit(body) if density else body,
-            store=store,
-            memory_limit=memory_limit,
-            dtype=dt,
-            basis=basis | (basis << n) if density else basis,
-            density_qubits=n if density else 0,
-            chunk_qubits=L,
-            client=client,
-            progress=progress,
-            fusion_size=None if fusion_size is None else fusion,
-            compression=compression,
-            keep_bits=keep_bits,
-            device=backend.name,
-        )
-    if compression is not None or keep_bits is not None:
-        raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
-    running_on = scheduler_client(client)  # the cluster that will hold the blocks, if any
-    on_gpu = backend.memory_bytes() is not None
-    L = _config.default_chunk_qubits(width, running_on, on_gpu) if L is None else L
-    if memory_limit is not None:
-        available, where = v.check_memory_limit(memory_limit), "memory_limit"
     else:
-        available, where = _config.available_memory(running_on, backend.memory_bytes())
-    v.check_in_memory_run(width, np.dtype(dt).itemsize, L, available, where)
-    options = RunOptions(
-        method=method,
-        fusion_size=fusion,
-        backend=backend.name,
-        client=client,
-        relayout_method=relayout_method,
-        lazy=lazy,
-        progress=progress,
+        refuse_channels(circuit)
+    given["dtype"] = v.check_dtype(given["dtype"])
+    backend = _device_backend(given.pop("device"))
+    v.check_choice(given["method"], METHODS, "method")
+    fusion = given["fusion_size"]
+    given_fusion = fusion is not None
+    preferred = default_fusion_size(backend.preferred_fusion_size())
+    given["fusion_size"] = v.check_fusion_size(fusion if given_fusion else preferred)
+    width = 2 * circuit.num_qubits if given["density"] else circuit.num_qubits
+    if given["chunk_qubits"] is not None:
+        given["chunk_qubits"] = v.check_chunk_qubits(given["chunk_qubits"], width)
+    return Request(circuit=circuit, backend=backend, fusion_size_given=given_fusion, **given)
+
+
+def _run_stored(request: Request) -> StateVector | DensityMatrix:
+    """Out of core: the state streams through a zarr store (dasq.outofcore)."""
+    circuit, n = request.circuit, request.circuit.num_qubits
+    if request.method == "per-operation":
+        raise ValidationError(
+            "out-of-core runs always use the stage planner; method='per-operation' is in-memory only"
+        )
+    if request.initial is not None and not v.is_int(request.initial):
+        raise ValidationError(
+            "out-of-core runs start from a basis state: initial must be None or an int, "
+            f"got {type(request.initial).__name__}"
+        )
+    program = split_terminal_measurements(circuit)
+    if program.conditional or (request.density and program.dynamic):
+        raise ValidationError(
+            "conditioned blocks (if_test) and, for density matrices, mid-circuit measurements are "
+            "in-memory only; run without store="
+        )
+    basis = 0 if request.initial is None else v.check_basis(request.initial, n)
+    body = circuit.remove_final_measurements()
+    return simulate_to_store(
+        choi_circuit(body) if request.density else body,
+        store=request.store,
+        memory_limit=request.memory_limit,
+        dtype=request.dtype,
+        basis=basis | (basis << n) if request.density else basis,
+        density_qubits=n if request.density else 0,
+        chunk_qubits=request.chunk_qubits,
+        client=request.client,
+        progress=request.progress,
+        fusion_size=request.fusion_size if request.fusion_size_given else None,
+        compression=request.compression,
+        keep_bits=request.keep_bits,
+        device=request.backend.name,
     )
-    rng = np.random.default_rng(seed)
+
+
+def _in_memory(request: Request) -> tuple[int, RunOptions]:
+    """The block width of an in-memory run and its options, refused before any graph
+    is built when the state cannot fit."""
+    if request.compression is not None or request.keep_bits is not None:
+        raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
+    running_on = scheduler_client(request.client)  # the cluster that will hold the blocks, if any
+    on_gpu = request.backend.memory_bytes() is not None
+    L = request.chunk_qubits
+    if L is None:
+        L = _config.default_chunk_qubits(request.width, running_on, on_gpu)
+    if request.memory_limit is not None:
+        available, where = v.check_memory_limit(request.memory_limit), "memory_limit"
+    else:
+        available, where = _config.available_memory(running_on, request.backend.memory_bytes())
+    v.check_in_memory_run(request.width, np.dtype(request.dtype).itemsize, L, available, where)
+    options = RunOptions(
+        method=request.method,
+        fusion_size=request.fusion_size,
+        backend=request.backend.name,
+        client=request.client,
+        relayout_method=request.relayout_method,
+        lazy=request.lazy,
+        progress=request.progress,
+    )
+    return L, options
+
+
+def _run_in_memory(request: Request) -> StateVector | DensityMatrix:
+    """A statevector or a density matrix in memory; mid-circuit measurements of a
+    density matrix and conditioned blocks run one shot through their branches."""
+    L, options = _in_memory(request)
+    circuit, n, rng = request.circuit, request.circuit.num_qubits, np.random.default_rng(request.seed)
 
     def start(segment: Circuit) -> Any:
-        if density:
-            return _density_from(initial, segment, n, L, dt, options, rng)
-        return _evolve_from(initial, segment, n, L, dt, options, rng)
+        if request.density:
+            return _density_from(request.initial, segment, n, L, request.dtype, options, rng)
+        return _evolve_from(request.initial, segment, n, L, request.dtype, options, rng)
 
-    if (density and program.dynamic) or program.conditional:  # one trajectory: one shot through the branches
+    program = split_terminal_measurements(circuit)
+    if (request.density and program.dynamic) or program.conditional:
         (branch,) = run_branches(program, n, 1, start, rng)
         assert branch.state is not None
         return branch.state
     return start(circuit.remove_final_measurements())
+
+
+def _run_trajectories(request: Request) -> Trajectories:
+    """Channels sampled on statevectors: each trajectory an in-memory run seeded from
+    ``seed``; every option is checked once, before the first trajectory."""
+    L, options = _in_memory(request)
+    options = replace(options, progress=False)  # a bar per trajectory segment would say nothing
+    n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
+
+    def begin(segment: Circuit) -> StateVector:
+        own = np.random.default_rng(int(rng.integers(0, 2**62)))
+        return _evolve_from(
+            request.initial, segment.remove_final_measurements(), n, L, request.dtype, options, own
+        )
+
+    return run_trajectories(request.circuit.remove_final_measurements(), request.trajectories, begin, rng)
+
+
+RUNNERS = {"memory": _run_in_memory, "stored": _run_stored, "trajectories": _run_trajectories}
 
 
 def _device_backend(device: str | None) -> Backend:
@@ -268,7 +334,7 @@ def run(
     else:
         refuse_channels(circuit)
     program = split_terminal_measurements(circuit)
-    if not circuit.num_clbits or not (program.terminal or _writes_clbits(program.body)):
+    if not circuit.num_clbits or not (program.terminal or writes_clbits(program.body)):
         raise ValidationError(
             "the circuit measures nothing into classical bits, so there are no counts: add "
             "measurements (circuit.measure_all(), or measure(qubit, clbit)), or use simulate() and sample()"
@@ -343,10 +409,6 @@ def _density_from(
     return DensityMatrix(choi)
 
 
-def _writes_clbits(body: Any) -> bool:
-    return any(getattr(op, "clbit", -1) >= 0 or isinstance(op, IfElse) for op in body)
-
-
 def _evolve_from(
     initial: Any, circuit: Circuit, n: int, L: int, dt: str, options: RunOptions, rng: np.random.Generator
 ) -> StateVector:
@@ -389,7 +451,7 @@ def plan(
     preferred = get_backend(_config.device_name(None)).preferred_fusion_size()  # simulate's default device
     fusion = v.check_fusion_size(default_fusion_size(preferred) if fusion_size is None else fusion_size)
     body = bound_circuit(circuit, None).remove_final_measurements()
-    if any(isinstance(op, IfElse) for op in body):
+    if has_if_test(body):
         raise ValidationError(
             "a circuit with conditioned blocks (if_test) has one plan per branch; no plan is shown"
         )

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from dasq import _config
 from dasq.api import info, plan, resume, run
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.classical import IfElse
+from dasq.circuit.classical import writes_clbits
 from dasq.errors import DasqError, ValidationError
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
@@ -24,7 +24,7 @@ from dasq.state.statevector import StateVector
 
 def _with_measurements(circuit: Circuit) -> Circuit:
     """The circuit, measured on every qubit when it writes no classical bit."""
-    if any(getattr(op, "clbit", -1) >= 0 for op in circuit) or any(isinstance(op, IfElse) for op in circuit):
+    if writes_clbits(circuit):
         return circuit
     return circuit.copy().measure_all(barrier=False)
 
@@ -66,12 +66,20 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     from dasq import __version__
 
-    defaults = argparse.ArgumentDefaultsHelpFormatter
     p = _Parser(prog="dasq", description="Quantum circuit simulation on Dask.")
     p.add_argument("--version", action="version", version=f"dasq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_plan, _add_resume, _add_info):
+        add(sub)
+    return p
+
+
+DEFAULTS = argparse.ArgumentDefaultsHelpFormatter
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser(
-        "run", help="simulate an OpenQASM 2/3 circuit and print counts", formatter_class=defaults
+        "run", help="simulate an OpenQASM 2/3 circuit and print counts", formatter_class=DEFAULTS
     )
     run.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
     run.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
@@ -135,8 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         help="lossy storage: mantissa bits kept in stored chunks (default: all)",
     )
     _add_output_options(run)
+
+
+def _add_plan(sub: Any) -> None:
     plan_p = sub.add_parser(
-        "plan", help="print the physical plan of a circuit without simulating it", formatter_class=defaults
+        "plan", help="print the physical plan of a circuit without simulating it", formatter_class=DEFAULTS
     )
     plan_p.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
     plan_p.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=CHUNK_HELP)
@@ -145,21 +156,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan_p.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
     plan_p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+
+
+def _add_resume(sub: Any) -> None:
     resume = sub.add_parser(
-        "resume", help="finish an interrupted stored run, then print counts", formatter_class=defaults
+        "resume", help="finish an interrupted stored run, then print counts", formatter_class=DEFAULTS
     )
     resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
     resume.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
     resume.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
     resume.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
     _add_output_options(resume)
-    info = sub.add_parser("info", help="describe a stored state or run", formatter_class=defaults)
+
+
+def _add_info(sub: Any) -> None:
+    info = sub.add_parser("info", help="describe a stored state or run", formatter_class=DEFAULTS)
     info.add_argument("store", help="path of the zarr store (PATH.zarr)")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.add_argument(
         "--verify", action="store_true", help="read every chunk and check its place, stage and checksum"
     )
-    return p
 
 
 OPTIONAL = ("seed", "chunk_qubits", "fusion_size", "observable", "workers", "scheduler", "store", "report")

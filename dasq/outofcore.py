@@ -20,6 +20,7 @@ from dasq.circuit.validation import check_memory_limit
 from dasq.engine import stream
 from dasq.engine.report import Report
 from dasq.errors import StoreError, ValidationError
+from dasq.plan import lowering
 from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import make_plan
 from dasq.plan.steps import PhysicalPlan
@@ -65,7 +66,7 @@ def simulate_to_store(
     if fusion_size is None:
         fusion_size = default_fusion_size(get_backend(device).preferred_fusion_size())
     n = circuit.num_qubits
-    min_local = max((len(op.needs_local()) for op in circuit), default=0)
+    min_local = max((len(lowering.needs_local(op)) for op in circuit), default=0)
     workers = 1 if client is not None else _config.cores()
     L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local)
     plan = _plan(circuit, L, fusion_size)

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from dasq.errors import ValidationError
-from dasq.plan.relayout import permuted_position, swap_positions
-from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout
+from dasq.plan.steps import PhysicalPlan
 
 PLOT_MISSING = 'plotting needs matplotlib: pip install "dasq[plot]"'
 MAX_BARS = 64
@@ -59,16 +58,7 @@ def plot_probabilities(
 def plan_positions(plan: PhysicalPlan) -> np.ndarray:
     """The position of every logical qubit (columns) after each step (rows, the
     initial layout first) of a staged plan."""
-    L = plan.chunk_qubits
-    layout = tuple(plan.initial_layout)
-    rows = [layout]
-    for _, step, _L in plan.walk():
-        if isinstance(step, Relayout):
-            layout = swap_positions(layout, step.pairs)
-        elif isinstance(step, BlockProgram) and step.write_order is not None:
-            layout = tuple(permuted_position(p, step.write_order, L) for p in layout)
-        rows.append(layout)
-    return np.array(rows)
+    return np.array([tuple(plan.initial_layout), *plan.layouts()])
 
 
 def plot_plan(plan: PhysicalPlan, *, axes: Sequence[Any] | None = None) -> Any:

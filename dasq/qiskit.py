@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit.qiskit_io import QISKIT_MISSING
+from dasq.circuit.interop import QISKIT_MISSING
 
 try:
     from qiskit.primitives import BaseEstimatorV2, BaseSamplerV2, PrimitiveResult, PubResult, SamplerPubResult

@@ -1,5 +1,6 @@
-"""Operation kinds: one class each, validated in one layer, with their conjugates and
-records; a new kind is one class plus its kernel and runs through every executor."""
+"""Operation kinds: one record class each, validated in one layer, with their conjugates
+and records; a new kind is its record, its row of the lowering table and (when it
+brings one) its action's applier, and runs through every executor."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 from reference import operator, random_state, random_unitary
 
 import dasq
-from dasq.circuit.actions import Action
 from dasq.circuit.kinds import KINDS, Measure, Operation, PauliString, Unitary
 from dasq.circuit.record import circuit_from_record, circuit_to_record
+from dasq.engine import actions as appliers
 from dasq.engine.program import group_matrix
+from dasq.plan import lowering
+from dasq.plan.actions import Action
 from dasq.plan.fusion import Group
 
 
@@ -27,35 +30,44 @@ class IncrementAction(Action):
     targets: tuple[int, ...]
     controls: tuple[tuple[int, int], ...]
 
-    def apply(self, backend, block, L):
-        xp = backend.xp
-        i = xp.arange(block.size)
-        register = sum(((i >> t) & 1) << j for j, t in enumerate(self.targets))
-        moved = (register + 1) % (1 << len(self.targets))
-        dest = i
-        for j, t in enumerate(self.targets):
-            dest = (dest & ~(1 << t)) | (((moved >> j) & 1) << t)
-        met = xp.ones(block.size, dtype=bool)
-        for b, s in self.controls:
-            met &= ((i >> b) & 1) == s
-        out = block.copy()
-        out[dest[met]] = block[met]
-        block[...] = out
-
     def relabel(self, mapping):
         return IncrementAction(
             tuple(mapping[q] for q in self.targets), tuple((mapping[q], s) for q, s in self.controls)
         )
 
 
+def apply_increment(backend, action, block, L, extra):
+    xp = backend.xp
+    i = xp.arange(block.size)
+    register = sum(((i >> t) & 1) << j for j, t in enumerate(action.targets))
+    moved = (register + 1) % (1 << len(action.targets))
+    dest = i
+    for j, t in enumerate(action.targets):
+        dest = (dest & ~(1 << t)) | (((moved >> j) & 1) << t)
+    met = xp.ones(block.size, dtype=bool)
+    for b, s in action.controls:
+        met &= ((i >> b) & 1) == s
+    out = block.copy()
+    out[dest[met]] = block[met]
+    block[...] = out
+
+
 @dataclass(frozen=True, eq=False)
 class Increment(Operation):
-    """Adds 1 (mod 2^k) to the register on the targets: a new kind in one class."""
+    """Adds 1 (mod 2^k) to the register on the targets: a new kind, as data."""
 
-    def local_actions(self, L, block):
-        if not self.controls_met(L, block):
+
+class IncrementLowering(lowering.Lowering):
+    """Its row of the lowering table: the targets local, one action per block."""
+
+    def local_actions(self, op, L, block):
+        if not lowering.controls_met(op, L, block):
             return ()
-        return (IncrementAction(self.targets, self.local_controls(L)),)
+        return (IncrementAction(op.targets, lowering.local_controls(op, L)),)
+
+
+lowering.register(Increment, IncrementLowering())
+appliers.register(IncrementAction, apply_increment)
 
 
 def increment_matrix(k: int) -> np.ndarray:
@@ -218,4 +230,4 @@ def test_kinds_without_a_block_form_say_so():
     assert abs(np.linalg.norm(state) - 1) < 1e-12
     m = dasq.Circuit(2).measure(0)[0]
     with pytest.raises(TypeError, match="cannot run inside a block"):
-        m.local_actions(2, 0)
+        lowering.local_actions(m, 2, 0)

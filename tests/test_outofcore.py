@@ -26,6 +26,7 @@ from test_random_circuits import circuits
 
 import dasq
 from dasq.cli import main
+from dasq.plan import lowering
 from dasq.storage.manifest import Manifest
 
 ITEM = {"complex128": 16, "complex64": 8}
@@ -73,7 +74,7 @@ def test_random_circuits_match_the_dense_reference_out_of_core(case, data):
     want[0] = 1
     for m, t, c, s in mats:
         want = operator(m, t, c, s, n) @ want
-    min_local = max((len(op.needs_local()) for op in circuit), default=0)
+    min_local = max((len(lowering.needs_local(op)) for op in circuit), default=0)
     L = data.draw(hst.integers(max(min_local, 1) if n else 0, n))
     with tempfile.TemporaryDirectory() as tmp:
         state = dasq.simulate(circuit, store=Path(tmp) / "s.zarr", **ooc(L))

@@ -12,6 +12,7 @@ from reference import operator, random_state, random_unitary
 
 import dasq
 from dasq.engine.run import RunOptions, evolve
+from dasq.plan import lowering
 from dasq.plan.fusion import MAX_DIAGONAL_QUBITS, fuse
 from dasq.plan.planner import make_plan
 from dasq.plan.stages import exact_min_stages, greedy_stages
@@ -124,7 +125,7 @@ def test_exact_search_agrees_on_a_hand_made_case():
 
 def test_gate_classes():
     c = dasq.Circuit(5).cp(0.3, 0, 4).crx(0.2, 4, 1).pauli("XZY", (0, 2, 3)).phase_gadget(0.1, (0, 1, 4))
-    assert [set(op.needs_local()) for op in c] == [set(), {1}, {0, 3}, set()]
+    assert [set(lowering.needs_local(op)) for op in c] == [set(), {1}, {0, 3}, set()]
 
 
 def test_tasks_grow_with_blocks_times_stages_not_gates():

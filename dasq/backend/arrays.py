@@ -32,14 +32,12 @@ def mapped_zeros(size: int, dtype: Any) -> np.ndarray:
     """Zeros in an anonymous private map of their own, its pages written in when it is
     made (``MAP_POPULATE`` on Linux), given back to the system when the array goes;
     below ``MAPPED_FROM_BYTES``, numpy's. For state blocks, ``to_numpy``'s output
-    and scratch tiles. Measured on an AMD Zen 5 VM (2^24 complex64 amplitudes):
-    numpy's huge-page hint makes the first touch a lottery (0.01-0.28 s as the
-    system finds or compacts huge pages); 4 KiB pages cost a steady 0.04 s when
-    populated up front, while pages first read by a kernel and then written (the
-    zero page, then a copy-on-write fault and a TLB shootdown between threads) made
-    a random 24-qubit run 35% slower; freed buffers in the allocator's heap stay in
-    the process's resident memory. Random and quantum-volume runs of 24 and 26 qubits
-    from a fresh process took 7-13% less time with blocks here than in numpy's."""
+    and scratch tiles. Why not numpy's memory: its huge-page hint makes the first
+    touch's cost depend on how the system finds or compacts huge pages, and freed
+    buffers in the allocator's heap stay in the process's resident memory. Why
+    populated: 4 KiB pages written in up front cost the same every time, while a
+    page first read by a kernel and then written costs the zero page, then a
+    copy-on-write fault and a TLB shootdown between threads."""
     nbytes = size * np.dtype(dtype).itemsize
     if nbytes < MAPPED_FROM_BYTES:
         return np.zeros(size, dtype=dtype)

@@ -4,8 +4,8 @@ The engine decides which blocks meet and builds the graph; a backend creates
 blocks, applies actions and compiled groups, permutes and packs bits, and
 reduces a block to the few numbers a read-out needs. A run chooses its backend
 once (``get_backend``), and the graph's ``meta`` comes from it, so a GPU backend
-is one more subclass. Kernels receive arrays and plain numbers (or the small
-frozen action records of ``dasq.circuit.actions``), never operation records.
+is one more subclass. Kernels receive arrays and plain numbers, never operation
+records; ``dasq.engine.actions`` unpacks a plan's action records into these calls.
 
 A block of 2^L amplitudes is viewed as an L-dimensional tensor of shape (2,)*L in
 C order, so local bit b lives on axis L-1-b. ``Controls`` pin local bits
@@ -23,10 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from dasq.plan.actions import Controls
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
-
-Controls = tuple[tuple[int, int], ...]
-
 
 TileApply = Callable[[Any, int], None]  # (block, base): one tile of the block, in place
 

@@ -23,13 +23,12 @@ from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_zeros
 from dasq.backend.base import Controls, Kernel, SkipKernel, TileApply
 from dasq.plan import relayout as algebra
 
-GROUP_MAX_QUBITS = 5  # wider groups go through BLAS (level with the loop at 6 qubits)
-# Fused groups up to 4 qubits where the group kernel's 512-bit vectors are registers
-# (AVX-512: the default measured on the machine of the earlier benchmark tables), 3
-# elsewhere: on Zen 3 (AVX2, 16 vector registers) stage passes at 26 qubits took
-# 3.2-3.5 s at F=3 against 4.4-4.5 s at F=4 (random, complex64, one 2^24 block, one
-# thread), quantum volume 5.9-6.2 against 6.6-7.3, QFT 1.3-1.5 against 1.6-1.8, and
-# complex128 the same way (benchmarks/README.md).
+GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as fast as the tiles
+# The widest fused group follows the vector registers. A k-qubit tile keeps 2^k vectors
+# of real parts and 2^k of imaginary parts live. Where a 512-bit vector is one register
+# (AVX-512, 32 of them) a 4-qubit tile's inputs fit the register file, and wider groups
+# mean fewer groups. Where it takes two (AVX2, 16 registers) a 4-qubit tile spills to
+# memory, so 3-qubit groups cost less than the 4-qubit groups they would merge into.
 WIDE_VECTOR_FUSION_SIZE = 4
 NARROW_VECTOR_FUSION_SIZE = 3
 
@@ -66,9 +65,10 @@ class GroupKernel(Kernel):
 
     def in_tiles(self, outside: Sequence[int]) -> TileApply | None:
         """The numba kernel over one tile where it lies: the bits outside the tile join
-        the holes and the tile's base is the first tile's (the copies that gather and
-        scatter a tile were 10% of a quantum-volume run at 24 qubits). None when a
-        bit outside the tile is one of the tile's holes (a lane bit, a partner)."""
+        the holes and the tile's base is the first tile's (no copy gathers the tile
+        into scratch and scatters it back: that is a pass over the tile's memory
+        saved). None when a bit outside the tile is one of the tile's holes (a lane
+        bit, a partner)."""
         at = self.layout
         if set(outside) & set(at.holes.tolist()):  # a lane bit or a partner outside the tile
             return None
@@ -178,8 +178,8 @@ class CPUBackend(ArrayBackend):
         return WIDE_VECTOR_FUSION_SIZE if numba_kernels.wide_vectors() else NARROW_VECTOR_FUSION_SIZE
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
-        # BLAS threads inside every Dask thread oversubscribe the cores (measured
-        # 1.5-1.9x slower on 2 cores, benchmarks/README.md)
+        # Dask already runs one block per thread: BLAS threads inside every Dask
+        # thread would oversubscribe the cores
         return _blas_controller().limit(limits=1, user_api="blas")
 
     # New blocks (basis states, assembled relayouts) and scratch tiles in 4 KiB pages of
@@ -191,8 +191,9 @@ class CPUBackend(ArrayBackend):
     zeros = scratch = empty
 
     def permute_bits_in_place(self, block: Any, order: Sequence[int]) -> None:
-        """Bit swaps in place: no second block, 2-3x faster than a transpose copy
-        written back (moving 3 bits of 2^22 complex64 amplitudes: 2-8 ms against 10-19)."""
+        """Bit swaps in place: no second block, and each swap reads and writes only
+        the half of the block whose two bits differ, where a transpose copy written
+        back reads and writes all of it twice."""
         if not (block.ndim == 1 and block.flags.c_contiguous and block.flags.writeable):
             super().permute_bits_in_place(block, order)
             return

@@ -20,13 +20,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 # Indices computed from offsets are cast to unsigned: numba then drops its negative-
-# index wraparound branch, which otherwise stops LLVM vectorising the loop (measured
-# 4x on a contiguous complex reduction, 5-15% on the group kernel).
+# index wraparound branch, which otherwise stops LLVM vectorising the loop.
 _U = numba.uint64
 
 
-# Independent FMA chains that keep a core's two FMA units busy at a 4-cycle latency
-# (Zen 3, Skylake-X): a tile's outputs are accumulated this many vectors at a time.
+# Independent FMA chains that keep two FMA units busy at a 4-cycle latency (2 x 4 in
+# flight): a tile's outputs are accumulated this many vectors at a time.
 FMA_CHAINS = 8
 
 
@@ -84,9 +83,20 @@ def _group_tile(  # pragma: no cover
     typingctx, state, base, offsets, cre, cim, k_t, lanes_t, rows_t, parts_t
 ):
     """One tile of ``group_kernel`` written as LLVM vector code (numba's loop
-    vectoriser keeps a 16-column complex sum scalar or spills it through memory:
-    this form runs 1.5-3x faster). ``k``, ``lanes``, ``rows`` and ``parts`` are
-    compile-time constants: the shuffles' masks are built from them.
+    vectoriser keeps a 16-column complex sum scalar or spills it through memory;
+    written out, the sums stay in vector registers). ``k``, ``lanes``, ``rows`` and
+    ``parts`` are compile-time constants: the shuffles' masks are built from them.
+
+    typingctx: numba's typing context (the intrinsic's first argument);
+    state: the block, 1-d complex64 or complex128, read and written in place;
+    base: the index where the tile's vector 0 starts (see ``group_kernel``);
+    offsets: int64, offsets[h] = where the tile's vector h starts, from ``base``;
+    cre: real parts of the coefficients, cre[j * 2^k + h] from input vector h to output j;
+    cim: imaginary parts of the same coefficients;
+    k_t: the number of targets, a literal (the tile holds 2^k vectors);
+    lanes_t: a literal, nibble e = 1 + the lane bit of vector-index bit e (0: none);
+    rows_t: a literal, output vectors summed per pass over the inputs;
+    parts_t: a literal, partial sums per real and per imaginary output.
 
     The tile is 2^k vectors of W amplitudes (W = ``vector_amplitudes``): vector h
     starts at ``base + offsets[h]``, its lanes are the block's W lowest bits, and
@@ -98,10 +108,12 @@ def _group_tile(  # pragma: no cover
     exchanges the target's lane bit with bit e (``lane_exchange``), so that every
     target is a vector-index bit, every lane runs the same matrix, and every
     coefficient is one scalar; the outputs are exchanged back before they are
-    stored. (Lane-wise coefficient vectors and per-target lane permutations, the
-    previous form, ran groups with a lane target 1.5-1.8x slower on Zen 5.)
-    Outputs are summed ``rows`` vectors at a time, each in ``parts`` partial sums
-    (``TileSchedule``): 3-qubit groups 10-20% faster on Zen 3 than one at a time."""
+    stored. (The alternative, lane-wise coefficient vectors and a lane permutation
+    of every input per target, loads a vector per coefficient and shuffles every
+    input once per shift; the exchange shuffles each pair of vectors once on the way
+    in and once on the way out.) Outputs are summed ``rows`` vectors at a time, each
+    in ``parts`` partial sums (``TileSchedule``), so that ``FMA_CHAINS`` independent
+    sums hide the FMA latency (one output at a time would wait on each FMA)."""
     literals = (k_t, lanes_t, rows_t, parts_t)
     if not all(isinstance(t, types.IntegerLiteral) for t in literals):
         return None
@@ -215,7 +227,19 @@ def group_kernel(state, holes, offsets, cre, cim, first, count, k, lanes, rows, 
     spread over the bits that are not holes: the whole state (``first`` 0, ``count``
     size >> holes), or, with more bits among the holes, the part of the state where
     those bits are ``first``'s (a cache tile of a block, where it lies).
-    Compiled once per (precision, k, lanes, schedule): ``compiled_group_kernel``."""
+    Compiled once per (precision, k, lanes, schedule): ``compiled_group_kernel``.
+
+    state: the block, 1-d C-contiguous complex64 or complex128, written in place;
+    holes: int64, sorted bit positions left zero in every tile's base (``GroupLayout.holes``);
+    offsets: int64, offsets[h] = where a tile's vector h starts, from its base (``GroupLayout.offsets``);
+    cre: real parts of the matrix in the tiles' order (``group_coefficients``);
+    cim: imaginary parts of the same;
+    first: bits set in every tile's base: 0 for the whole state, else a cache tile's start;
+    count: the number of tiles to run;
+    k: the number of targets, a literal;
+    lanes: the targets among the lane bits, a literal (``GroupLayout.lanes``, see ``_group_tile``);
+    rows: output vectors per pass over a tile's inputs, a literal (``TileSchedule.rows``);
+    parts: partial sums per output, a literal (``TileSchedule.parts``)."""
     numba.literally(k)
     numba.literally(lanes)
     numba.literally(rows)
@@ -231,8 +255,8 @@ def group_kernel(state, holes, offsets, cre, cim, first, count, k, lanes, rows, 
 @dataclass(frozen=True)
 class CompiledGroupKernel:
     """``group_kernel`` compiled for one precision, layout and schedule, called
-    directly: the dispatcher resolves the literal arguments again on every call
-    (about 10 ms)."""
+    directly: the dispatcher resolves the literal arguments again on every call,
+    which costs more than the kernel itself on a small block or cache tile."""
 
     run: Any
     k: int
@@ -293,11 +317,15 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
     Qubits below T repeat the same pattern of factors in every tile of 2^T
     amplitudes; qubits at or above T are constant in a tile and pick one of 2^h rows
     of that pattern. When those rows are few beside the state, they are built once
-    per call and each tile is one contiguous multiply (a low qubit no longer means
-    one table lookup per amplitude: 2.5-7x faster on 2^16 amplitudes). When they are
-    not (a wide table on a cache-sized tile, where building them would cost more
-    than the multiply), each amplitude reads its factor from the table at the
-    offset of its span's high bits plus that of its low bits, kept per span."""
+    per call and each tile is one contiguous multiply (a low qubit costs no table
+    lookup per amplitude). When they are not (a wide table on a cache-sized tile,
+    where building them would cost more than the multiply), each amplitude reads its
+    factor from the table at the offset of its span's high bits plus that of its low
+    bits, kept per span.
+
+    state: the block, 1-d complex64 or complex128, scaled in place;
+    qubits: int64, qubits[b] = the block's bit that is bit b of the table index;
+    values: the 2^k factors (the diagonal), in the state's precision."""
     n = state.size
     k = qubits.size
     bits = 0
@@ -358,7 +386,11 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True)
 def swap_bits(state, low, high):  # pragma: no cover - compiled
     """Exchange bits ``low`` < ``high`` of every index in place: the amplitudes whose
-    two bits differ trade places in runs of 2^low, half the block read and written."""
+    two bits differ trade places in runs of 2^low, half the block read and written.
+
+    state: the block, 1-d, permuted in place;
+    low: the lower bit position;
+    high: the higher bit position."""
     run = 1 << low
     far = 1 << high
     for outer in range(0, state.size, far << 1):
@@ -373,7 +405,15 @@ def swap_bits(state, low, high):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True)
 def scatter_bits(source, out, base, tile_source, tile_out, outer_source, outer_out):  # pragma: no cover
     """Every amplitude of ``source`` to its renamed index in ``out``, one cache-sized
-    tile at a time (see ``Backend.scatter_to_host``)."""
+    tile at a time (see ``Backend.scatter_to_host``).
+
+    source: the block, 1-d contiguous, in stored bit order (read only);
+    out: the whole state in logical order, on the host (written);
+    base: where the block's amplitudes start in ``out`` (its global qubits' bits);
+    tile_source: int64, tile_source[i] = the offset of a tile's amplitude i from the tile's start;
+    tile_out: int64, tile_out[i] = the same amplitude's offset from the tile's start in ``out``;
+    outer_source: int64, 1 << the stored bit, for each bit outside the tile (tile o's offset in ``source``);
+    outer_out: int64, 1 << the logical qubit of the same bits (tile o's offset in ``out``)."""
     tile = tile_source.size
     for o in range(source.size // tile):
         s0 = 0
@@ -391,7 +431,13 @@ def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compile
     """out[base | bits of i at ``qubits`` placed at ``slots``] += |state[i]|^2 in float64
     (bit qubits[m] of i -> bit slots[m] of the index), in one pass with no
     temporaries: tiles of 2^T amplitudes, an amplitude's index being its tile's
-    constant (qubits at or above T) plus a pattern over the tile."""
+    constant (qubits at or above T) plus a pattern over the tile.
+
+    state: the block, 1-d (read only);
+    qubits: int64, the block's bit positions read out (the local ones);
+    slots: int64, slots[m] = the bit of ``out``'s index that qubits[m] goes to;
+    base: ``out``'s index bits fixed by the block's global qubits;
+    out: float64 probabilities, one per outcome of every qubit read out, added to in place."""
     n = state.size
     k = qubits.size
     bits = 0
@@ -419,7 +465,9 @@ def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compile
 def norm2(state):  # pragma: no cover - compiled
     """sum |a_i|^2 accumulated in float64 (BLAS's complex64 dot keeps a float32 sum,
     which loses 1e-3 of the norm over 2^25 amplitudes). fastmath lets the sum run in
-    vector lanes (3.5x on 2^16 amplitudes, and a pairwise-like sum)."""
+    vector lanes, whose partial sums also round like a pairwise sum.
+
+    state: a block, 1-d complex64 or complex128 (read only)."""
     total = 0.0
     for i in range(state.size):
         re = numba.float64(state[i].real)
@@ -430,7 +478,10 @@ def norm2(state):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def vdot(a, b):  # pragma: no cover - compiled
-    """sum conj(a_i) b_i accumulated in complex128."""
+    """sum conj(a_i) b_i accumulated in complex128.
+
+    a: a block, conjugated (read only);
+    b: a block of the same size and layout (read only)."""
     re = 0.0
     im = 0.0
     for i in range(a.size):
@@ -451,7 +502,9 @@ _FIRST_CHECK = 30.0  # above this mean, a Poisson count is drawn by numba's gene
 
 @numba.njit(nogil=True, cache=True)
 def mix64(x):  # pragma: no cover - compiled
-    """splitmix64's finaliser: a counter-based hash, so a draw depends on its key only."""
+    """splitmix64's finaliser: a counter-based hash, so a draw depends on its key only.
+
+    x: the uint64 to hash."""
     z = x + _GOLDEN
     z = (z ^ (z >> numba.uint64(30))) * _MIX1
     z = (z ^ (z >> numba.uint64(27))) * _MIX2
@@ -461,7 +514,11 @@ def mix64(x):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True)
 def poisson_count(m, u, h):  # pragma: no cover - compiled
     """The count of one draw that passed the first check (``u < m``): inversion on
-    1 - u for small means, numba's generator seeded by the hash above ``_FIRST_CHECK``."""
+    1 - u for small means, numba's generator seeded by the hash above ``_FIRST_CHECK``.
+
+    m: the draw's Poisson mean (lam |a_i|^2, see ``poisson_draws``);
+    u: the draw's uniform in [0, 1), below ``m``;
+    h: the draw's uint64 hash, which ``u`` came from (the seed for large means)."""
     if m > _FIRST_CHECK:
         np.random.seed(numba.uint32(h & numba.uint64(0xFFFFFFFF)))
         return np.random.poisson(m)
@@ -480,7 +537,11 @@ def poisson_count(m, u, h):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True)
 def poisson_counts(m, u, h):  # pragma: no cover - compiled
     """``poisson_count`` over arrays: how a backend that hashes elsewhere (a GPU)
-    finishes the few draws that passed the first check, identically."""
+    finishes the few draws that passed the first check, identically.
+
+    m: float64, the draws' Poisson means;
+    u: float64, their uniforms in [0, 1);
+    h: uint64, their hashes."""
     out = np.empty(m.size, dtype=np.int64)
     for i in range(m.size):
         out[i] = poisson_count(m[i], u[i], h[i])
@@ -495,6 +556,12 @@ def poisson_draws(state, block_part, local_tables, lam, key):  # pragma: no cove
     The logical index is ``block_part | local_tables[0][i & 255] | ...`` (one table
     per byte of the local index), so the same amplitude gets the same draw whatever
     block, position or machine holds it.
+
+    state: the block, 1-d (read only);
+    block_part: uint64, the logical-index bits of the block's global qubits;
+    local_tables: uint64 (local bytes x 256), [t, v] = the logical bits of local byte t holding v;
+    lam: the Poisson mean of the total count (amplitude i's is lam |a_i|^2);
+    key: the seed: every draw's uniform is hashed from it and the logical index.
     """
     n = state.size
     idx = np.empty(64, dtype=np.int64)
@@ -534,7 +601,9 @@ PAULI_TILE = 1 << 14  # amplitudes per tile (256 KiB in complex128): the terms r
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _parity(x):  # pragma: no cover - compiled
-    """popcount(x) & 1 by folding, without branches."""
+    """popcount(x) & 1 by folding, without branches.
+
+    x: a 64-bit integer."""
     x ^= x >> 32
     x ^= x >> 16
     x ^= x >> 8
@@ -547,7 +616,13 @@ def _parity(x):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def _pauli_tile(own, src, flip, masks, weights):  # pragma: no cover - compiled
     """pauli_group on one tile, indices from 0: one loop per term, which vectorises
-    (a loop over the terms inside the loop over amplitudes does not)."""
+    (a loop over the terms inside the loop over amplitudes does not).
+
+    own: a tile of the block whose amplitudes are conjugated (read only);
+    src: the tile it meets, same size (read only);
+    flip: the X/Y mask's bits inside the tile: own[i] meets src[i ^ flip];
+    masks: int64, masks[k] = term k's Y/Z bits (its sign is their parity at i ^ flip);
+    weights: complex128, term k's weight with this tile pair's sign folded in."""
     total_re = 0.0
     total_im = 0.0
     for k in range(masks.size):
@@ -577,7 +652,13 @@ def pauli_group(own, src, flip, masks, weights):  # pragma: no cover - compiled
     one block's share of a group of Pauli terms sharing their X/Y (flip) mask, in one
     pass over the block from memory (tile by tile; each term re-reads the tile from
     cache), accumulated in float64. Tile t meets tile t ^ (flip's bits above the
-    tile); those bits' parity is a sign per term and tile."""
+    tile); those bits' parity is a sign per term and tile.
+
+    own: the block whose amplitudes are conjugated (read only);
+    src: the block it meets: block c ^ (the flip's global bits) for block c, maybe ``own``;
+    flip: the group's X/Y mask on the block's local bits;
+    masks: int64, masks[k] = term k's Y/Z bits on local bits;
+    weights: complex128, term k's coefficient times i^(its Y count) and the sign of its global bits."""
     n = own.size
     tile = min(n, PAULI_TILE)
     low = flip & (tile - 1)

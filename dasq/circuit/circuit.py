@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from os import PathLike
 from typing import Any
@@ -216,14 +216,17 @@ class Circuit:
         ones ``dasq.run`` samples from the final state), keeping the registers."""
         from dasq.circuit.dynamic import split_terminal_measurements
 
-        new = self.copy()
-        new._ops = list(split_terminal_measurements(self).body)
-        return new
+        return self.with_operations(split_terminal_measurements(self).body)
 
     def copy(self) -> Circuit:
         """A shallow copy: the same (immutable) records, its own list and registers."""
+        return self.with_operations(self._ops)
+
+    def with_operations(self, ops: Iterable[Any]) -> Circuit:
+        """A copy (phase and registers kept) holding ``ops``: records taken from this
+        circuit or rewritten from them, so they are not validated again."""
         new = Circuit(self._num_qubits, self.global_phase)
-        new._ops = list(self._ops)
+        new._ops = list(ops)
         new._registers = list(self._registers)
         return new
 
@@ -700,16 +703,16 @@ class Circuit:
     @classmethod
     def from_qasm(cls, text_or_path: str | PathLike[str]) -> Circuit:
         """Parse OpenQASM 2 or 3 (text or a file path); needs the ``qiskit`` extra."""
-        from dasq.circuit import qiskit_io
+        from dasq.circuit import interop
 
-        return qiskit_io.circuit_from_qasm(text_or_path, cls, MAX_QUBITS)
+        return interop.circuit_from_qasm(text_or_path, cls, MAX_QUBITS)
 
     @classmethod
     def from_qiskit(cls, qc: object) -> Circuit:
         """Convert a qiskit.QuantumCircuit (standard gates stay structured)."""
-        from dasq.circuit import qiskit_io
+        from dasq.circuit import interop
 
-        return qiskit_io.circuit_from_qiskit(qc, cls)
+        return interop.circuit_from_qiskit(qc, cls)
 
     @classmethod
     def from_cirq(cls, circuit: object) -> Circuit:
@@ -732,12 +735,12 @@ class Circuit:
     def to_qasm(self, version: int = 2) -> str:
         """OpenQASM 2 or 3 text of this circuit, written by Qiskit's exporters (needs the
         ``qiskit`` extra); ``from_qasm`` reads it back."""
-        from dasq.circuit import qiskit_io
+        from dasq.circuit import interop
 
-        return qiskit_io.circuit_to_qasm(self, version)
+        return interop.circuit_to_qasm(self, version)
 
     def to_qiskit(self) -> object:
         """A qiskit.QuantumCircuit with the same action (needs the ``qiskit`` extra)."""
-        from dasq.circuit import qiskit_io
+        from dasq.circuit import interop
 
-        return qiskit_io.circuit_to_qiskit(self)
+        return interop.circuit_to_qiskit(self)

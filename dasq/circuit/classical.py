@@ -8,7 +8,7 @@ first, separated by spaces, each written from its highest bit to bit 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,17 @@ class IfElse:
             for op in part:
                 op.update_digest(digest)
             digest.update(b"}")
+
+
+def has_if_test(ops: Iterable[Any]) -> bool:
+    """Whether any of ``ops`` is a conditioned block (``Circuit.if_test``)."""
+    return any(isinstance(op, IfElse) for op in ops)
+
+
+def writes_clbits(ops: Iterable[Any]) -> bool:
+    """Whether any of ``ops`` writes a classical bit (a measurement into one, or a
+    conditioned block, which may)."""
+    return any(getattr(op, "clbit", -1) >= 0 or isinstance(op, IfElse) for op in ops)
 
 
 def check_condition(condition: object, registers: Sequence[ClassicalRegister], num_clbits: int) -> Condition:

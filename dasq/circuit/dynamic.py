@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dasq.circuit.classical import IfElse
+from dasq.circuit.classical import IfElse, has_if_test
 from dasq.circuit.kinds import Measure
 
 
@@ -32,7 +32,7 @@ class ShotProgram:
 
     @property
     def conditional(self) -> bool:
-        return any(isinstance(op, IfElse) for op in self.body)
+        return has_if_test(self.body)
 
 
 def _writes(op: Any) -> set[int]:

@@ -1,18 +1,16 @@
-"""Operation kinds: each kind says, in one class, everything the other layers need of it.
+"""Operation kinds: the records a circuit holds, one frozen dataclass per kind.
 
-A kind is a frozen dataclass. It validates its own fields (``create``, through the
-validation layer), says which qubits must be local for it to run inside a block
-(``needs_local``: the planner's gate classes), specialises itself to one block
-(``local_actions``), says whether and how blocks meet for it without a relayout
-(``pair_exchange`` / ``pair_update``: the seed paper's pairwise algorithms),
-gives its complex conjugate (``conjugate``: the bra side of a density matrix) and
-its Qiskit instruction (``to_qiskit``). Adding a kind is one subclass (plus, if
-it needs one, its own ``Action`` with a kernel); nothing else dispatches on kinds.
+A kind is data: its qubits, controls, parameters and payload (a matrix, a
+diagonal, a Pauli label, Kraus operators...). It validates its own fields
+(``create``, through the validation layer) and gives its complex conjugate
+(``conjugate``: the bra side of a density matrix), its Qiskit instruction
+(``to_qiskit``), its digest and a one-line description. Nothing here knows about
+blocks: how each kind runs on them is its row in ``dasq.plan.lowering``.
 
 Conventions (the API): little-endian qubits; bit j of a matrix/diagonal index
 belongs to ``targets[j]``; the rightmost Pauli character belongs to ``targets[0]``;
-control state 1 means |1>. Inside the engine the same records hold bit
-*positions* instead of logical qubits (``remap``); positions >= L are global.
+control state 1 means |1>. Inside the plan the same records hold bit *positions*
+instead of logical qubits (``remap``); positions >= L are global.
 """
 
 from __future__ import annotations
@@ -26,39 +24,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dasq.circuit import validation as v
-from dasq.circuit.actions import (
-    Action,
-    CombineAction,
-    Controls,
-    DenseAction,
-    DiagonalAction,
-    GroupShareAction,
-    PairMapAction,
-    PairUpdate,
-    Projection,
-)
 from dasq.errors import ValidationError
 
 SWAP_MATRIX = np.eye(4, dtype=complex)[[0, 2, 1, 3]]
 SWAP_MATRIX.setflags(write=False)
 
 KINDS: dict[str, type[Operation]] = {}
-
-
-def bit(value: int, b: int) -> int:
-    return (value >> b) & 1
-
-
-@dataclass(frozen=True)
-class ExchangeSpec:
-    """Blocks c and c ^ ``mask`` meet; ``rename``: block c is computed from block
-    c ^ mask alone, where that block lives (nothing is sent). ``summed``: the blocks
-    that differ in the bits of ``mask`` add up one piece of each, by a butterfly (one
-    round of pairs per bit), and each block takes the sum back (``group_share``)."""
-
-    mask: int
-    rename: bool
-    summed: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,10 +115,6 @@ class Operation:
         density-matrix runs and trajectories take it."""
         return False
 
-    def needs_local(self) -> frozenset[int]:
-        """The qubits that must be local for this operation to run inside one block."""
-        return frozenset() if self.is_diagonal else frozenset(self.targets)
-
     def remap(self, mapping: Sequence[int]) -> Operation:
         """The same operation with every qubit q replaced by ``mapping[q]``.
 
@@ -164,54 +131,10 @@ class Operation:
         object.__setattr__(new, "controls", controls)
         return new
 
-    def local_controls(self, L: int) -> Controls:
-        return tuple((q, s) for q, s in zip(self.controls, self.control_states) if q < L)
-
-    def global_controls(self, L: int) -> Controls:
-        """Global controls as (block-index bit, state)."""
-        return tuple((q - L, s) for q, s in zip(self.controls, self.control_states) if q >= L)
-
-    def controls_met(self, L: int, block: int) -> bool:
-        return all(bit(block, b) == s for b, s in self.global_controls(L))
-
-    # ------------------------------------------------------------ per-block specialisation
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        """This operation inside block ``block`` (its needs_local qubits are local);
-        () when a global control fails or nothing is left to do."""
-        raise TypeError(f"{self.kind} cannot run inside a block")
-
-    def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        """How blocks meet when a needed qubit is global, without a relayout (None: they
-        cannot; the planner then brings the qubits local with a fused relayout)."""
-        return None
-
-    def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        """Block ``block``'s part of the pair exchange; None: the block is unchanged."""
-        raise TypeError(f"{self.kind} has no pair exchange")
-
-    def relayout_pairs(self, L: int) -> tuple[tuple[int, int], ...] | None:
-        """(global, local) position pairs when this operation IS a relayout (a SWAP)."""
-        return None
-
-    def group_share(self, L: int, block: int) -> GroupShareAction:
-        """Block ``block``'s part of a summing exchange (``ExchangeSpec.summed``)."""
-        raise TypeError(f"{self.kind} has no summing exchange")
-
-    def absorbed_swap(self) -> tuple[int, int] | None:
-        """The two qubits of an uncontrolled SWAP: the planner relabels them, nothing moves."""
-        return None
-
     # ------------------------------------------------------------ other layers
     def conjugate(self) -> Operation:
         """The complex conjugate (what acts on the bra side of a density matrix)."""
         raise TypeError(f"{self.kind} has no conjugate")
-
-    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
-        """This operation on the 2N-qubit Choi vector of a density matrix of
-        ``num_qubits`` = N qubits (ket qubit q at q, bra qubit at q + N): U on the
-        ket qubits and conj(U) on the bra qubits."""
-        bra = self.conjugate().remap(range(num_qubits, 2 * num_qubits))
-        return (self, bra)
 
     def to_qiskit(self) -> Any:
         """The Qiskit instruction (on qubits ``controls + targets``)."""
@@ -257,19 +180,6 @@ def digest_of(ops: Sequence[Operation], prefix: str = "") -> str:
     return h.hexdigest()
 
 
-# --------------------------------------------------------------------- helpers
-def reduce_diagonal(
-    values: np.ndarray, targets: Sequence[int], L: int, block: int
-) -> tuple[tuple[int, ...], np.ndarray]:
-    """The local targets and the sub-diagonal selected by the block's global bits."""
-    local_j = [j for j, t in enumerate(targets) if t < L]
-    base = sum(bit(block, t - L) << j for j, t in enumerate(targets) if t >= L)
-    idx = np.full(1 << len(local_j), base)
-    for i, j in enumerate(local_j):
-        idx |= ((np.arange(idx.size) >> i) & 1) << j
-    return tuple(targets[j] for j in local_j), np.asarray(values)[idx]
-
-
 def pauli_masks(label: str, targets: Sequence[int]) -> tuple[int, int, int]:
     """Bit masks (x, y, z) of the qubits carrying X, Y and Z in a Pauli string."""
     x = y = z = 0
@@ -282,31 +192,6 @@ def pauli_masks(label: str, targets: Sequence[int]) -> tuple[int, int, int]:
         elif ch == "Z":
             z |= 1 << q
     return x, y, z
-
-
-def _pauli_combine(
-    label: str, targets: Sequence[int], L: int, theta: float | None, source: int, phase: complex, lc: Controls
-) -> tuple[CombineAction, int]:
-    """P (theta None) or exp(-i theta/2 P) as new = own * x + other * flip(sign * src).
-
-    P|j> = i^#Y (-1)^popcount(j & (Y|Z)) |j ^ (X|Y)>; ``source`` is the block read
-    (its global Y/Z bits give a sign). Returns the action and the global flip mask.
-    """
-    xm, ym, zm = pauli_masks(label, targets)
-    flip, yz = xm | ym, ym | zm
-    coeff = phase * 1j ** bin(ym).count("1") * (-1) ** bin(source & (yz >> L)).count("1")
-    if theta is None:
-        own, other = 0j, complex(coeff)
-    else:
-        own, other = complex(np.cos(theta / 2)), complex(-1j * np.sin(theta / 2) * coeff)
-    flips = tuple(b for b in range(L) if (flip >> b) & 1)
-    signs = tuple(b for b in range(L) if (yz >> b) & 1)
-    return CombineAction(lc, own, other, flips, signs), flip >> L
-
-
-def _require_local(op: Operation, L: int) -> None:
-    if any(t >= L for t in op.needs_local()):
-        raise ValidationError(f"{op.describe()} needs a global qubit local; it cannot run inside a block")
 
 
 # --------------------------------------------------------------------- kinds
@@ -328,31 +213,6 @@ class Unitary(Operation):
     def is_diagonal(self) -> bool:  # type: ignore[override]
         m = self.matrix
         return np.count_nonzero(m) == np.count_nonzero(np.diagonal(m))
-
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        if not self.controls_met(L, block):
-            return ()
-        lc = self.local_controls(L)
-        if self.is_diagonal:
-            t, d = reduce_diagonal(np.diag(self.matrix), self.targets, L, block)
-            return (DiagonalAction(t, d, lc),)
-        _require_local(self, L)
-        return (DenseAction(self.targets, lc, self.matrix),)
-
-    def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        if self.is_diagonal or len(self.targets) != 1 or self.targets[0] < L:
-            return None
-        return ExchangeSpec(1 << (self.targets[0] - L), rename=False)
-
-    def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        if not self.controls_met(L, block):
-            return None
-        tb = self.targets[0] - L
-        b = bit(block, tb)
-        m = self.matrix
-        lc = self.local_controls(L)
-        action = CombineAction(lc, complex(m[b, b]), complex(m[b, 1 - b]))
-        return PairUpdate(block, block ^ (1 << tb), lc, action)
 
     def conjugate(self) -> Operation:
         m = self.matrix.conj()
@@ -383,12 +243,6 @@ class Diagonal(Operation):
     def is_diagonal(self) -> bool:
         return True
 
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        if not self.controls_met(L, block):
-            return ()
-        t, d = reduce_diagonal(self.values, self.targets, L, block)
-        return (DiagonalAction(t, d, self.local_controls(L)),)
-
     def conjugate(self) -> Operation:
         d = self.values.conj()
         d.setflags(write=False)
@@ -401,60 +255,26 @@ class Diagonal(Operation):
 
 
 class _PauliFamily(Operation):
-    """Shared by the kinds built on a Pauli string: the X/Y qubits need to be local,
-    global X/Y bits pair block c with block c ^ mask."""
+    """Shared by the kinds built on a Pauli string P: exp(i phase) P, or exp(-i theta/2 P)."""
 
-    def _label(self) -> str:
+    @property
+    def pauli_label(self) -> str:
+        """P; ``pauli_label[-1-j]`` acts on ``targets[j]``."""
         raise NotImplementedError
 
-    def _theta(self) -> float | None:
+    @property
+    def pauli_angle(self) -> float | None:
+        """theta of exp(-i theta/2 P); None: P itself."""
         return None
 
-    def _phase(self) -> complex:
+    @property
+    def pauli_phase(self) -> complex:
+        """The factor before P."""
         return 1.0
-
-    def _combine(self, L: int, source: int) -> tuple[CombineAction, int]:
-        return _pauli_combine(
-            self._label(), self.targets, L, self._theta(), source, self._phase(), self.local_controls(L)
-        )
-
-    def _flip_mask(self) -> int:
-        x, y, _ = pauli_masks(self._label(), self.targets)
-        return x | y
 
     @property
     def is_diagonal(self) -> bool:
-        return not self._flip_mask()
-
-    def needs_local(self) -> frozenset[int]:
-        flip = self._flip_mask()
-        return frozenset(q for q in self.targets if (flip >> q) & 1)
-
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        if not self.controls_met(L, block):
-            return ()
-        action, global_flip = self._combine(L, block)
-        if global_flip:
-            raise ValidationError(f"{self.describe()} flips a global qubit; it cannot run inside a block")
-        return (action,)
-
-    def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        mask = self._flip_mask() >> L
-        if not mask:
-            return None
-        return ExchangeSpec(mask, rename=self._theta() is None and not self.local_controls(L))
-
-    def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        if not self.controls_met(L, block):
-            return None
-        spec = self.pair_exchange(L)
-        assert spec is not None
-        source = block ^ spec.mask
-        action, _ = self._combine(L, source)
-        if spec.rename:  # block c is computed from block `source` alone, where it lives
-            return PairUpdate(source, None, (), None if action.is_identity else action)
-        lc = self.local_controls(L)
-        return PairUpdate(block, source, lc, action)
+        return all(ch in "IZ" for ch in self.pauli_label)
 
 
 @dataclass(frozen=True, eq=False)
@@ -474,10 +294,12 @@ class PauliString(_PauliFamily):
             return super().check_payload(num_targets, **rest)
         return {"label": v.check_pauli_label(label, num_targets), "phase": v.check_angle(phase, "phase")}
 
-    def _label(self) -> str:
+    @property
+    def pauli_label(self) -> str:
         return self.label
 
-    def _phase(self) -> complex:
+    @property
+    def pauli_phase(self) -> complex:
         return complex(np.exp(1j * self.phase)) if self.phase else 1.0
 
     def conjugate(self) -> Operation:
@@ -515,10 +337,12 @@ class PhaseGadget(_PauliFamily):
             return super().check_payload(num_targets, **rest)
         return {"theta": v.check_angle(theta, "theta")}
 
-    def _label(self) -> str:
+    @property
+    def pauli_label(self) -> str:
         return "Z" * len(self.targets)
 
-    def _theta(self) -> float | None:
+    @property
+    def pauli_angle(self) -> float | None:
         return self.theta
 
     def conjugate(self) -> Operation:
@@ -528,7 +352,7 @@ class PhaseGadget(_PauliFamily):
         from qiskit.circuit.library import PauliEvolutionGate
         from qiskit.quantum_info import SparsePauliOp
 
-        return self._controlled(PauliEvolutionGate(SparsePauliOp(self._label()), time=self.theta / 2))
+        return self._controlled(PauliEvolutionGate(SparsePauliOp(self.pauli_label), time=self.theta / 2))
 
 
 @dataclass(frozen=True, eq=False)
@@ -548,10 +372,12 @@ class PauliGadget(_PauliFamily):
             return super().check_payload(num_targets, **rest)
         return {"theta": v.check_angle(theta, "theta"), "label": v.check_pauli_label(label, num_targets)}
 
-    def _label(self) -> str:
+    @property
+    def pauli_label(self) -> str:
         return self.label
 
-    def _theta(self) -> float | None:
+    @property
+    def pauli_angle(self) -> float | None:
         return self.theta
 
     def conjugate(self) -> Operation:
@@ -574,35 +400,6 @@ class Swap(Operation):
         if num_targets != 2:
             raise ValidationError(f"a swap needs exactly 2 targets, got {num_targets}")
         return super().check_payload(num_targets, **payload)
-
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        if not self.controls_met(L, block):
-            return ()
-        _require_local(self, L)
-        return (DenseAction(self.targets, self.local_controls(L), SWAP_MATRIX),)
-
-    def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        a, b = self.targets
-        if a < L or b < L:
-            return None
-        return ExchangeSpec((1 << (a - L)) | (1 << (b - L)), rename=not self.local_controls(L))
-
-    def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        a, b = (t - L for t in self.targets)
-        if not self.controls_met(L, block) or bit(block, a) == bit(block, b):
-            return None
-        partner = block ^ ((1 << a) | (1 << b))
-        lc = self.local_controls(L)
-        if not lc:
-            return PairUpdate(partner, None, (), None)
-        return PairUpdate(block, partner, lc, CombineAction(lc, 0j, 1 + 0j))
-
-    def relayout_pairs(self, L: int) -> tuple[tuple[int, int], ...] | None:
-        a, b = sorted(self.targets)
-        return ((b, a),) if a < L <= b else None
-
-    def absorbed_swap(self) -> tuple[int, int] | None:
-        return None if self.controls else (self.targets[0], self.targets[1])
 
     def conjugate(self) -> Operation:
         return self
@@ -631,9 +428,6 @@ class _Collapse(Operation):
     @property
     def is_collapse(self) -> bool:
         return True
-
-    def needs_local(self) -> frozenset[int]:
-        return frozenset()
 
     def conjugate(self) -> Operation:
         return self
@@ -664,9 +458,6 @@ class Measure(_Collapse):
     def describe(self) -> str:
         return super().describe() + (f" -> c{self.clbit}" if self.clbit >= 0 else "")
 
-    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
-        raise TypeError("a measurement draws an outcome; density-matrix runs branch on it before lowering")
-
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Measure as QiskitMeasure
 
@@ -676,12 +467,6 @@ class Measure(_Collapse):
 @dataclass(frozen=True, eq=False)
 class Reset(_Collapse):
     """Measure, then flip to |0> if the outcome was 1."""
-
-    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
-        """On a density matrix a reset is a channel (|0><0|, |0><1|): nothing is drawn."""
-        from dasq.circuit.channels import reset_kraus, superop_of
-
-        return (LinearMap.of_channel(superop_of(reset_kraus()), self.targets, num_qubits, "reset"),)
 
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Reset as QiskitReset
@@ -701,14 +486,8 @@ class Barrier(Operation):
     def is_diagonal(self) -> bool:
         return True
 
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        return ()
-
     def conjugate(self) -> Operation:
         return self
-
-    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
-        return (self,)
 
     def to_qiskit(self) -> Any:
         from qiskit.circuit import Barrier as QiskitBarrier
@@ -753,17 +532,6 @@ class Channel(_Uncontrolled):
             raise ValidationError("a channel needs its Kraus operators")
         return {"kraus": check_kraus(kraus, num_targets)}
 
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        raise ValidationError(
-            f"{self.describe()} is a channel; a statevector cannot hold its result: simulate with "
-            "density=True, or sample it with trajectories="
-        )
-
-    def on_choi(self, num_qubits: int) -> tuple[Operation, ...]:
-        from dasq.circuit.channels import superop_of
-
-        return (LinearMap.of_channel(superop_of(self.kraus), self.targets, num_qubits, self.name),)
-
     def to_qiskit(self) -> Any:
         from qiskit.quantum_info import Kraus
 
@@ -774,13 +542,7 @@ class Channel(_Uncontrolled):
 class LinearMap(_Uncontrolled):
     """A dense 2^k x 2^k matrix that need not be unitary: a channel's superoperator
     on the Choi vector of a density matrix (ket and bra qubits; the seed paper's
-    Alg. 18), or one Kraus operator drawn by a trajectory. Diagonal ones (dephasing)
-    run inside each block with no communication. With one global target, blocks
-    pair and the partner sends only what the matrix reads, combined to its rank
-    (one-qubit depolarising: half a block; damping: half, from half of the blocks;
-    two-qubit depolarising: an eighth: Alg. 21, 25, 22). A depolarising map whose
-    bra qubits are all global sums the traces of the blocks of each group by a
-    butterfly (two-qubit depolarising: two rounds of a quarter: Alg. 22)."""
+    Alg. 18), or one Kraus operator drawn by a trajectory."""
 
     matrix: np.ndarray = field(default_factory=lambda: np.eye(4))
 
@@ -820,110 +582,5 @@ class LinearMap(_Uncontrolled):
         m = self.matrix
         return np.count_nonzero(m) == np.count_nonzero(np.diagonal(m))
 
-    def local_actions(self, L: int, block: int) -> tuple[Action, ...]:
-        if self.is_diagonal:
-            t, d = reduce_diagonal(np.diag(self.matrix), self.targets, L, block)
-            return (DiagonalAction(t, d, ()),)
-        _require_local(self, L)
-        return (DenseAction(self.targets, (), self.matrix),)
-
-    def _global_target(self, L: int) -> int | None:
-        """The index j of the one global target (None: none, or more than one)."""
-        found = [j for j, t in enumerate(self.targets) if t >= L]
-        return found[0] if len(found) == 1 else None
-
-    def pair_exchange(self, L: int) -> ExchangeSpec | None:
-        if self.is_diagonal:
-            return None
-        if self._summed(L):
-            mask = sum(1 << (t - L) for t in self.targets[len(self.targets) // 2 :])
-            return ExchangeSpec(mask, rename=False, summed=True)
-        jg = self._global_target(L)
-        return None if jg is None else ExchangeSpec(1 << (self.targets[jg] - L), rename=False)
-
-    def _summed(self, L: int) -> bool:
-        """All bra targets global, all ket targets local, a depolarising map."""
-        half = len(self.targets) // 2
-        kets, bras = self.targets[:half], self.targets[half:]
-        return (
-            half > 1
-            and all(t < L for t in kets)
-            and all(t >= L for t in bras)
-            and self.depolarising is not None
-        )
-
-    def group_share(self, L: int, block: int) -> GroupShareAction:
-        half = len(self.targets) // 2
-        kets, bras = self.targets[:half], self.targets[half:]
-        fixed = tuple((k, bit(block, b - L)) for k, b in zip(kets, bras))
-        s, w = self.depolarising  # type: ignore[misc]
-        return GroupShareAction(fixed, s, w)
-
-    def pair_update(self, L: int, block: int) -> PairUpdate | None:
-        jg = self._global_target(L)
-        assert jg is not None
-        local = [j for j in range(len(self.targets)) if j != jg]
-        mine = bit(block, self.targets[jg] - L)
-
-        def index(c: int, b: int) -> int:  # matrix index of local combination c, global bit b
-            return sum(bit(c, i) << j for i, j in enumerate(local)) | (b << jg)
-
-        combos = range(1 << len(local))
-        rows = [index(c, mine) for c in combos]
-        own = self.matrix[np.ix_(rows, [index(c, mine) for c in combos])]
-        other = self.matrix[np.ix_(rows, [index(c, 1 - mine) for c in combos])]
-        targets = tuple(self.targets[j] for j in local)
-        read = [c for c in combos if np.any(other[:, c])]
-        if not read:
-            if np.array_equal(own, np.eye(len(combos))):
-                return None
-            return PairUpdate(block, None, (), PairMapAction(targets, own, None))
-        packed, projection, weights = _low_rank_read(other, read, targets)
-        action = PairMapAction(targets, own, weights)
-        return PairUpdate(block, block ^ (1 << (self.targets[jg] - L)), packed, action, projection)
-
     def to_qiskit(self) -> Any:
         raise TypeError("a linear map is not a gate; export the circuit's channels instead")
-
-
-def _low_rank_read(
-    other: np.ndarray, read: Sequence[int], targets: Sequence[int]
-) -> tuple[Controls, Projection | None, np.ndarray]:
-    """What a partner sends for ``other`` (rows: this block's local combinations; columns:
-    the partner's), the columns ``read`` being its non-zero ones: the local bits that
-    every read column shares are fixed (a slice), and over the other bits the columns
-    are combined to their rank r: other = weights @ projection on what is sent."""
-    k = len(targets)
-    fixed = [i for i in range(k) if len({bit(c, i) for c in read}) == 1]
-    packed = tuple((targets[i], bit(read[0], i)) for i in fixed)
-    free = [i for i in range(k) if i not in fixed]
-    base = sum(bit(read[0], i) << i for i in fixed)
-    columns = [base | sum(bit(f, t) << i for t, i in enumerate(free)) for f in range(1 << len(free))]
-    sub = other[:, columns]
-    basis: list[np.ndarray] = []
-    coeffs: list[tuple[int, int, complex]] = []  # (basis vector, column, coefficient)
-    for f in range(sub.shape[1]):
-        col = sub[:, f]
-        if not np.any(col):
-            continue
-        for b, vec in enumerate(basis):
-            pivot = int(np.flatnonzero(vec)[0])
-            alpha = col[pivot] / vec[pivot]
-            if np.allclose(col, alpha * vec, rtol=0, atol=1e-14 * np.abs(col).max()):
-                coeffs.append((b, f, alpha))
-                break
-        else:
-            coeffs.append((len(basis), f, 1.0))
-            basis.append(col)
-    if not free:
-        return packed, None, sub
-    if len(basis) >= sub.shape[1]:
-        matrix, weights = np.eye(sub.shape[1], dtype=complex), sub
-    else:
-        matrix = np.zeros((len(basis), sub.shape[1]), dtype=complex)
-        for b, f, alpha in coeffs:
-            matrix[b, f] = alpha
-        weights = np.stack(basis, axis=1)
-    below = {targets[i] for i in fixed}
-    in_piece = tuple(targets[i] - sum(1 for q in below if q < targets[i]) for i in free)
-    return packed, Projection(in_piece, matrix), weights

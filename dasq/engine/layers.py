@@ -11,7 +11,8 @@ Where a relayout's pieces are cut depends on where the blocks live:
 ``views`` (threads, one process): the consuming task slices them from the source
 blocks it shares memory with, so nothing is copied twice; ``packed``: a task next
 to each source block cuts its piece, so only pieces travel (distributed);
-``tasks``/``p2p``: Dask's rechunk of a reshaped view (DESIGN.md), with that method.
+``tasks``/``p2p``: Dask's rechunk of a reshaped view, with that method (one
+all-to-all: the transpose of the bits that change places, then a rechunk).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
-from dasq.circuit.actions import CombineAction, GroupShareAction, PairMapAction, Projection
+from dasq.engine.actions import apply_action, project
 from dasq.engine.program import BlockRunner
+from dasq.plan import lowering
 from dasq.plan import relayout as algebra
+from dasq.plan.actions import CombineAction, Controls, GroupShareAction, PairMapAction, Projection
 from dasq.plan.steps import Exchange, Permute, Traffic
 
-Controls = tuple[tuple[int, int], ...]
 RELAYOUT_METHODS = ("views", "packed", "tasks", "p2p")
 ONE_STEP_THRESHOLD = 1 << 30  # graph growth Dask may accept before it plans a multi-step rechunk
 
@@ -389,13 +391,13 @@ def _combine(
     backend: Backend, action: CombineAction | PairMapAction, L: int, home: Any, partner: Any = None
 ) -> Any:
     out = home.copy()
-    action.apply(backend, out, L, partner)
+    apply_action(backend, action, out, L, partner)
     return out
 
 
 def _pack(backend: Backend, L: int, fixed: Controls, projection: Projection | None, block: Any) -> Any:
     piece = backend.pack(block, L, fixed)
-    return piece if projection is None else projection.apply(backend, piece, L - len(fixed))
+    return piece if projection is None else project(backend, projection, piece, L - len(fixed))
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -404,7 +406,7 @@ def _add(a: Any, b: Any) -> Any:
 
 def _share(backend: Backend, action: GroupShareAction, L: int, block: Any, total: Any) -> Any:
     out = block.copy()
-    action.apply(backend, out, L, total)
+    apply_action(backend, action, out, L, total)
     return out
 
 
@@ -417,7 +419,7 @@ def group_sum_layer(
     name = layer_name("group-sum", index, x.name, step.token(), L, backend.name)
     layer: dict = {}
     nb = num_blocks(x)
-    shares = [step.op.group_share(L, c) for c in range(nb)]
+    shares = [lowering.group_share(step.op, L, c) for c in range(nb)]
     for c, share in enumerate(shares):
         layer[(f"{name}-r0", c)] = Task(
             (f"{name}-r0", c), _pack, backend, L, share.fixed, None, TaskRef((x.name, c))
@@ -453,7 +455,7 @@ def exchange_layer(
     size = 1 << L
     moved = messages = renamed = tasks = across = 0
     for c in range(num_blocks(x)):
-        update = step.op.pair_update(L, c)
+        update = lowering.pair_update(step.op, L, c)
         if update is None:
             layer[(name, c)] = Alias((name, c), (x.name, c))
             continue
@@ -485,7 +487,8 @@ def exchange_layer(
 # --------------------------------------------------------------------- regroup, permute
 def regroup_layer(x: da.Array, chunk_qubits: int, L: int) -> tuple[da.Array, LayerCost]:
     n = x.size.bit_length() - 1
-    y = x.rechunk(1 << chunk_qubits, method="tasks")  # never chosen silently (DESIGN.md)
+    # "tasks" named: Dask would otherwise choose p2p on a cluster, a shuffle for a merge of neighbours
+    y = x.rechunk(1 << chunk_qubits, method="tasks")
     if chunk_qubits <= L:
         return y, LayerCost()
     total = 1 << n

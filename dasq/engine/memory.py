@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dask
@@ -111,10 +111,10 @@ SYNC_BELOW_QUBITS = 13  # blocks under 2^13 amplitudes: a task's work is below a
 
 
 def local_scheduler(x: da.Array, client: Any) -> str | None:
-    """ "sync" for graphs of tiny blocks run in this process (threads only add their
-    per-task cost: 9 s against 17 s for 61,781 four-amplitude tasks, benchmarks/README.md)
-    and for one block (one task per step: nothing to run beside it);
-    None (Dask's choice) for larger blocks, a client, or a scheduler the user set."""
+    """ "sync" for graphs of tiny blocks run in this process (threads would only add
+    their per-task hand-off to work smaller than it) and for one block (one task per
+    step: nothing to run beside it); None (Dask's choice) for larger blocks, a
+    client, or a scheduler the user set."""
     if client is not None or dask.config.get("scheduler", None) is not None:
         return None
     if scheduler_client(None) is not None or not x.chunks[0]:
@@ -158,6 +158,29 @@ def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) ->
     return dask.compute(*things, scheduler=scheduler)
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """Where one step's layer is built: its index, the block width before it, its
+    relayout method (by block count), the worker of each block (None: one process),
+    whether stages write into their input blocks, and where measurement outcomes go."""
+
+    index: int | str
+    L: int
+    method: str
+    worker_of: layers.WorkerOf
+    in_place: bool
+    measurements: list[tuple[int, int]]
+
+    @classmethod
+    def alone(cls, index: int | str, L: int) -> StepContext:
+        """A step run outside a plan, in this process, on blocks it copies."""
+        return cls(index, L, "views", None, False, [])
+
+    def under(self, index: int | str) -> StepContext:
+        """The same place for a step run inside this one (a collapse's projector)."""
+        return replace(self, index=index)
+
+
 @dataclass
 class MemoryExecutor:
     """Runs plans in memory with one backend, one scheduler and one relayout method."""
@@ -171,9 +194,6 @@ class MemoryExecutor:
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
     owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)
-    _worker_of: layers.WorkerOf = field(default=None, init=False)  # placement of the step being built
-    _method: str = field(default="views", init=False)  # relayout method of the step being built
-    _in_place: bool = field(default=False, init=False)  # stages write into their input blocks
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
@@ -197,7 +217,7 @@ class MemoryExecutor:
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
         workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway
         # stages in place: peak memory of a run is then the state plus the blocks in flight
-        self._in_place = self.owns_input and not self.lazy and cluster is None
+        in_place = self.owns_input and not self.lazy and cluster is None
         if workers:  # the first blocks where the placement wants them (no-op for futures)
             x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
@@ -207,107 +227,71 @@ class MemoryExecutor:
             index, step, L = walk[i]
             num_blocks = 1 << (plan.num_qubits - L)
             placement = block_placement(workers, num_blocks)
-            self._method = resolve_relayout_method(self.relayout_method, self.client, num_blocks)
-            if self._method == "p2p":
+            method = resolve_relayout_method(self.relayout_method, self.client, num_blocks)
+            if method == "p2p":
                 _quiet_p2p_notices()
-            self._worker_of = placement.worker_of if placement is not None else None
+            worker_of = placement.worker_of if placement is not None else None
+            ctx = StepContext(index, L, method, worker_of, in_place, result.measurements)
             following = walk[i + 1][1] if i + 1 < len(walk) else None
-            fuse_next = (
-                isinstance(step, Relayout)
-                and isinstance(following, BlockProgram)
-                and self._method in ("views", "packed")
-                and not step.global_controls
-            )
-            if isinstance(step, Collapse):
-                cost = self._collapse(step, plan.num_qubits, L, index, result)
-                self._record(result, index, step, plan.num_qubits, L, cost)
-            elif fuse_next:
-                assert isinstance(step, Relayout) and isinstance(following, BlockProgram)
-                runner = BlockRunner(following, L, self.backend, self.cache_qubits)
-                gather = Gather(L, step.pairs, step.controls, self.backend)
-                result.blocks, cost = layers.relayout_layer(
-                    result.blocks,
-                    gather,
-                    index,
-                    self._method,
-                    runner=runner,
-                    worker_of=self._worker_of,
-                    in_place=self._in_place,
-                )
-                self._record(result, index, step, plan.num_qubits, L, LayerCost(cost.traffic, 0, cost.across))
-                self._record(
-                    result, index + 1, following, plan.num_qubits, L, LayerCost(Traffic(), cost.tasks), False
-                )
+            if isinstance(following, BlockProgram) and self._folds(step, method):
+                self._relayout_then_program(step, following, result, plan.num_qubits, ctx)  # type: ignore[arg-type]
                 i += 1
             else:
-                result.blocks, cost = self._layer(step, result.blocks, L, index)
-                self._record(result, index, step, plan.num_qubits, L, cost)
+                result.blocks, cost = self.layer(step, result.blocks, ctx)
+                self._record(result, index, step, plan.num_qubits, L, cost, worker_of)
             if not self.lazy:
-                # dasq's layers are minimal already; Dask's rechunk and regroup layers
-                # gain from its blockwise fusion
-                optimize = self._method in ("tasks", "p2p") or isinstance(step, Regroup)
+                # dasq's layers are minimal already; dask.array's own (rechunks) gain from
+                # its blockwise fusion
+                optimize = method in ("tasks", "p2p") or step.dask_array_ops
                 result.blocks = persist(result.blocks, self.client, optimize, placement)
             i += 1
             if self.on_step is not None:
                 self.on_step(i, len(walk))
         return result
 
-    def _layer(self, step: Step, x: da.Array, L: int, index: int | str) -> tuple[da.Array, LayerCost]:
-        if isinstance(step, BlockProgram):
-            runner = BlockRunner(step, L, self.backend, self.cache_qubits)
-            return layers.program_layer(x, runner, index, self._in_place)
-        if isinstance(step, Relayout):
-            gather = Gather(L, step.pairs, step.controls, self.backend)
-            active = None
-            if step.global_controls:
-                active = [
-                    all((c >> b) & 1 == s for b, s in step.global_controls) for c in range(x.numblocks[0])
-                ]
-            method = self._method
-            if method in ("tasks", "p2p") and (step.controls or active is not None):
-                method = "packed"  # a controlled relayout is not a rechunk
-            return layers.relayout_layer(
-                x, gather, index, method, active, worker_of=self._worker_of, in_place=self._in_place
-            )
-        if isinstance(step, Exchange):
-            return layers.exchange_layer(x, step, L, self.backend, index, self._worker_of)
-        if isinstance(step, Regroup):
-            return layers.regroup_layer(x, step.chunk_qubits, L)
-        if isinstance(step, Permute):
-            return layers.permute_layer(x, step, L, self.backend, index, self._worker_of)
-        raise TypeError(f"the in-memory executor cannot run a {type(step).__name__}")
+    @staticmethod
+    def _folds(step: Step, method: str) -> bool:
+        """Whether ``step`` (a relayout) and the program after it are one layer: its
+        tasks gather their pieces and run the program."""
+        return step.folds_into_reads() and method in ("views", "packed")
 
-    def _collapse(self, step: Collapse, n: int, L: int, index: int, result: MemoryRun) -> LayerCost:
-        """Measure (or reset) the qubit at ``step.op.targets[0]``: seeded outcome, then project."""
-        position = step.op.targets[0]
-        result.blocks = persist(result.blocks, self.client)
-        (probs,) = compute(readout.marginal(result.blocks, L, (position,), self.backend), client=self.client)
-        total = float(probs.sum())
-        outcome = int(self.rng.random() * total < probs[1])
-        if step.op.kind == "measure":
-            result.measurements.append((step.qubit, outcome))
-        result.blocks, cost = self.project(
+    def _relayout_then_program(
+        self, step: Relayout, following: BlockProgram, result: MemoryRun, n: int, ctx: StepContext
+    ) -> None:
+        runner = BlockRunner(following, ctx.L, self.backend, self.cache_qubits)
+        gather = Gather(ctx.L, step.pairs, step.controls, self.backend)
+        result.blocks, cost = layers.relayout_layer(
             result.blocks,
-            L,
-            position,
-            step.qubit,
-            outcome,
-            total / probs[outcome],
-            step.op.kind == "reset",
-            index,
+            gather,
+            ctx.index,
+            ctx.method,
+            runner=runner,
+            worker_of=ctx.worker_of,
+            in_place=ctx.in_place,
         )
-        return cost
+        self._record(
+            result, ctx.index, step, n, ctx.L, LayerCost(cost.traffic, 0, cost.across), ctx.worker_of
+        )
+        moved_by_relayout = LayerCost(Traffic(), cost.tasks)
+        self._record(result, ctx.index + 1, following, n, ctx.L, moved_by_relayout, ctx.worker_of, False)  # type: ignore[operator]
+
+    def layer(self, step: Step, x: da.Array, ctx: StepContext) -> tuple[da.Array, LayerCost]:
+        """The graph layer of ``step`` over blocks ``x``: the one dispatch on step types."""
+        try:
+            build = STEP_LAYERS[type(step)]
+        except KeyError:
+            raise TypeError(f"the in-memory executor cannot run a {type(step).__name__}") from None
+        return build(self, step, x, ctx)
 
     def project(
         self,
         x: da.Array,
-        L: int,
         position: int,
         qubit: int,
         outcome: int,
         scale2: float,
+        ctx: StepContext,
         flip: bool = False,
-        index: int | str = "project",
     ) -> tuple[da.Array, LayerCost]:
         """Keep the amplitudes whose bit ``position`` equals ``outcome``, times
         sqrt(``scale2``); ``flip``: then return that bit to 0 (a reset)."""
@@ -315,17 +299,25 @@ class MemoryExecutor:
         projector = Diagonal(
             (position,), name="collapse", values=np.array([scale, 0] if outcome == 0 else [0, scale])
         )
-        steps = lower_operation(projector, qubit, None, L)
+        steps = lower_operation(projector, qubit, None, ctx.L)
         if flip and outcome:
-            steps += lower_operation(PauliString((position,), name="x", label="X"), qubit, None, L)
+            steps += lower_operation(PauliString((position,), name="x", label="X"), qubit, None, ctx.L)
         cost = LayerCost()
         for j, sub in enumerate(steps):
-            x, more = self._layer(sub, x, L, f"{index}.{j}")
+            x, more = self.layer(sub, x, ctx.under(f"{ctx.index}.{j}"))
             cost = cost + more
         return x, cost
 
     def _record(
-        self, result: MemoryRun, index: int, step: Step, n: int, L: int, cost: LayerCost, moves: bool = True
+        self,
+        result: MemoryRun,
+        index: int,
+        step: Step,
+        n: int,
+        L: int,
+        cost: LayerCost,
+        worker_of: layers.WorkerOf,
+        moves: bool = True,
     ) -> None:
         """``moves`` False: the step shares its layer with the relayout recorded before
         it, which the layer's transfers are counted against."""
@@ -339,9 +331,76 @@ class MemoryExecutor:
                 cost.traffic,
                 cost.tasks,
                 layer=result.blocks.name if moves else "",
-                across_workers=cost.across if self._worker_of is not None and moves else None,
+                across_workers=cost.across if worker_of is not None and moves else None,
             )
         )
+
+
+# --------------------------------------------------------------------- one layer per step type
+def _program_layer(
+    ex: MemoryExecutor, step: BlockProgram, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    runner = BlockRunner(step, ctx.L, ex.backend, ex.cache_qubits)
+    return layers.program_layer(x, runner, ctx.index, ctx.in_place)
+
+
+def _relayout_layer(
+    ex: MemoryExecutor, step: Relayout, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    gather = Gather(ctx.L, step.pairs, step.controls, ex.backend)
+    active = None
+    if step.global_controls:
+        active = [all((c >> b) & 1 == s for b, s in step.global_controls) for c in range(x.numblocks[0])]
+    method = ctx.method
+    if method in ("tasks", "p2p") and (step.controls or active is not None):
+        method = "packed"  # a controlled relayout is not a rechunk
+    return layers.relayout_layer(
+        x, gather, ctx.index, method, active, worker_of=ctx.worker_of, in_place=ctx.in_place
+    )
+
+
+def _exchange_layer(
+    ex: MemoryExecutor, step: Exchange, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    return layers.exchange_layer(x, step, ctx.L, ex.backend, ctx.index, ctx.worker_of)
+
+
+def _regroup_layer(
+    ex: MemoryExecutor, step: Regroup, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    return layers.regroup_layer(x, step.chunk_qubits, ctx.L)
+
+
+def _permute_layer(
+    ex: MemoryExecutor, step: Permute, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    return layers.permute_layer(x, step, ctx.L, ex.backend, ctx.index, ctx.worker_of)
+
+
+def _collapse_layer(
+    ex: MemoryExecutor, step: Collapse, x: da.Array, ctx: StepContext
+) -> tuple[da.Array, LayerCost]:
+    """Measure (or reset) the qubit at ``step.op.targets[0]``: seeded outcome, then project."""
+    position = step.op.targets[0]
+    x = persist(x, ex.client)
+    (probs,) = compute(readout.marginal(x, ctx.L, (position,), ex.backend), client=ex.client)
+    total = float(probs.sum())
+    outcome = int(ex.rng.random() * total < probs[1])
+    if step.op.kind == "measure":
+        ctx.measurements.append((step.qubit, outcome))
+    reset = step.op.kind == "reset"
+    return ex.project(x, position, step.qubit, outcome, total / probs[outcome], ctx, reset)
+
+
+StepLayer = Callable[[MemoryExecutor, Any, da.Array, StepContext], tuple[da.Array, LayerCost]]
+STEP_LAYERS: dict[type[Step], StepLayer] = {
+    BlockProgram: _program_layer,
+    Relayout: _relayout_layer,
+    Exchange: _exchange_layer,
+    Regroup: _regroup_layer,
+    Permute: _permute_layer,
+    Collapse: _collapse_layer,
+}
 
 
 def _with_received(result: MemoryRun, client: Any) -> list[StepRecord]:

@@ -11,8 +11,7 @@ where it lies (``Kernel.in_tiles``), or the tile is gathered into a scratch copy
 (a run with a diagonal, a kernel without a tile form); so a run costs one pass
 over main memory however many groups it holds: the second, cache-sized level of
 blocking. Diagonal groups join any run, whatever their bits
-(``TiledDiagonal``): a 31-qubit QFT's first stage went from 25 passes over each
-2^25-amplitude block to 3.
+(``TiledDiagonal``), so long runs of phases (a QFT) cost a few passes, not one each.
 """
 
 from __future__ import annotations
@@ -28,13 +27,15 @@ import numpy as np
 
 from dasq.backend.base import Backend, Kernel, TileApply
 from dasq.backend.registry import get_backend
+from dasq.engine.actions import apply_action
+from dasq.plan import lowering
 from dasq.plan.fusion import Group
 from dasq.plan.steps import BlockProgram
 
-# A tile of 4 MiB: 2^19 complex64 or 2^18 complex128 amplitudes. Stage passes on 2
-# threads, 2^24-amplitude blocks, against tiles of 2^17 amplitudes: complex64 quantum
-# volume 6.09 s against 6.75 s, random 4.33 against 4.74, QFT 1.99 against 2.23 (26
-# qubits); complex128 quantum volume 12.6 s against 12.3 s (2^18 against 2^17).
+# A tile of 4 MiB (2^19 complex64 or 2^18 complex128 amplitudes): it stays in a
+# core's share of the last-level cache while every group of a run passes over it,
+# and is wide enough that runs hold many groups (the suite that chose it:
+# benchmarks/README.md, inmemory).
 CACHE_TILE_BYTES = 4 << 20
 
 
@@ -46,7 +47,7 @@ def default_cache_qubits(dtype: Any) -> int:
 def _actions_on(group: Group, L: int, block_index: int) -> list:
     """The group's actions in block ``block_index``, relabelled onto bits 0..k-1."""
     rel = {q: i for i, q in enumerate(group.qubits)}
-    return [a.relabel(rel) for op in group.ops for a in op.local_actions(L, block_index)]
+    return [a.relabel(rel) for op in group.ops for a in lowering.local_actions(op, L, block_index)]
 
 
 def group_diagonal(group: Group, L: int, block_index: int) -> np.ndarray:
@@ -55,7 +56,7 @@ def group_diagonal(group: Group, L: int, block_index: int) -> np.ndarray:
     k = len(group.qubits)
     table = np.ones(1 << k, dtype=np.complex128)
     for action in _actions_on(group, L, block_index):
-        action.apply(host, table, k)
+        apply_action(host, action, table, k)
     return table
 
 
@@ -66,7 +67,7 @@ def group_matrix(group: Group, L: int, block_index: int) -> np.ndarray:
     # columns of the matrix as a batch of k-qubit states: index = column * 2^k + row
     batch = np.eye(1 << k, dtype=np.complex128).reshape(-1)
     for action in _actions_on(group, L, block_index):
-        action.apply(host, batch, 2 * k)
+        apply_action(host, action, batch, 2 * k)
     return batch.reshape(1 << k, 1 << k).T
 
 
@@ -270,9 +271,9 @@ class BlockRunner:
             return True
         ops = prog.ops
         if len(ops) == 1:
-            actions = ops[0].local_actions(self.L, block_index)
+            actions = lowering.local_actions(ops[0], self.L, block_index)
             return any(not getattr(a, "is_identity", False) for a in actions)
-        return any(op.controls_met(self.L, block_index) for op in ops)
+        return any(lowering.controls_met(op, self.L, block_index) for op in ops)
 
     def __call__(self, block: Any, block_index: int) -> Any:
         """The program applied in place to ``block``, which the caller owns."""
@@ -284,8 +285,8 @@ class BlockRunner:
                     if group.fused:
                         self._kernel(i, block_index, block.dtype).apply(block)
                     else:
-                        for action in group.ops[0].local_actions(self.L, block_index):
-                            action.apply(backend, block, self.L)
+                        for action in lowering.local_actions(group.ops[0], self.L, block_index):
+                            apply_action(backend, action, block, self.L)
                 continue
             if run.contiguous:
                 kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]

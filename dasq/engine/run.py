@@ -12,7 +12,7 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
-from dasq.engine.memory import MemoryExecutor, persist, scheduler_client
+from dasq.engine.memory import MemoryExecutor, StepContext, persist, scheduler_client
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.reuse import cached_plan
@@ -98,7 +98,8 @@ def project(
     renormalised; with ``reset`` the qubit is then returned to |0>. Computed once."""
     executor = _executor(options, np.random.default_rng(0), None)
     with executor.backend.kernel_threads():
-        x, _ = executor.project(blocks, chunk_qubits, layout[qubit], qubit, outcome, 1 / probability, reset)
+        where = StepContext.alone("project", chunk_qubits)
+        x, _ = executor.project(blocks, layout[qubit], qubit, outcome, 1 / probability, where, reset)
         return x if options.lazy else persist(x, options.client)
 
 

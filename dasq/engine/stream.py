@@ -64,15 +64,15 @@ def stream_passes(plan: PhysicalPlan) -> list[Pass]:
     passes: list[Pass] = []
     pending: Relayout | None = None
     for i, step in enumerate(plan.steps):
-        if isinstance(step, Relayout) and pending is None and not step.controls and not step.global_controls:
-            pending = step
-        elif isinstance(step, BlockProgram):
+        if isinstance(step, BlockProgram):
             if pending is not None and not pending.contiguous(plan.chunk_qubits):
                 raise ValidationError(
                     "out-of-core passes need contiguous relayouts (a planned run from a basis state)"
                 )
             passes.append(Pass(pending, step, i))
             pending = None
+        elif pending is None and step.folds_into_reads():
+            pending = step  # type: ignore[assignment]  # only a relayout folds into reads
         else:
             raise ValidationError(
                 f"out-of-core runs cannot run plan step {i} "
@@ -227,7 +227,7 @@ class StreamExecutor:
     def _run(self, plan: PhysicalPlan) -> list[StepRecord]:
         m = self.manifest
         passes = stream_passes(plan)
-        layouts = plan_layouts(plan)
+        layouts = plan.layouts()
         L, n = m.chunk_qubits, m.num_qubits
         nblocks = 1 << (n - L)
         records = []
@@ -345,19 +345,6 @@ def _lost_workers(exc: BaseException) -> bool:
 def _position(index: int, layout: tuple[int, ...]) -> int:
     """Where logical basis index ``index`` is stored under ``layout`` (qubit -> position)."""
     return sum(((index >> q) & 1) << p for q, p in enumerate(layout))
-
-
-def plan_layouts(plan: PhysicalPlan) -> list[tuple[int, ...]]:
-    """The position of each wire after every step of a staged plan."""
-    layout = tuple(plan.initial_layout)
-    out = []
-    for _, step, L in plan.walk():
-        if isinstance(step, Relayout):
-            layout = algebra.swap_positions(layout, step.pairs)
-        elif isinstance(step, BlockProgram) and step.write_order is not None:
-            layout = tuple(algebra.permuted_position(p, step.write_order, L) for p in layout)
-        out.append(layout)
-    return out
 
 
 def pass_record(one: Pass, n: int, L: int, nblocks: int) -> StepRecord:

@@ -4,9 +4,8 @@ Operations of one stage, already on bit positions, are grouped into sets whose
 *local footprint* (local targets and local controls) spans at most F qubits; a
 group becomes one matrix applied in one pass. Grouping follows the dependency
 graph, not the list: operations on disjoint positions commute, so a group takes
-later operations on its positions past others (a random depth-20 circuit on 24
-qubits in one block: 92 groups at F=3 where in-order runs made 108; qsim's fuser
-makes 89).
+later operations on its positions past others, and fewer groups (fewer passes over
+the block) carry the same circuit than runs taken in list order would.
 Diagonal operations go further: up to ``MAX_DIAGONAL_QUBITS`` qubits fuse into one
 diagonal (a table of 2^D phases), applied in one pass. Global
 controls and global diagonal targets are constants inside a block, so they are
@@ -26,7 +25,10 @@ from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
 
 MAX_DIAGONAL_QUBITS = 12
-DEFAULT_FUSION_SIZE = 4  # measured best of 3..6 with the numba group kernel (benchmarks/README.md)
+# Each qubit more in a group doubles its arithmetic per amplitude and saves passes; 4
+# is the widest whose tile fits the registers where vectors are 512 bits (a backend
+# may prefer another, ``preferred_fusion_size``; benchmarks/README.md, kernels suite).
+DEFAULT_FUSION_SIZE = 4
 
 
 def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
@@ -38,14 +40,13 @@ def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
 
 # The fuser's cost model: a group grows only while one kernel on the union costs no
 # more than the group's kernel and the operation's apart. Nanoseconds per amplitude
-# of a dense k-qubit kernel on a 2^16-amplitude block (the vector-tile kernel up to
-# k = 5, BLAS at 6), median over random placements, complex64, on the 2-core
-# development machine (2026-11-23); complex128 has the same shape at about twice
-# the cost, and so has an AMD Zen 5 (0.13, 0.17, 0.28, 0.61, 1.41 on a 2^19 tile).
+# of a dense k-qubit kernel on a 2^16-amplitude block, in cache (the vector-tile
+# kernel up to k = 5, BLAS at 6), median over random placements, complex64. Only the ratios decide, and
+# they keep their shape in complex128 and on other CPUs, at another scale.
 # No term for passes over memory: consecutive groups that fit one cache tile share
 # a pass (engine/program.py), so a group on high bits costs its flops, not a pass.
-# With a pass term (1.0) for groups above bit 17, quantum volume at 24 qubits fused
-# into 4-qubit groups and ran 8-10% slower on Zen 5 (random 7%, complex128 9-10%).
+# A pass term would merge operations to save passes the tile already shares (two
+# disjoint 2-qubit gates into one 4-qubit group), paying the wider group's arithmetic.
 IN_CACHE_DENSE_COST = (0.0, 0.5, 0.6, 0.9, 2.2, 4.3, 8.7)  # index: group width k
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dasq.circuit.kinds import Operation
+from dasq.plan import lowering
 from dasq.plan.fusion import Group
 from dasq.plan.steps import BlockProgram, Collapse, Exchange, Regroup, Relayout, Step
 
@@ -36,15 +37,16 @@ def lower_operation(op: Operation, qubit: int, origin: int | None, L: int) -> li
     """The steps for ``op`` (on positions); ``qubit``: the logical qubit a collapse measures."""
     if op.is_collapse:
         return [Collapse(op, qubit, origin)]
-    if all(q < L for q in op.needs_local()):
+    if all(q < L for q in lowering.needs_local(op)):
         return [single_program(op, L, origin, "diagonal" if op.is_diagonal else "local")]
-    spec = op.pair_exchange(L)
+    spec = lowering.pair_exchange(op, L)
     if spec is not None:
         path = "group-sum" if spec.summed else "rename" if spec.rename else "pair-exchange"
         return [Exchange(op, spec, origin, path)]
-    pairs = op.relayout_pairs(L)
+    pairs = lowering.relayout_pairs(op, L)
     if pairs is not None:
-        return [Relayout(pairs, op.local_controls(L), op.global_controls(L), origin, "swap-exchange")]
+        controls, global_controls = lowering.local_controls(op, L), lowering.global_controls(op, L)
+        return [Relayout(pairs, controls, global_controls, origin, "swap-exchange")]
     k = len(op.targets)
     if k > L:
         inner = lower_operation(op, qubit, origin, k)

@@ -23,6 +23,7 @@ import numpy as np
 
 from dasq.circuit import validation
 from dasq.circuit.kinds import Operation
+from dasq.plan import lowering
 from dasq.plan import relayout as algebra
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE, fuse
 from dasq.plan.localiser import per_operation_steps
@@ -49,7 +50,7 @@ def make_plan(
     """
     validation.check_choice(method, METHODS, "method")
     if method == "auto":
-        wide = any(len(op.needs_local()) > chunk_qubits for op in ops)
+        wide = any(len(lowering.needs_local(op)) > chunk_qubits for op in ops)
         method = "per-operation" if wide else "planned"
     if method == "planned":
         plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size)
@@ -131,7 +132,7 @@ def _staged(
             layout = tuple(algebra.permuted_position(p, order, L) for p in layout)
         stage += 1
     final = tuple(layout[wire_of[q]] for q in range(n))
-    swaps = sum(1 for op in ops if op.absorbed_swap() is not None)
+    swaps = sum(1 for op in ops if lowering.absorbed_swap(op) is not None)
     return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps)
 
 

@@ -24,8 +24,9 @@ from dataclasses import replace
 
 from dasq.circuit.kinds import Operation
 from dasq.circuit.parameters import binding_slot
+from dasq.plan import lowering
 from dasq.plan.planner import make_plan, with_global_phase
-from dasq.plan.steps import BlockProgram, Collapse, Exchange, PhysicalPlan, Step
+from dasq.plan.steps import PhysicalPlan
 
 PLAN_CACHE_SIZE = 16  # plans kept (each holds references to its circuit's operations)
 
@@ -85,16 +86,16 @@ def _structure(op: Operation, chunk_qubits: int) -> Hashable:
         op.control_states,
         op.is_diagonal,
         op.is_collapse,
-        op.needs_local(),
-        op.absorbed_swap(),
-        op.pair_exchange(chunk_qubits),
+        lowering.needs_local(op),
+        lowering.absorbed_swap(op),
+        lowering.pair_exchange(op, chunk_qubits),
     )
 
 
 def _reusable(plan: PhysicalPlan, ops: Sequence[Operation]) -> bool:
     """Every slotted operation is found, still slotted, in the plan."""
     wanted = {binding_slot(op) for op in ops} - {None}
-    found = {binding_slot(op) for step in plan.steps for op in _step_ops(step)} - {None}
+    found = {binding_slot(op) for step in plan.steps for op in step.operations} - {None}
     return wanted == found
 
 
@@ -104,15 +105,8 @@ def rebind(plan: PhysicalPlan, ops: Sequence[Operation]) -> PhysicalPlan:
     by_slot = {slot: op for op in ops if (slot := binding_slot(op)) is not None}
     if not by_slot:
         return plan
-    return replace(plan, steps=tuple(_rebind_step(step, by_slot) for step in plan.steps))
-
-
-def _step_ops(step: Step) -> tuple[Operation, ...]:
-    if isinstance(step, BlockProgram):
-        return step.ops
-    if isinstance(step, (Exchange, Collapse)):
-        return (step.op,)
-    return ()
+    steps = tuple(step.with_operations(lambda op: _placed(op, by_slot)) for step in plan.steps)
+    return replace(plan, steps=steps)
 
 
 def _placed(planned: Operation, by_slot: dict) -> Operation:
@@ -125,15 +119,6 @@ def _placed(planned: Operation, by_slot: dict) -> Operation:
     object.__setattr__(moved, "targets", planned.targets)
     object.__setattr__(moved, "controls", planned.controls)
     return moved
-
-
-def _rebind_step(step: Step, by_slot: dict) -> Step:
-    if isinstance(step, BlockProgram):
-        groups = tuple(replace(g, ops=tuple(_placed(op, by_slot) for op in g.ops)) for g in step.groups)
-        return replace(step, groups=groups, digest="")
-    if isinstance(step, (Exchange, Collapse)):
-        return replace(step, op=_placed(step.op, by_slot))
-    return step
 
 
 __all__ = ["cached_plan", "clear_plan_cache", "rebind"]

@@ -1,6 +1,6 @@
 """Stage planning: which qubits are local in each pass over the blocks (pure, no Dask).
 
-Vocabulary (DESIGN.md): a *wire* is a qubit after SWAPs were absorbed into the
+Vocabulary: a *wire* is a qubit after SWAPs were absorbed into the
 layout; a *position* is a bit of the stored index (positions < L are inside a
 block). A stage is a run of operations whose required-local wires are all local
 under one layout; between stages, one fused relayout swaps the wires that leave
@@ -8,7 +8,8 @@ the local set with the wires that enter it.
 
 Gate classes (Atlas, Qiskit Aer cache blocking): diagonal operations need no local
 qubit; controlled operations need only their targets local; other operations need
-all their targets local; Pauli strings and gadgets need only their X/Y positions.
+all their targets local; Pauli strings and gadgets need only their X/Y positions
+(the ``needs_local`` column of the lowering table).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from itertools import combinations
 
 from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
+from dasq.plan import lowering
 
 
 def absorb_swaps(
@@ -35,7 +37,7 @@ def absorb_swaps(
     for op in ops:
         if op.is_barrier:
             continue
-        swapped = op.absorbed_swap()
+        swapped = lowering.absorbed_swap(op)
         if swapped is not None:
             a, b = swapped
             wire_of[a], wire_of[b] = wire_of[b], wire_of[a]
@@ -52,8 +54,8 @@ class StageChoice:
     ops: tuple[int, ...]
 
 
-def _scan(
-    info: Sequence[tuple[frozenset[int], frozenset[int]]],
+def _runnable(
+    footprints: Footprints,
     done: list[bool],
     first: int,
     num_qubits: int,
@@ -69,12 +71,12 @@ def _scan(
     local: set[int] = set()
     blocked: set[int] = set()
     executed: list[int] = []
-    for i in range(first, len(info)):
+    for i in range(first, len(footprints)):
         if len(blocked) >= num_qubits:
             break
         if done[i]:
             continue
-        wires, need = info[i]
+        wires, need = footprints[i].wires, footprints[i].needs_local
         if wires & blocked:
             blocked |= wires
         elif fixed_local is not None:
@@ -90,17 +92,28 @@ def _scan(
     return local, executed
 
 
-def _info(ops: Sequence[Operation], L: int) -> list[tuple[frozenset[int], frozenset[int]]]:
-    info = []
+@dataclass(frozen=True)
+class Footprint:
+    """An operation's wires, and those of them that must be local for it to run."""
+
+    wires: frozenset[int]
+    needs_local: frozenset[int]
+
+
+Footprints = Sequence[Footprint]
+
+
+def _footprints(ops: Sequence[Operation], L: int) -> list[Footprint]:
+    out = []
     for op in ops:
-        need = op.needs_local()
+        need = lowering.needs_local(op)
         if len(need) > L:
             raise ValidationError(
                 f"operation {op.describe()!r} needs {len(need)} local qubits but blocks hold "
                 f"{L}; use chunk_qubits >= {len(need)} (or method='per-operation')"
             )
-        info.append((frozenset(op.qubits), need))
-    return info
+        out.append(Footprint(frozenset(op.qubits), need))
+    return out
 
 
 def greedy_stages(
@@ -111,7 +124,7 @@ def greedy_stages(
     needed most often in a look-ahead window), keeps the one that runs the most
     operations (ties: the fewest wires moved), and fills free slots with wires
     already local. ``initial_local`` None: the first layout is free."""
-    info = _info(ops, L)
+    footprints = _footprints(ops, L)
     everyone = frozenset(range(num_qubits))
     done = [False] * len(ops)
     first = 0
@@ -120,7 +133,7 @@ def greedy_stages(
     while first < len(ops):
         best: tuple[int, int] | None = None
         chosen: tuple[frozenset[int], list[int]] = (frozenset(), [])
-        for local, executed in _options(info, done, first, num_qubits, L, current, everyone):
+        for local, executed in _options(footprints, done, first, num_qubits, L, current, everyone):
             moved = len(local - current) if current is not None else 0
             score = (len(executed), -moved)
             if best is None or score > best:
@@ -135,11 +148,8 @@ def greedy_stages(
     return stages
 
 
-Info = Sequence[tuple[frozenset[int], frozenset[int]]]
-
-
 def _options(
-    info: Info,
+    footprints: Footprints,
     done: list[bool],
     first: int,
     num_qubits: int,
@@ -148,21 +158,21 @@ def _options(
     everyone: frozenset[int],
 ) -> list[tuple[frozenset[int], list[int]]]:
     """Candidate local sets for the next stage, each with the operations it runs."""
-    window = _window(info, done, first, 8 * num_qubits)
-    candidates = [_first_come(info, done, first, num_qubits, L)]
-    candidates += [_top(info, window, L, weight) for weight in (_soonest, _most_used)]
+    window = _window(footprints, done, first, 8 * num_qubits)
+    candidates = [_first_come(footprints, done, first, num_qubits, L)]
+    candidates += [_heaviest(footprints, window, L, weight) for weight in (_soonest, _most_used)]
     out = []
     for cand in candidates:
-        local = _filled(cand, current, everyone, L, info, window)
-        _, executed = _scan(info, done, first, num_qubits, L, local)
+        local = _completed(cand, current, everyone, L, footprints, window)
+        _, executed = _runnable(footprints, done, first, num_qubits, L, local)
         out.append((local, executed))
     return out
 
 
-def _window(info: Info, done: list[bool], first: int, size: int) -> list[int]:
+def _window(footprints: Footprints, done: list[bool], first: int, size: int) -> list[int]:
     """Indices of the next ``size`` operations not yet run."""
     out = []
-    for i in range(first, len(info)):
+    for i in range(first, len(footprints)):
         if not done[i]:
             out.append(i)
             if len(out) >= size:
@@ -170,8 +180,10 @@ def _window(info: Info, done: list[bool], first: int, size: int) -> list[int]:
     return out
 
 
-def _first_come(info: Info, done: list[bool], first: int, num_qubits: int, L: int) -> frozenset[int]:
-    need, _ = _scan(info, done, first, num_qubits, L, None)
+def _first_come(
+    footprints: Footprints, done: list[bool], first: int, num_qubits: int, L: int
+) -> frozenset[int]:
+    need, _ = _runnable(footprints, done, first, num_qubits, L, None)
     return frozenset(need)
 
 
@@ -183,14 +195,16 @@ def _most_used(rank: int) -> float:
     return 1.0
 
 
-def _top(info: Info, window: list[int], L: int, weight: Callable[[int], float]) -> frozenset[int]:
+def _heaviest(
+    footprints: Footprints, window: list[int], L: int, weight: Callable[[int], float]
+) -> frozenset[int]:
     """The L wires with the highest weight over their uses in ``window`` (the k-th use
     of a wire weighs ``weight(k)``; ties go to the earliest first use)."""
     score: dict[int, float] = {}
     first_use: dict[int, int] = {}
     seen: dict[int, int] = {}
     for pos, i in enumerate(window):
-        for q in info[i][1]:
+        for q in footprints[i].needs_local:
             k = seen.get(q, 0)
             seen[q] = k + 1
             score[q] = score.get(q, 0.0) + weight(k) / (1 + pos / len(window))
@@ -199,12 +213,12 @@ def _top(info: Info, window: list[int], L: int, weight: Callable[[int], float]) 
     return frozenset(ranked[:L])
 
 
-def _filled(
+def _completed(
     chosen: frozenset[int],
     current: frozenset[int] | None,
     everyone: frozenset[int],
     L: int,
-    info: Info,
+    footprints: Footprints,
     window: list[int],
 ) -> frozenset[int]:
     """Complete a local set to L wires: wires already local first (nothing moves),
@@ -213,7 +227,7 @@ def _filled(
         return frozenset(chosen)
     order: dict[int, int] = {}
     for pos, i in enumerate(window):
-        for q in info[i][1]:
+        for q in footprints[i].needs_local:
             order.setdefault(q, pos)
     pool = (current if current is not None else everyone) - chosen
     fill = sorted(pool, key=lambda q: (order.get(q, len(window)), q))[: L - len(chosen)]
@@ -223,7 +237,7 @@ def _filled(
 def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stages: int = 8) -> int:
     """The fewest stages any sequence of local sets needs (free first layout), by
     iterative deepening over all C(n, L) local sets; for small circuits in tests."""
-    info = _info(ops, L)
+    footprints = _footprints(ops, L)
     m = len(ops)
     choices = [frozenset(c) for c in combinations(range(num_qubits), L)]
     seen: dict[tuple[bool, ...], int] = {}
@@ -236,7 +250,7 @@ def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stag
         seen[done] = depth
         first = done.index(False)
         for local in choices:
-            _, executed = _scan(info, list(done), first, num_qubits, L, local)
+            _, executed = _runnable(footprints, list(done), first, num_qubits, L, local)
             if executed:
                 nxt = list(done)
                 for i in executed:

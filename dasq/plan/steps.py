@@ -16,15 +16,15 @@ simulating.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from dasq.circuit.kinds import ExchangeSpec, Operation, digest_of
+from dasq.circuit.kinds import Operation, digest_of
+from dasq.plan import lowering
 from dasq.plan import relayout as algebra
+from dasq.plan.actions import Controls, ExchangeSpec
 from dasq.plan.fusion import Group
-
-Controls = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,34 @@ class Traffic:
 
 class Step:
     """Base of the plan steps. ``origin``: index of the circuit operation a
-    per-operation step lowers (None in staged plans); ``path``: how it was lowered."""
+    per-operation step lowers (None in staged plans); ``path``: how it was lowered.
+
+    What a step is to the rest of dasq is a method of the step (its operations,
+    the layout after it, whether a stream folds it into its reads); executors
+    dispatch on the step type in one table each."""
 
     name: ClassVar[str] = "step"
+    dask_array_ops: ClassVar[bool] = False  # built by dask.array's own operations, which its optimiser fuses
     origin: int | None
     path: str
+
+    @property
+    def operations(self) -> tuple[Operation, ...]:
+        """The circuit operations the step runs (none for pure data movement)."""
+        return ()
+
+    def with_operations(self, place: Callable[[Operation], Operation]) -> Step:
+        """The same step with every operation ``op`` replaced by ``place(op)``."""
+        return self
+
+    def layout_after(self, layout: tuple[int, ...], L: int) -> tuple[int, ...]:
+        """Where each wire sits after the step, given where it sat before."""
+        return layout
+
+    def folds_into_reads(self) -> bool:
+        """Whether a stream may fold the step into the next pass's reads (an
+        uncontrolled relayout)."""
+        return False
 
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         return Traffic()
@@ -92,6 +115,12 @@ class Relayout(Step):
     path: str = "relayout"
 
     name: ClassVar[str] = "relayout"
+
+    def layout_after(self, layout: tuple[int, ...], L: int) -> tuple[int, ...]:
+        return algebra.swap_positions(layout, self.pairs)
+
+    def folds_into_reads(self) -> bool:
+        return not self.controls and not self.global_controls
 
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         k = len(self.pairs)
@@ -149,6 +178,19 @@ class BlockProgram(Step):
         return tuple(op for g in self.groups for op in g.ops)
 
     @property
+    def operations(self) -> tuple[Operation, ...]:
+        return self.ops
+
+    def with_operations(self, place: Callable[[Operation], Operation]) -> BlockProgram:
+        groups = tuple(replace(g, ops=tuple(place(op) for op in g.ops)) for g in self.groups)
+        return replace(self, groups=groups, digest="")
+
+    def layout_after(self, layout: tuple[int, ...], L: int) -> tuple[int, ...]:
+        if self.write_order is None:
+            return layout
+        return tuple(algebra.permuted_position(p, self.write_order, L) for p in layout)
+
+    @property
     def is_identity(self) -> bool:
         return not self.groups and self.write_order is None and self.scale == 1
 
@@ -189,16 +231,23 @@ class Exchange(Step):
 
     name: ClassVar[str] = "exchange"
 
+    @property
+    def operations(self) -> tuple[Operation, ...]:
+        return (self.op,)
+
+    def with_operations(self, place: Callable[[Operation], Operation]) -> Exchange:
+        return replace(self, op=place(self.op))
+
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         total = Traffic()
         size = 1 << L
         blocks = 1 << (num_qubits - L)
         if self.spec.summed:  # one round of pairs per bit, each block receiving one piece
             rounds = self.spec.mask.bit_count()
-            piece = size >> len(self.op.group_share(L, 0).fixed)
+            piece = size >> len(lowering.group_share(self.op, L, 0).fixed)
             return Traffic(rounds * blocks, rounds * blocks * piece, 0)
         for c in range(blocks):
-            update = self.op.pair_update(L, c)
+            update = lowering.pair_update(self.op, L, c)
             if update is None:
                 continue
             moved = update.sent(L)
@@ -223,6 +272,7 @@ class Regroup(Step):
     path: str = "merge"
 
     name: ClassVar[str] = "regroup"
+    dask_array_ops: ClassVar[bool] = True  # a rechunk
 
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         if self.chunk_qubits <= L:
@@ -283,6 +333,13 @@ class Collapse(Step):
 
     name: ClassVar[str] = "collapse"
 
+    @property
+    def operations(self) -> tuple[Operation, ...]:
+        return (self.op,)
+
+    def with_operations(self, place: Callable[[Operation], Operation]) -> Collapse:
+        return replace(self, op=place(self.op))
+
     def describe(self, num_qubits: int, L: int) -> str:
         return f"{self.op.kind} qubit {self.qubit} (position {self.op.targets[0]})"
 
@@ -321,6 +378,14 @@ class PhysicalPlan:
         for i, step in enumerate(self.steps):
             yield i, step, L
             L = step.chunk_qubits_after(L)
+
+    def layouts(self) -> list[tuple[int, ...]]:
+        """The position of each wire after every step."""
+        layout, out = tuple(self.initial_layout), []
+        for _, step, L in self.walk():
+            layout = step.layout_after(layout, L)
+            out.append(layout)
+        return out
 
     @property
     def stages(self) -> tuple[BlockProgram, ...]:

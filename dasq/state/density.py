@@ -18,13 +18,13 @@ import dask.array as da
 import numpy as np
 
 from dasq.backend.registry import get_backend
-from dasq.circuit.choi import choi_circuit
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import pauli_masks
 from dasq.circuit.validation import check_index, check_qubits, check_readout_qubits, check_shots
 from dasq.engine import readout
 from dasq.engine.memory import persist
 from dasq.errors import ValidationError
+from dasq.plan.choi import choi_circuit
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import MAX_MARGINAL_QUBITS, SHOTS_PER_PASS, StateVector, labelled_counts
 
@@ -74,7 +74,7 @@ class DensityMatrix:
 
     @property
     def report(self) -> Any:
-        """What the run did: steps, seconds, amplitudes moved (a ``RunReport``)."""
+        """What the run did: steps, seconds, amplitudes moved (a ``dasq.engine.report.Report``)."""
         return self.choi.report
 
     @property

@@ -21,7 +21,7 @@ import numpy as np
 
 from dasq.circuit.channels import mixed_unitary, pauli_matrix
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.classical import IfElse
+from dasq.circuit.classical import has_if_test
 from dasq.circuit.kinds import LinearMap
 from dasq.circuit.validation import check_readout_qubits, check_shots
 from dasq.errors import ValidationError
@@ -132,5 +132,5 @@ def _reduced_density_matrix(state: StateVector, targets: Sequence[int]) -> np.nd
 
 def refuse_conditions(circuit: Circuit) -> None:
     """Trajectories walk a circuit without classical bits to branch on."""
-    if any(isinstance(op, IfElse) for op in circuit):
+    if has_if_test(circuit):
         raise ValidationError("trajectories do not take conditioned blocks (if_test); use density=True")

@@ -1,9 +1,9 @@
 """A density-matrix circuit as a circuit on its Choi vector (one engine, 2N qubits).
 
 rho[i, j] of an N-qubit density matrix is amplitude i + j 2^N of a 2N-qubit vector:
-ket qubit q at q, bra qubit q at q + N. Every operation says what it is there
-(``Operation.on_choi``): a unitary U becomes U on the ket qubits and conj(U) on
-the bra qubits, a channel or a reset its superoperator. The engine then plans,
+ket qubit q at q, bra qubit q at q + N. Each kind's row of the lowering table
+says what it is there (``on_choi``): a unitary U becomes U on the ket qubits and
+conj(U) on the bra qubits, a channel or a reset its superoperator. The engine then plans,
 fuses and runs the result as any statevector circuit; measurements are drawn
 before lowering (they need the state's probabilities).
 """
@@ -14,13 +14,14 @@ from collections.abc import Iterable
 
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import Operation
+from dasq.plan.lowering import on_choi
 
 
 def choi_operations(ops: Iterable[Operation], num_qubits: int) -> list[Operation]:
     """The operations of an N-qubit circuit acting on its 2N-qubit Choi vector."""
     out: list[Operation] = []
     for op in ops:
-        out.extend(op.on_choi(num_qubits))
+        out.extend(on_choi(op, num_qubits))
     return out
 
 
@@ -40,11 +41,9 @@ def resets_as_channels(circuit: Circuit) -> Circuit:
 
     if not any(isinstance(op, Reset) for op in circuit):
         return circuit
-    new = circuit.copy()
-    new._ops = [
+    return circuit.with_operations(
         Channel.create(circuit.num_qubits, op.targets, name="reset", kraus=reset_kraus())
         if isinstance(op, Reset)
         else op
         for op in circuit
-    ]
-    return new
+    )

@@ -1,12 +1,11 @@
 """Actions: what an operation does inside ONE block once its global bits are constants.
 
-An operation kind specialises itself to block c (see ``Operation.local_actions``):
+The lowering table (``dasq.plan.lowering``) specialises an operation to block c:
 a global control is met (dropped) or not (no action); a diagonal's global target
 bits pick a sub-diagonal; a Pauli string's global Z/Y bits give a sign. What is
-left acts on local bits only and is one of these small frozen records, which a
-backend applies in place. A new kind may bring its own action: a subclass whose
-``apply`` is written against ``backend.xp`` (the array namespace), so it runs on
-every backend.
+left acts on local bits only and is one of these small frozen records: plain data
+that a plan holds and prints. Only the engine hands them to a backend
+(``dasq.engine.actions``).
 
 Controls are ``((local bit, required value), ...)``.
 """
@@ -15,23 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 Controls = tuple[tuple[int, int], ...]
 
 
-def _relabel_controls(controls: Controls, mapping: Mapping[int, int]) -> Controls:
+def relabel_controls(controls: Controls, mapping: Mapping[int, int]) -> Controls:
     return tuple((mapping[q], s) for q, s in controls)
 
 
 class Action:
     """Base of the per-block actions (frozen dataclasses)."""
-
-    def apply(self, backend: Any, block: Any, L: int) -> None:
-        """Apply to ``block`` (2^L amplitudes, owned by the caller) in place."""
-        raise NotImplementedError
 
     def relabel(self, mapping: Mapping[int, int]) -> Action:
         """The same action on renamed local bits (used to build a fused group's matrix)."""
@@ -46,12 +40,9 @@ class DenseAction(Action):
     controls: Controls
     matrix: np.ndarray
 
-    def apply(self, backend: Any, block: Any, L: int) -> None:
-        backend.apply_dense(block, L, self.targets, self.controls, self.matrix)
-
     def relabel(self, mapping: Mapping[int, int]) -> DenseAction:
         return DenseAction(
-            tuple(mapping[q] for q in self.targets), _relabel_controls(self.controls, mapping), self.matrix
+            tuple(mapping[q] for q in self.targets), relabel_controls(self.controls, mapping), self.matrix
         )
 
 
@@ -67,12 +58,9 @@ class DiagonalAction(Action):
     def is_identity(self) -> bool:
         return bool(np.all(self.values == 1))
 
-    def apply(self, backend: Any, block: Any, L: int) -> None:
-        backend.apply_diagonal(block, L, self.targets, self.values, self.controls)
-
     def relabel(self, mapping: Mapping[int, int]) -> DiagonalAction:
         return DiagonalAction(
-            tuple(mapping[q] for q in self.targets), self.values, _relabel_controls(self.controls, mapping)
+            tuple(mapping[q] for q in self.targets), self.values, relabel_controls(self.controls, mapping)
         )
 
 
@@ -96,12 +84,9 @@ class CombineAction(Action):
     def is_identity(self) -> bool:
         return self.own == 0 and self.other == 1 and not self.flips and not self.signs
 
-    def apply(self, backend: Any, block: Any, L: int, partner: Any = None) -> None:
-        backend.apply_combine(block, partner, L, self.controls, self.own, self.other, self.flips, self.signs)
-
     def relabel(self, mapping: Mapping[int, int]) -> CombineAction:
         return CombineAction(
-            _relabel_controls(self.controls, mapping),
+            relabel_controls(self.controls, mapping),
             self.own,
             self.other,
             tuple(mapping[q] for q in self.flips),
@@ -120,9 +105,6 @@ class PairMapAction(Action):
     own: np.ndarray
     weights: np.ndarray | None
 
-    def apply(self, backend: Any, block: Any, L: int, partner: Any = None) -> None:
-        backend.apply_pair_map(block, L, self.targets, self.own, self.weights, partner)
-
 
 @dataclass(frozen=True, eq=False)
 class Projection:
@@ -133,9 +115,6 @@ class Projection:
 
     targets: tuple[int, ...]
     matrix: np.ndarray
-
-    def apply(self, backend: Any, piece: Any, L: int) -> Any:
-        return backend.project(piece, L, self.targets, self.matrix)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,10 +127,17 @@ class GroupShareAction(Action):
     scale: complex
     weight: complex
 
-    def apply(self, backend: Any, block: Any, L: int, total: Any = None) -> None:
-        block *= self.scale
-        piece = backend.pack(block, L, self.fixed)
-        backend.place(block, L, self.fixed, piece + self.weight * total)
+
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """Blocks c and c ^ ``mask`` meet; ``rename``: block c is computed from block
+    c ^ mask alone, where that block lives (nothing is sent). ``summed``: the blocks
+    that differ in the bits of ``mask`` add up one piece of each, by a butterfly (one
+    round of pairs per bit), and each block takes the sum back (a GroupShareAction)."""
+
+    mask: int
+    rename: bool
+    summed: bool = False
 
 
 @dataclass(frozen=True)

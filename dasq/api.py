@@ -276,11 +276,9 @@ def _run_trajectories(request: Request) -> Trajectories:
     options = replace(options, progress=False)  # a bar per trajectory segment would say nothing
     n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
 
-    def begin(segment: Circuit) -> StateVector:
+    def begin(segment: Circuit) -> StateVector:  # its measurements are mid-circuit ones: they collapse
         own = np.random.default_rng(int(rng.integers(0, 2**62)))
-        return _evolve_from(
-            request.initial, segment.remove_final_measurements(), n, L, request.dtype, options, own
-        )
+        return _evolve_from(request.initial, segment, n, L, request.dtype, options, own)
 
     return run_trajectories(request.circuit.remove_final_measurements(), request.trajectories, begin, rng)
 

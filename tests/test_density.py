@@ -338,6 +338,19 @@ def test_readout_errors_flip_recorded_bits():
 
 
 # ----------------------------------------------------------------- trajectories
+def test_a_trajectory_collapses_at_a_measurement_into_a_classical_bit_before_a_channel():
+    """Each trajectory draws the mid-circuit outcome: after H, measure, H the qubit is
+    |+> or |-> in every trajectory (never back to |0>, as when the measurement was
+    dropped as if it were terminal)."""
+    c = dasq.Circuit(2)
+    c.add_register("c", 1)
+    c.h(0).measure(0, 0).amplitude_damp(0.5, 1).h(0)
+    runs = dasq.simulate(c, trajectories=40, seed=3)
+    signs = [round(state.expectation("IX").real) for state in runs.states]
+    assert set(signs) == {-1, 1}
+    np.testing.assert_allclose([abs(state.expectation("IX")) for state in runs.states], 1, atol=1e-12)
+
+
 def test_trajectories_agree_with_the_density_matrix_within_four_standard_errors():
     n = 10
     c = dasq.Circuit(n)

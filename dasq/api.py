@@ -144,9 +144,15 @@ class Request:
 
     @property
     def mode(self) -> str:
+        """Which runner takes the request (``RUNNERS``)."""
         if self.trajectories is not None:
             return "trajectories"
-        return "memory" if self.store is None else "stored"
+        if self.store is not None:
+            return "stored"
+        program = split_terminal_measurements(self.circuit)
+        if program.conditional or (self.density and program.dynamic):
+            return "dynamic"
+        return "density" if self.density else "statevector"
 
     @property
     def width(self) -> int:
@@ -250,23 +256,35 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
     return L, options
 
 
-def _run_in_memory(request: Request) -> StateVector | DensityMatrix:
-    """A statevector or a density matrix in memory; mid-circuit measurements of a
-    density matrix and conditioned blocks run one shot through their branches."""
+def _run_statevector(request: Request) -> StateVector:
+    """A statevector in memory (mid-circuit measurements collapse on drawn outcomes)."""
     L, options = _in_memory(request)
-    circuit, n, rng = request.circuit, request.circuit.num_qubits, np.random.default_rng(request.seed)
+    body, n = request.circuit.remove_final_measurements(), request.circuit.num_qubits
+    rng = np.random.default_rng(request.seed)
+    return _evolve_from(request.initial, body, n, L, request.dtype, options, rng)
+
+
+def _run_density(request: Request) -> DensityMatrix:
+    """A density matrix in memory: its 2N-qubit Choi vector, channels applied exactly."""
+    L, options = _in_memory(request)
+    body, n = request.circuit.remove_final_measurements(), request.circuit.num_qubits
+    rng = np.random.default_rng(request.seed)
+    return _density_from(request.initial, body, n, L, request.dtype, options, rng)
+
+
+def _run_dynamic(request: Request) -> StateVector | DensityMatrix:
+    """Conditioned blocks (and a density matrix's mid-circuit measurements): one shot
+    through the branches, each segment evolved as its state's kind."""
+    L, options = _in_memory(request)
+    n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
+    evolve_segment = _density_from if request.density else _evolve_from
 
     def start(segment: Circuit) -> Any:
-        if request.density:
-            return _density_from(request.initial, segment, n, L, request.dtype, options, rng)
-        return _evolve_from(request.initial, segment, n, L, request.dtype, options, rng)
+        return evolve_segment(request.initial, segment, n, L, request.dtype, options, rng)
 
-    program = split_terminal_measurements(circuit)
-    if (request.density and program.dynamic) or program.conditional:
-        (branch,) = run_branches(program, n, 1, start, rng)
-        assert branch.state is not None
-        return branch.state
-    return start(circuit.remove_final_measurements())
+    (branch,) = run_branches(split_terminal_measurements(request.circuit), n, 1, start, rng)
+    assert branch.state is not None
+    return branch.state
 
 
 def _run_trajectories(request: Request) -> Trajectories:
@@ -283,7 +301,13 @@ def _run_trajectories(request: Request) -> Trajectories:
     return run_trajectories(request.circuit.remove_final_measurements(), request.trajectories, begin, rng)
 
 
-RUNNERS = {"memory": _run_in_memory, "stored": _run_stored, "trajectories": _run_trajectories}
+RUNNERS = {
+    "statevector": _run_statevector,
+    "density": _run_density,
+    "dynamic": _run_dynamic,
+    "stored": _run_stored,
+    "trajectories": _run_trajectories,
+}
 
 
 def _device_backend(device: str | None) -> Backend:

@@ -77,9 +77,13 @@ def num_blocks(x: da.Array) -> int:
 
 
 # --------------------------------------------------------------------- creation
-def basis_state(num_qubits: int, L: int, position: int, dtype: str, backend: Backend) -> da.Array:
-    """|position> (a stored index) as blocks of 2^L amplitudes."""
-    name = layer_name("basis", 0, num_qubits, L, position, dtype, backend.name)
+def basis_state(
+    num_qubits: int, L: int, position: int, dtype: str, backend: Backend, run_token: str = ""
+) -> da.Array:
+    """|position> (a stored index) as blocks of 2^L amplitudes. ``run_token`` makes the
+    keys (and every key computed from them) this run's alone: a cluster hands a key it
+    still holds to whoever asks, and blocks that stages write into must not be shared."""
+    name = layer_name("basis", 0, num_qubits, L, position, dtype, backend.name, run_token)
     size = 1 << L
     layer = {
         (name, b): Task(
@@ -200,8 +204,13 @@ def _gather_packed(gather: Gather, block_index: int, own: Any, *data: Any) -> An
 
 
 def _cut(gather: Gather, piece: algebra.Piece, block: Any) -> Any:
-    data = gather.cut(piece, block)
-    return data.copy() if gather.contiguous else data
+    # a contiguous piece stays a view: serialised, only its bytes travel; on the same
+    # worker nothing is copied before the assembling task does
+    return gather.cut(piece, block)
+
+
+def _received(piece: Any) -> Any:
+    return piece
 
 
 def relayout_layer(
@@ -262,6 +271,12 @@ def relayout_layer(
             for p in others:
                 key = (f"{name}-piece", p.source, c)  # placed by its source block
                 layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
+                if _crosses(worker_of, p.source, c):
+                    # fetched by a task of its own on c's worker as soon as it is cut, while
+                    # other blocks still compute (the assembling task waits for all pieces)
+                    key, piece_key = (f"{name}-recv", c, p.source), key
+                    layer[key] = Task(key, _received, TaskRef(piece_key))
+                    tasks += 1
                 args.append(TaskRef(key))
             tasks += len(others)
         func = _VIEWS[runner is not None] if method == "views" else _PACKED[runner is not None]

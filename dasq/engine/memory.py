@@ -176,6 +176,12 @@ class StepContext:
         """A step run outside a plan, in this process, on blocks it copies."""
         return cls(index, L, "views", None, False, [])
 
+    @property
+    def swaps_in_place(self) -> bool:
+        """Relayouts as piece swaps between the blocks where they lie: in one process
+        only (on a cluster a swap task would fetch a whole block, not a piece)."""
+        return self.in_place and self.worker_of is None
+
     def under(self, index: int | str) -> StepContext:
         """The same place for a step run inside this one (a collapse's projector)."""
         return replace(self, index=index)
@@ -216,8 +222,10 @@ class MemoryExecutor:
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
         workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway
-        # stages in place: peak memory of a run is then the state plus the blocks in flight
-        in_place = self.owns_input and not self.lazy and cluster is None
+        # stages in place: peak memory of a run is then the state plus the blocks in flight.
+        # On a cluster too: each block has one reader per stage, and the run's basis keys
+        # are its own (run.py), so no one else holds what a stage writes into
+        in_place = self.owns_input and not self.lazy
         if workers:  # the first blocks where the placement wants them (no-op for futures)
             x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
@@ -267,7 +275,7 @@ class MemoryExecutor:
             ctx.method,
             runner=runner,
             worker_of=ctx.worker_of,
-            in_place=ctx.in_place,
+            in_place=ctx.swaps_in_place,
         )
         self._record(
             result, ctx.index, step, n, ctx.L, LayerCost(cost.traffic, 0, cost.across), ctx.worker_of
@@ -355,7 +363,7 @@ def _relayout_layer(
     if method in ("tasks", "p2p") and (step.controls or active is not None):
         method = "packed"  # a controlled relayout is not a rechunk
     return layers.relayout_layer(
-        x, gather, ctx.index, method, active, worker_of=ctx.worker_of, in_place=ctx.in_place
+        x, gather, ctx.index, method, active, worker_of=ctx.worker_of, in_place=ctx.swaps_in_place
     )
 
 
@@ -410,7 +418,8 @@ def _with_received(result: MemoryRun, client: Any) -> list[StepRecord]:
 
     from distributed import wait
 
-    wait(result.blocks)
+    with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
+        wait(result.blocks)
     received = transfers.collect(client, [r.layer for r in result.records if transfers.layer_of(r.layer)])
     out, seen = [], set()
     for r in result.records:  # a step that built no layer names its input's: count it once

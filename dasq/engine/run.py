@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,14 +70,15 @@ def evolve(
         global_phase=global_phase,
     )
     owned = blocks is None  # a basis state made here: the stages may write into its blocks
+    on_cluster = not options.lazy and scheduler_client(options.client) is not None
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
-        blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend)
+        run_token = uuid.uuid4().hex if on_cluster else ""
+        blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend, run_token)
     else:
         blocks = layers.on_backend(blocks, backend)
     # a cluster computes while the graphs are still being built: distributed's own
     # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
-    on_cluster = not options.lazy and scheduler_client(options.client) is not None
     steps_bar = options.progress and not on_cluster
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
     run = _executor(options, rng, on_step, owns_input=owned).run(plan, blocks)

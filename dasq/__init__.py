@@ -1,6 +1,6 @@
 """dasq: full-state quantum circuit simulation on chunked Dask arrays."""
 
-from dasq.api import info, plan, resume, run, simulate
+from dasq.api import info, plan, resume, run, simulate, warm_up
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel, QuantumError, ReadoutError
 from dasq.circuit.parameters import Parameter
@@ -39,4 +39,5 @@ __all__ = [
     "resume",
     "run",
     "simulate",
+    "warm_up",
 ]

@@ -17,6 +17,7 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
+from dasq.engine.compression import PieceCodec
 from dasq.engine.memory import scheduler_client
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
@@ -53,6 +54,8 @@ def simulate(
     keep_bits: int | None = None,
     lazy: bool = False,
     relayout_method: str | None = None,
+    relayout_compression: str | None = None,
+    relayout_keep_bits: int | None = None,
     parameters: Any = None,
     noise_model: NoiseModel | None = None,
     trajectories: int | None = None,
@@ -98,6 +101,12 @@ def simulate(
     kept) is lossy bit rounding whose cost is in ``state.storage_fidelity``.
     Without ``store``, ``memory_limit`` only refuses runs that cannot fit.
 
+    On a cluster, relayout pieces that cross workers can travel compressed:
+    ``relayout_compression`` ("zstd" or "blosc", lossless; dask config
+    ``dasq.relayout-compression``) and ``relayout_keep_bits`` (lossy bit rounding
+    first; ``dasq.relayout-keep-bits``), whose cost is in
+    ``state.report.relayout_fidelity``. In one process nothing travels and they do nothing.
+
     ``density=True`` returns a :class:`DensityMatrix` (held as its 2N-qubit Choi
     vector; ``chunk_qubits`` counts its qubits, 0..2N): channels (``c.depolarize``,
     ``c.kraus``...) and resets are applied exactly, mid-circuit measurements collapse
@@ -138,6 +147,7 @@ class Request:
     progress: bool
     lazy: bool
     relayout_method: str | None
+    relayout_codec: PieceCodec | None
     compression: str | None
     keep_bits: int | None
     trajectories: int | None
@@ -180,6 +190,9 @@ def make_request(circuit: Any, given: dict[str, Any]) -> Request:
     else:
         refuse_channels(circuit)
     given["dtype"] = v.check_dtype(given["dtype"])
+    given["relayout_codec"] = PieceCodec.chosen(
+        given.pop("relayout_compression"), given.pop("relayout_keep_bits"), given["dtype"]
+    )
     backend = _device_backend(given.pop("device"))
     v.check_choice(given["method"], METHODS, "method")
     fusion = given["fusion_size"]
@@ -250,6 +263,7 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
         backend=request.backend.name,
         client=request.client,
         relayout_method=request.relayout_method,
+        relayout_codec=request.relayout_codec,
         lazy=request.lazy,
         progress=request.progress,
     )
@@ -480,6 +494,26 @@ def plan(
     return make_plan(
         body.operations, n, L, method=method, fusion_size=fusion, global_phase=circuit.global_phase
     )
+
+
+def warm_up(
+    client: Any = None, *, dtypes: Any = ("complex128", "complex64"), fusion_size: int | None = None
+) -> dict[str, float]:
+    """Compile (or load from numba's on-disk cache) the kernels runs in ``dtypes`` with
+    groups of up to ``fusion_size`` qubits use, before the first run: in this process,
+    or, given a ``client``, on each of its workers, now and as later ones join (a
+    worker plugin). Seconds it took, per process ("local" or the worker's address).
+    ``dask worker --preload dasq.worker`` warms workers as they start instead."""
+    from dasq.engine.warmup import warm_cluster
+    from dasq.engine.warmup import warm_up as warm_here
+
+    if isinstance(dtypes, str):
+        dtypes = (dtypes,)
+    chosen = tuple(v.check_dtype(d) for d in dtypes)
+    width = None if fusion_size is None else v.check_fusion_size(fusion_size)
+    if client is None:
+        return {"local": warm_here(chosen, width)}
+    return warm_cluster(client, chosen, width)
 
 
 def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:

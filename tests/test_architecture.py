@@ -30,6 +30,7 @@ RANK = {
     "dasq.api": 8,
     "dasq.qiskit": 9,  # the V2 primitives: built on the api
     "dasq.plot": 9,  # notebook pictures of states and plans
+    "dasq.worker": 9,  # the Dask preload that readies workers (engine/warmup.py)
     "dasq.cli": 10,
 }
 

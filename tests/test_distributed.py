@@ -158,9 +158,14 @@ def test_many_blocks_on_a_cluster_relayout_with_p2p_and_agree_with_threads(clien
     on_cluster = dasq.simulate(c, chunk_qubits=L, client=client)
     np.testing.assert_allclose(on_cluster.to_numpy(), threaded.to_numpy(), atol=1e-12)
     relayouts = [r for r in on_cluster.report.records if r.step == "relayout"]
-    assert relayouts and all(r.received_bytes is None for r in relayouts)  # p2p: not measured
     assert all(not r.layer.startswith("dasq-") for r in relayouts)  # Dask's rechunk built them
-    assert "n/a" in str(on_cluster.report)
+    # p2p's bytes: Dask's own count of what its comms sent, at least the amplitudes that
+    # crossed workers (shards of 4 amplitudes carry far more framing than data)
+    crossing = sum(r.across_workers for r in relayouts) * 16
+    received = sum(r.received_bytes for r in relayouts)
+    assert relayouts and all(r.received_bytes > 0 for r in relayouts)
+    assert crossing <= received
+    assert "n/a" not in str(on_cluster.report)
 
 
 def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
@@ -338,3 +343,114 @@ def test_steps_run_in_spans_named_after_them_and_progress_follows_the_cluster(cl
     assert layers and {(name,) for name in layers} <= spans  # e.g. ("dasq-stage-3",)
     assert "Completed" in capsys.readouterr().out  # distributed's progress bar, not a step counter
     assert state.report.on_cluster and "between workers" in str(state.report)
+
+
+# --------------------------------------------------------------- a client that is not Dask's default
+def test_a_client_that_is_not_dasks_default_runs_the_circuit(client):
+    """A second cluster's Client, not set as default (the module's client is): the run,
+    its transfer tally and its read-outs all go to the client that was passed."""
+    c = _circuit()  # its measurement collapses the state: the same seed on both sides
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as other,
+        Client(other, set_as_default=False) as mine,
+    ):
+        state = dasq.simulate(c, chunk_qubits=5, client=mine, seed=11)
+        assert state.report.on_cluster
+        assert all(r.received_bytes is not None for r in state.report.records if r.layer)
+        expected = dasq.simulate(c, chunk_qubits=5, seed=11).to_numpy()
+        np.testing.assert_allclose(state.to_numpy(), expected, atol=1e-12)
+
+
+# --------------------------------------------------------------- compressed relayouts
+def _ghz(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n).h(n - 1)
+    for q in reversed(range(n - 1)):
+        c.cx(q + 1, q)
+    return c.h(0).h(n - 1)  # a relayout after the chain: every qubit is needed local
+
+
+def _qft_of_basis_state(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n).x(0).x(3)
+    for j in reversed(range(n)):
+        c.h(j)
+        for k in reversed(range(j)):
+            c.cp(np.pi / 2 ** (j - k), k, j)
+    return c
+
+
+@pytest.mark.parametrize("compression", ["zstd", "blosc"])
+@pytest.mark.parametrize("make", [_ghz, _qft_of_basis_state], ids=["ghz", "qft"])
+def test_lossless_compressed_relayouts_give_the_same_state_in_fewer_bytes(client, compression, make):
+    c = make(14)
+    plain = dasq.simulate(c, chunk_qubits=10, client=client)
+    packed = dasq.simulate(c, chunk_qubits=10, client=client, relayout_compression=compression)
+    np.testing.assert_array_equal(packed.to_numpy(), plain.to_numpy())  # bit for bit
+    sent = [r for r in plain.report.records if r.across_workers]
+    assert sent, "the plan must move pieces between the workers"
+    for before, after in zip(plain.report.records, packed.report.records):
+        if before.across_workers:
+            assert before.received_bytes >= before.across_workers * 16  # uncompressed: all of it
+            assert after.received_bytes < before.received_bytes / 4, (after, before)
+    assert packed.report.relayout_fidelity == 1.0
+    with dask.config.set({"dasq.relayout-compression": compression}):  # the same through dask config
+        configured = dasq.simulate(c, chunk_qubits=10, client=client)
+    assert [r.received_bytes for r in configured.report.records] == [
+        r.received_bytes for r in packed.report.records
+    ]
+
+
+@pytest.mark.parametrize("dtype, keep_bits", [("complex128", 9), ("complex64", 8)])
+def test_lossy_relayouts_report_the_fidelity_they_keep(client, dtype, keep_bits):
+    rng = np.random.default_rng(8)
+    c = dasq.Circuit(12)
+    for _ in range(4):
+        for q in range(12):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        for q in range(11):
+            c.cx(q, q + 1)
+    exact = dasq.simulate(c, chunk_qubits=9, client=client, dtype=dtype).to_numpy()
+    lossy = dasq.simulate(c, chunk_qubits=9, client=client, dtype=dtype, relayout_keep_bits=keep_bits)
+    rounded = lossy.to_numpy().astype(np.complex128)
+    overlap = abs(np.vdot(exact.astype(np.complex128), rounded)) ** 2 / np.vdot(rounded, rounded).real
+    reported = lossy.report.relayout_fidelity
+    assert reported < 1 - 1e-9  # something was rounded, and it says so
+    assert reported == pytest.approx(overlap, abs=1e-6)
+    assert sum(r.relayout_fidelity is not None for r in lossy.report.records) >= 1
+
+
+def test_relayout_compression_is_checked_before_anything_runs():
+    with pytest.raises(dasq.ValidationError, match="relayout_compression must be one of"):
+        dasq.simulate(dasq.Circuit(2), relayout_compression="gzip")
+    with pytest.raises(dasq.ValidationError, match="relayout_keep_bits must be between 1 and 23"):
+        dasq.simulate(dasq.Circuit(2), dtype="complex64", relayout_keep_bits=30)
+    with pytest.raises(TypeError, match="relayout_keep_bits must be an int"):
+        dasq.simulate(dasq.Circuit(2), relayout_keep_bits="8")
+    # in one process nothing travels: the option is accepted and changes nothing
+    c = _ghz(6)
+    np.testing.assert_array_equal(
+        dasq.simulate(c, relayout_compression="zstd", chunk_qubits=3).to_numpy(),
+        dasq.simulate(c, chunk_qubits=3).to_numpy(),
+    )
+
+
+# --------------------------------------------------------------- kernels ready before the first run
+def test_warm_up_readies_this_process_and_every_worker(client):
+    from dasq.engine import warmup
+
+    seconds = dasq.warm_up(dtypes="complex128", fusion_size=2)
+    assert set(seconds) == {"local"} and seconds["local"] > 0
+    on_workers = dasq.warm_up(client, dtypes=("complex128",), fusion_size=2)
+    assert set(on_workers) == set(client.scheduler_info()["workers"])
+    assert all(s is not None and s > 0 for s in on_workers.values())
+    plugins = client.run(lambda dask_worker: warmup.PLUGIN_NAME in dask_worker.plugins)
+    assert all(plugins.values())
+    with pytest.raises(dasq.ValidationError, match="dtype must be one of"):
+        dasq.warm_up(dtypes=("float64",))
+
+
+def test_the_worker_preload_is_a_dask_setup():
+    import inspect
+
+    import dasq.worker
+
+    assert inspect.iscoroutinefunction(dasq.worker.dask_setup)

@@ -67,6 +67,12 @@ class Backend:
         ``fusion_size``; dask config ``dasq.fusion-size`` overrides it)."""
         return DEFAULT_FUSION_SIZE
 
+    def warm_up(self, dtype: str, fusion_size: int) -> int:
+        """Compile (or load from their cache) the kernels that fused groups of up to
+        ``fusion_size`` qubits run on ``dtype`` blocks, before a run needs them: how
+        many. Nothing to do for a backend whose kernels need no compiling."""
+        return 0
+
     # ------------------------------------------------------------ creation
     def meta(self, dtype: str) -> Any:
         """An empty array of the backend's type: Dask's ``meta`` for its blocks."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +177,20 @@ class CPUBackend(ArrayBackend):
 
     def preferred_fusion_size(self) -> int:
         return WIDE_VECTOR_FUSION_SIZE if numba_kernels.wide_vectors() else NARROW_VECTOR_FUSION_SIZE
+
+    def warm_up(self, dtype: str, fusion_size: int) -> int:
+        """One group kernel per width and per set of targets among a vector's lane bits
+        (what a kernel is compiled for, besides the precision): every one a plan of
+        groups up to ``fusion_size`` qubits can ask for."""
+        lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
+        count = 0
+        for k in range(1, min(fusion_size, GROUP_MAX_QUBITS) + 1):
+            for r in range(min(k, lane_bits) + 1):
+                for low in itertools.combinations(range(lane_bits), r):
+                    targets = (*low, *range(lane_bits, lane_bits + k - r))
+                    _group_kernel(targets, np.eye(1 << k, dtype=dtype))
+                    count += 1
+        return count
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         # Dask already runs one block per thread: BLAS threads inside every Dask

@@ -28,6 +28,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.engine.actions import apply_action, project
+from dasq.engine.compression import PieceCodec, is_encoded
 from dasq.engine.program import BlockRunner
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
@@ -154,6 +155,7 @@ class Gather:
     pairs: algebra.Pairs
     controls: Controls
     backend: Backend
+    codec: PieceCodec | None = None  # how pieces that cross workers travel (packed layers)
 
     @property
     def contiguous(self) -> bool:
@@ -200,6 +202,11 @@ class Gather:
 
 def _gather_packed(gather: Gather, block_index: int, own: Any, *data: Any) -> Any:
     pieces = [p for p in algebra.pieces(block_index, gather.pairs, gather.L) if p.source != block_index]
+    if gather.codec is not None:
+        data = tuple(
+            gather.backend.from_host(gather.codec.decode(d, own.dtype), own.dtype) if is_encoded(d) else d
+            for d in data
+        )
     return gather.assemble(block_index, own, list(zip(pieces, data)))
 
 
@@ -207,6 +214,11 @@ def _cut(gather: Gather, piece: algebra.Piece, block: Any) -> Any:
     # a contiguous piece stays a view: serialised, only its bytes travel; on the same
     # worker nothing is copied before the assembling task does
     return gather.cut(piece, block)
+
+
+def _cut_encoded(gather: Gather, piece: algebra.Piece, block: Any, layer: str) -> Any:
+    assert gather.codec is not None
+    return gather.codec.encode(gather.backend.to_host(gather.cut(piece, block)), layer)
 
 
 def _received(piece: Any) -> Any:
@@ -244,7 +256,7 @@ def relayout_layer(
         return _relayout_in_place(x, gather, index, runner)
     token = runner.program.token() if runner is not None else ""
     kind = kind or ("relayout" if runner is None else "stage")
-    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method)
+    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method, gather.codec)
     gather_key = f"{name}-gather"
     layer: dict = {gather_key: DataNode(gather_key, gather)}
     head: list = [TaskRef(gather_key)]
@@ -270,7 +282,11 @@ def relayout_layer(
             args = [TaskRef((x.name, c))]
             for p in others:
                 key = (f"{name}-piece", p.source, c)  # placed by its source block
-                layer[key] = Task(key, _cut, TaskRef(gather_key), p, TaskRef((x.name, p.source)))
+                source = TaskRef((x.name, p.source))
+                if gather.codec is not None and _crosses(worker_of, p.source, c):
+                    layer[key] = Task(key, _cut_encoded, TaskRef(gather_key), p, source, name)
+                else:
+                    layer[key] = Task(key, _cut, TaskRef(gather_key), p, source)
                 if _crosses(worker_of, p.source, c):
                     # fetched by a task of its own on c's worker as soon as it is cut, while
                     # other blocks still compute (the assembling task waits for all pieces)

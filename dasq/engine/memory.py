@@ -25,6 +25,7 @@ import numpy as np
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
 from dasq.engine import layers, readout, transfers
+from dasq.engine.compression import PieceCodec, relayout_fidelities, take_rounding
 from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
 from dasq.engine.program import BlockRunner
@@ -200,6 +201,7 @@ class MemoryExecutor:
     on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
     owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)
+    relayout_codec: PieceCodec | None = None  # pieces that cross workers travel encoded
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
@@ -208,6 +210,9 @@ class MemoryExecutor:
         cluster = None if self.lazy else scheduler_client(self.client)
         if cluster is not None:
             transfers.install(cluster)
+            widths = {L for _, _, L in plan.walk()}
+            p2p = any(self.method_for(1 << (plan.num_qubits - L)) == "p2p" for L in widths)
+            p2p_before = transfers.p2p_sent(cluster) if p2p else None
         with self.backend.kernel_threads():
             result = self._run(plan, x, cluster)
         if cluster is not None:
@@ -217,7 +222,8 @@ class MemoryExecutor:
                 # the scheduler of the client that runs these blocks, not Dask's default one
                 # (a terminal bar waits here; a notebook widget does not)
                 progress(result.blocks, scheduler=cluster.scheduler.address)
-            result.records = _with_received(result, cluster)
+            rounded = self.relayout_codec is not None and self.relayout_codec.keep_bits is not None
+            result.records = _with_received(result, cluster, p2p_before, rounded)
         return result
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
@@ -235,7 +241,7 @@ class MemoryExecutor:
             index, step, L = walk[i]
             num_blocks = 1 << (plan.num_qubits - L)
             placement = block_placement(workers, num_blocks)
-            method = resolve_relayout_method(self.relayout_method, self.client, num_blocks)
+            method = self.method_for(num_blocks)
             if method == "p2p":
                 _quiet_p2p_notices()
             worker_of = placement.worker_of if placement is not None else None
@@ -267,7 +273,7 @@ class MemoryExecutor:
         self, step: Relayout, following: BlockProgram, result: MemoryRun, n: int, ctx: StepContext
     ) -> None:
         runner = BlockRunner(following, ctx.L, self.backend, self.cache_qubits)
-        gather = Gather(ctx.L, step.pairs, step.controls, self.backend)
+        gather = self.gather(step, ctx)
         result.blocks, cost = layers.relayout_layer(
             result.blocks,
             gather,
@@ -282,6 +288,16 @@ class MemoryExecutor:
         )
         moved_by_relayout = LayerCost(Traffic(), cost.tasks)
         self._record(result, ctx.index + 1, following, n, ctx.L, moved_by_relayout, ctx.worker_of, False)  # type: ignore[operator]
+
+    def method_for(self, num_blocks: int) -> str:
+        """How relayouts of ``num_blocks`` blocks become tasks."""
+        return resolve_relayout_method(self.relayout_method, self.client, num_blocks)
+
+    def gather(self, step: Relayout, ctx: StepContext) -> Gather:
+        """How the relayout's new blocks are built; its pieces are encoded only where
+        they travel between workers."""
+        codec = self.relayout_codec if ctx.worker_of is not None else None
+        return Gather(ctx.L, step.pairs, step.controls, self.backend, codec)
 
     def layer(self, step: Step, x: da.Array, ctx: StepContext) -> tuple[da.Array, LayerCost]:
         """The graph layer of ``step`` over blocks ``x``: the one dispatch on step types."""
@@ -355,7 +371,7 @@ def _program_layer(
 def _relayout_layer(
     ex: MemoryExecutor, step: Relayout, x: da.Array, ctx: StepContext
 ) -> tuple[da.Array, LayerCost]:
-    gather = Gather(ctx.L, step.pairs, step.controls, ex.backend)
+    gather = ex.gather(step, ctx)
     active = None
     if step.global_controls:
         active = [all((c >> b) & 1 == s for b, s in step.global_controls) for c in range(x.numblocks[0])]
@@ -411,21 +427,39 @@ STEP_LAYERS: dict[type[Step], StepLayer] = {
 }
 
 
-def _with_received(result: MemoryRun, client: Any) -> list[StepRecord]:
+def _with_received(result: MemoryRun, client: Any, p2p_before: int | None, rounded: bool) -> list[StepRecord]:
     """The records with the bytes workers received for each step's layer (measured,
-    once the blocks are computed)."""
+    once the blocks are computed) and, where pieces were rounded on their way, the
+    fidelity each relayout kept. Dask's p2p rechunks send their shards outside task
+    transfers: their bytes are Dask's own count for the run, shared among them in
+    proportion to the amplitudes each moves."""
     from dataclasses import replace
 
     from distributed import wait
 
     with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
         wait(result.blocks)
-    received = transfers.collect(client, [r.layer for r in result.records if transfers.layer_of(r.layer)])
+    names = sorted({r.layer for r in result.records if transfers.layer_of(r.layer)})
+    received = transfers.collect(client, names)
+    rounding: dict[str, np.ndarray] = {}
+    for per_worker in client.run(take_rounding, names).values() if rounded else ():
+        for name, tally in per_worker.items():
+            rounding[name] = rounding.get(name, np.zeros(4)) + np.asarray(tally)
+    p2p = [
+        r
+        for r in result.records
+        if r.layer and transfers.layer_of(r.layer) is None and r.traffic.amplitudes_moved
+    ]
+    p2p_bytes = transfers.p2p_sent(client) - p2p_before if p2p and p2p_before is not None else 0
+    p2p_moved = sum(r.traffic.amplitudes_moved for r in p2p)
     out, seen = [], set()
     for r in result.records:  # a step that built no layer names its input's: count it once
-        if r.layer and r.layer not in seen and transfers.layer_of(r.layer) is not None:
-            # Dask's own layers (a p2p rechunk) send shards outside task transfers: not measured
+        if r.layer and r.layer not in seen:
             seen.add(r.layer)
-            r = replace(r, received_bytes=received[r.layer])
+            if transfers.layer_of(r.layer) is not None:
+                r = replace(r, received_bytes=received[r.layer])
+            elif r.traffic.amplitudes_moved:
+                r = replace(r, received_bytes=p2p_bytes * r.traffic.amplitudes_moved // p2p_moved)
         out.append(r)
-    return out
+    fidelities = relayout_fidelities([rounding.get(r.layer) for r in out])
+    return [replace(r, relayout_fidelity=f) if f is not None else r for r, f in zip(out, fidelities)]

@@ -14,8 +14,9 @@ class StepRecord:
     (per-operation plans), its description, traffic and compute tasks. On a
     cluster also: the graph layer it built, the moved amplitudes whose source block
     was placed on another worker (``across_workers``, counted) and the bytes the
-    workers really received for the layer (``received_bytes``, measured; None for
-    Dask's p2p rechunk, whose shards travel outside task transfers)."""
+    workers really received for the layer (``received_bytes``, measured: task
+    transfers, or for Dask's p2p rechunk the bytes its comms sent, shards a worker
+    sends itself included). Pieces that travel compressed count as sent."""
 
     index: int
     step: str
@@ -27,6 +28,7 @@ class StepRecord:
     layer: str = ""
     across_workers: int | None = None
     received_bytes: int | None = None
+    relayout_fidelity: float | None = None  # kept by bit rounding of the pieces that travelled
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "traffic"}
@@ -55,6 +57,16 @@ class Report:
     @property
     def amplitudes_moved(self) -> int:
         return self.total.amplitudes_moved
+
+    @property
+    def relayout_fidelity(self) -> float:
+        """Fidelity kept by relayouts whose pieces were bit-rounded on their way
+        between workers (``relayout_keep_bits``): the product over the relayouts, 1 when lossless."""
+        out = 1.0
+        for r in self.records:
+            if r.relayout_fidelity is not None:
+                out *= r.relayout_fidelity
+        return out
 
     @property
     def tasks(self) -> int:

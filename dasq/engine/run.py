@@ -13,6 +13,7 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
 from dasq.engine import layers
+from dasq.engine.compression import PieceCodec
 from dasq.engine.memory import MemoryExecutor, StepContext, persist, scheduler_client
 from dasq.engine.report import StepRecord
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
@@ -30,6 +31,7 @@ class RunOptions:
     backend: str = "cpu"
     client: Any = None
     relayout_method: str | None = None  # None: dask config "dasq.relayout-method", else auto
+    relayout_codec: PieceCodec | None = None  # pieces that cross workers travel encoded
     cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
     lazy: bool = False
     progress: bool = False
@@ -121,6 +123,7 @@ def _executor(
         on_step=on_step,
         progress=options.progress,
         owns_input=owns_input,
+        relayout_codec=options.relayout_codec,
     )
 
 

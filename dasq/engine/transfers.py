@@ -72,3 +72,23 @@ def collect(client: Any, layers: Iterable[str]) -> dict[str, int]:
         for name, received in per_worker.items():
             totals[name] += received
     return totals
+
+
+def _p2p_sent(dask_worker: Any = None) -> int:
+    return int(
+        sum(
+            v
+            for k, v in dask_worker.digests_total.items()
+            if isinstance(k, tuple)
+            and len(k) == 5
+            and k[0] == "p2p"
+            and k[2:] == ("background-comms", "process", "bytes")
+        )
+    )
+
+
+def p2p_sent(client: Any) -> int:
+    """Bytes Dask's p2p shuffles have sent through their comms on all workers so far
+    (its own metric; a worker's shards to itself are included): p2p rechunks move
+    their shards outside task transfers, where the tally above cannot see them."""
+    return sum(client.run(_p2p_sent).values())

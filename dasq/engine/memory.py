@@ -21,6 +21,8 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from dask._task_spec import DataNode
+from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
@@ -70,6 +72,7 @@ def scheduler_client(client: Any) -> Any:
 
 
 P2P_FROM_BLOCKS = 256  # on a cluster, Dask's p2p rechunk beats packed from here on
+MANY_BLOCKS = 256  # from here on, tiny blocks relayout by gathering, not by swaps (StepContext)
 
 
 def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0) -> str:
@@ -147,8 +150,38 @@ def persist(
     with placed(placement, x.name), _step_span(x.name, placement is not None):
         if client is not None:
             return client.persist(x, optimize_graph=optimize)
-        (y,) = dask.persist(x, optimize_graph=optimize, scheduler=local_scheduler(x, client))
+        scheduler = local_scheduler(x, client)
+        if scheduler == "sync" and not optimize:
+            here = run_here(x)
+            if here is not None:
+                return here
+        (y,) = dask.persist(x, optimize_graph=optimize, scheduler=scheduler)
     return y
+
+
+def run_here(x: da.Array) -> da.Array | None:
+    """``x`` computed in this thread, its layer's tasks called in the order layers.py
+    built them (each after its inputs), when ``x`` is one dasq layer over computed
+    blocks and no Dask callback watches: Dask's local scheduler orders and tracks
+    every task, which costs more than the work of a tiny block. None otherwise."""
+    from dask._task_spec import GraphNode
+    from dask.callbacks import Callback
+
+    graph = x.__dask_graph__()
+    if Callback.active or not x.name.startswith("dasq-") or not isinstance(graph, HighLevelGraph):
+        return None
+    values: dict = {}
+    for dependency in graph.dependencies.get(x.name, ()):
+        for key, value in graph.layers[dependency].items():
+            if isinstance(value, GraphNode) and not isinstance(value, DataNode):
+                return None  # not computed yet
+            values[key] = value() if isinstance(value, DataNode) else value
+    for key, node in graph.layers[x.name].items():
+        if isinstance(node, GraphNode):  # given only its inputs: a task checks each one it is given
+            node = node({d: values[d] for d in node.dependencies})
+        values[key] = node
+    blocks = {key: values[key] for key in x.__dask_keys__()}
+    return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=x._meta)
 
 
 def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) -> tuple:
@@ -171,6 +204,7 @@ class StepContext:
     worker_of: layers.WorkerOf
     in_place: bool
     measurements: list[tuple[int, int]]
+    num_blocks: int = 1
 
     @classmethod
     def alone(cls, index: int | str, L: int) -> StepContext:
@@ -180,8 +214,12 @@ class StepContext:
     @property
     def swaps_in_place(self) -> bool:
         """Relayouts as piece swaps between the blocks where they lie: in one process
-        only (on a cluster a swap task would fetch a whole block, not a piece)."""
-        return self.in_place and self.worker_of is None
+        only (on a cluster a swap task would fetch a whole block, not a piece), and not
+        for many tiny blocks: swaps take 2.5 tasks per block where gathering takes one,
+        which costs more than the work when blocks are under 2^SYNC_BELOW_QUBITS
+        amplitudes, and such a state is small beside the memory swaps would save."""
+        tiny = self.L < SYNC_BELOW_QUBITS and self.num_blocks >= MANY_BLOCKS
+        return self.in_place and self.worker_of is None and not tiny
 
     def under(self, index: int | str) -> StepContext:
         """The same place for a step run inside this one (a collapse's projector)."""
@@ -245,7 +283,7 @@ class MemoryExecutor:
             if method == "p2p":
                 _quiet_p2p_notices()
             worker_of = placement.worker_of if placement is not None else None
-            ctx = StepContext(index, L, method, worker_of, in_place, result.measurements)
+            ctx = StepContext(index, L, method, worker_of, in_place, result.measurements, num_blocks)
             following = walk[i + 1][1] if i + 1 < len(walk) else None
             if isinstance(following, BlockProgram) and self._folds(step, method):
                 self._relayout_then_program(step, following, result, plan.num_qubits, ctx)  # type: ignore[arg-type]

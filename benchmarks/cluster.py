@@ -1,0 +1,279 @@
+"""The cluster suite: the same circuits on threads and on a LocalCluster of W worker
+processes x 1 thread, on the same cores (benchmarks/README.md, "Cluster").
+
+    python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
+
+Per circuit, in one process:
+- the cluster starts with the ``dasq.worker`` preload (every worker compiles or
+  loads the kernels as it starts); its start and each worker's warm-up are
+  reported apart from the runs;
+- the first run on that fresh cluster, then ``--reps`` rounds alternating threads
+  and cluster, each run a different circuit (equal circuits give equal keys, and a
+  cluster that still holds them would hand the old result back);
+- overlap: the same cluster run once more with a barrier after every step (each
+  step waits for the one before to finish everywhere), against the pipelined run;
+- every relayout of the plan alone on the cluster (dasq's packed layer from placed
+  blocks) beside its transport floor: the same pieces, already cut, moved between
+  the same workers by Dask alone (a task on the destination that takes them all).
+Then scheduler seconds per task: a stage-only circuit at 256, 1024 and 4096 blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _variant(name: str, n: int, i: int):
+    """Circuit ``name`` on ``n`` qubits, made different for run ``i``: another seed for
+    random circuits and quantum volume, another input for the QFT."""
+    from qiskit import QuantumCircuit
+
+    from benchmarks import circuits
+
+    if name == "random":
+        return circuits.random(n, seed=7 + i)
+    if name == "qv":
+        return circuits.quantum_volume(n, seed=11 + i)
+    prefix = QuantumCircuit(n)
+    prefix.rz(0.01 * (i + 1), i % n)
+    return prefix.compose(circuits.CIRCUITS[name](n))
+
+
+def _timed(fn) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _run(circuit, dtype: str, client, L: int | None = None) -> tuple[float, Any]:
+    import dasq
+
+    def go():
+        state = dasq.simulate(circuit, dtype=dtype, client=client, chunk_qubits=L)
+        state.norm()  # waits for the last step everywhere
+        return state
+
+    return _timed(go)
+
+
+def _barrier_run(circuit, dtype: str, client, L: int) -> float:
+    """The same run with every step waited for before the next is submitted."""
+    from distributed import wait
+
+    from dasq.engine import memory
+
+    original = memory.persist
+
+    def persist_and_wait(x, c, optimize=True, placement=None):
+        y = original(x, c, optimize, placement)
+        if c is not None:
+            with c.as_current():
+                wait(y)
+        return y
+
+    memory.persist = persist_and_wait
+    try:
+        seconds, _ = _run(circuit, dtype, client, L)
+    finally:
+        memory.persist = original
+    return seconds
+
+
+def _touch(*pieces: Any) -> int:
+    return sum(int(p.nbytes) for p in pieces)
+
+
+def _make_piece(size: int, dtype: str, seed: int) -> np.ndarray:
+    return np.full(size, seed, dtype=dtype)
+
+
+def _relayout_alone(client, n: int, L: int, pairs, dtype: str, reps: int) -> dict:
+    """dasq's packed relayout of ``pairs`` from placed blocks, and the transport floor
+    for the same pieces between the same workers: medians over ``reps``."""
+    from distributed import wait
+
+    import dasq
+    from dasq.backend.registry import get_backend
+    from dasq.engine import layers, placement
+    from dasq.engine.layers import Gather
+    from dasq.plan import relayout as algebra
+
+    workers = placement.worker_addresses(client)
+    where = placement.block_placement(workers, 1 << (n - L))
+    k = len(pairs)
+    piece = (1 << L) >> k
+    crossing = [
+        (p.source, c)
+        for c in range(1 << (n - L))
+        for p in algebra.pieces(c, pairs, L)
+        if p.source != c and where.worker_index(p.source) != where.worker_index(c)
+    ]
+    dasq_secs, floor_secs = [], []
+    for rep in range(reps):
+        start = dasq.simulate(dasq.Circuit(n), initial=rep + 1, chunk_qubits=L, dtype=dtype, client=client)
+        with client.as_current():
+            wait(start.blocks)
+        gather = Gather(L, pairs, (), get_backend("cpu"))
+        y, _ = layers.relayout_layer(start.blocks, gather, f"alone{rep}", "packed", worker_of=where.worker_of)
+        t = time.perf_counter()
+        with placement.placed(where, y.name):
+            y = client.persist(y, optimize_graph=False)
+        with client.as_current():
+            wait(y)
+        dasq_secs.append(time.perf_counter() - t)
+        del start, y
+        # the floor: the crossing pieces, already cut where their source block lives
+        sources = [
+            client.submit(
+                _make_piece,
+                piece,
+                dtype,
+                rep * 1000 + i,
+                workers=[workers[where.worker_index(s)]],
+                pure=False,
+            )
+            for i, (s, _) in enumerate(crossing)
+        ]
+        with client.as_current():
+            wait(sources)
+        per_dest: dict[int, list] = {}
+        for (_, c), f in zip(crossing, sources):
+            per_dest.setdefault(c, []).append(f)
+        t = time.perf_counter()
+        done = [
+            client.submit(_touch, *fs, workers=[workers[where.worker_index(c)]], pure=False)
+            for c, fs in per_dest.items()
+        ]
+        moved = sum(client.gather(done))
+        floor_secs.append(time.perf_counter() - t)
+        del sources, done
+    itemsize = np.dtype(dtype).itemsize
+    assert moved == len(crossing) * piece * itemsize
+    seconds, floor = statistics.median(dasq_secs), statistics.median(floor_secs)
+    return {
+        "pairs": [list(p) for p in pairs],
+        "chunk_qubits": L,
+        "bytes_between_workers": moved,
+        "seconds": seconds,
+        "transport_floor_seconds": floor,
+        "ratio_to_floor": seconds / floor if floor else None,
+        "floor_bandwidth_gbps": moved / floor / 1e9 if floor else None,
+    }
+
+
+def _scheduler_per_task(client, blocks_list, reps: int) -> list[dict]:
+    """Seconds per task of stage-only runs (single-qubit gates on local qubits, so every
+    step is one task per block) at each block count, on threads and on the cluster."""
+    import dasq
+
+    rows = []
+    n = 16
+    for blocks in blocks_list:
+        L = n - (blocks.bit_length() - 1)
+        row: dict[str, Any] = {"blocks": blocks, "qubits": n, "chunk_qubits": L}
+        for where, c in (("threads", None), ("cluster", client)):
+            per_task = []
+            for rep in range(reps):
+                circuit = dasq.Circuit(n)
+                for layer in range(6):
+                    for q in range(min(L, 3)):
+                        circuit.rx(0.1 * (layer + 1) + 0.01 * rep, q).rz(0.2, q)
+                    circuit.h(0)
+                seconds, state = _run(circuit, "complex128", c, L)
+                per_task.append(seconds / max(state.report.tasks, 1))
+                row[f"{where} tasks"] = state.report.tasks
+            row[f"{where} seconds per task"] = statistics.median(per_task)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def suite_cluster(args: argparse.Namespace) -> dict:
+    import json
+
+    from distributed import Client, LocalCluster
+
+    import dasq
+    from benchmarks.run import machine, write
+    from dasq.engine import warmup
+    from dasq.engine.warmup import PLUGIN_NAME
+
+    rows: list[dict] = []
+    info = machine()
+    info["workers"] = args.workers
+    payload: dict[str, Any] = {"suite": "cluster", "machine": info, "rows": rows}
+    dasq.warm_up()  # this process, for the threads side
+    for n in args.qubits:
+        for name in args.circuits:
+            for dtype in args.dtypes:
+                circuits = [dasq.Circuit.from_qiskit(_variant(name, n, i)) for i in range(2 * args.reps + 3)]
+                t = time.perf_counter()
+                cluster = LocalCluster(
+                    n_workers=args.workers,
+                    threads_per_worker=1,
+                    dashboard_address=None,
+                    preload=["dasq.worker"],
+                )
+                client = Client(cluster, set_as_default=False)
+                start_seconds = time.perf_counter() - t
+                warm = client.run(lambda dask_worker: dask_worker.plugins[PLUGIN_NAME].seconds)
+                first, state = _run(circuits[0], dtype, client)
+                L = state.chunk_qubits
+                plan = state.plan
+                threads, on_cluster = [], []
+                for i in range(args.reps):
+                    threads.append(_run(circuits[1 + 2 * i], dtype, None, L)[0])
+                    seconds, state = _run(circuits[2 + 2 * i], dtype, client, L)
+                    on_cluster.append(seconds)
+                received = [
+                    {"index": r.index, "received_bytes": r.received_bytes, "across_workers": r.across_workers}
+                    for r in state.report.records
+                    if r.traffic.amplitudes_moved
+                ]
+                del state
+                barrier = _barrier_run(circuits[-1], dtype, client, L)
+                relayouts = [
+                    _relayout_alone(client, n, L, step.pairs, dtype, args.reps)
+                    for step in plan.steps
+                    if step.name == "relayout" and not step.controls
+                ]
+                client.close()
+                cluster.close()
+                t_threads, t_cluster = statistics.median(threads), statistics.median(on_cluster)
+                row = {
+                    "circuit": name,
+                    "qubits": n,
+                    "dtype": dtype,
+                    "workers": args.workers,
+                    "chunk_qubits": L,
+                    "stages": len(plan.stages),
+                    "relayouts": len(plan.relayouts),
+                    "cluster_start_seconds": start_seconds,
+                    "worker_warm_up_seconds": sorted(warm.values()),
+                    "first_run_seconds": first,
+                    "threads_seconds": threads,
+                    "cluster_seconds": on_cluster,
+                    "threads_median": t_threads,
+                    "cluster_median": t_cluster,
+                    "warm_ratio": t_cluster / t_threads,
+                    "first_ratio": first / t_threads,
+                    "barrier_seconds": barrier,
+                    "overlap_saved": barrier - t_cluster,
+                    "received": received,
+                    "relayouts_alone": relayouts,
+                }
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k not in ("received",)}), flush=True)
+                write(args.output, payload)  # kept if a later row fails
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        warmup.warm_cluster(client)
+        payload["scheduler"] = _scheduler_per_task(client, args.blocks, args.reps)
+    return payload

@@ -200,25 +200,33 @@ class Gather:
         return self.assemble(block_index, own, cut)
 
 
-def _gather_packed(gather: Gather, block_index: int, own: Any, *data: Any) -> Any:
-    pieces = [p for p in algebra.pieces(block_index, gather.pairs, gather.L) if p.source != block_index]
-    if gather.codec is not None:
-        data = tuple(
-            gather.backend.from_host(gather.codec.decode(d, own.dtype), own.dtype) if is_encoded(d) else d
-            for d in data
-        )
-    return gather.assemble(block_index, own, list(zip(pieces, data)))
+def _gather_bundles(gather: Gather, block_index: int, recipe: tuple, own: Any, *inputs: Any) -> Any:
+    """New block ``block_index`` from its own block and, for each piece of ``recipe``
+    (piece, input, position), the source block it is cut from here (position -1) or
+    its place in a bundle that arrived (decoded if it travelled encoded)."""
+    blocks = (own, *inputs)
+    cut = []
+    for piece, i, position in recipe:
+        if position < 0:
+            cut.append((piece, gather.cut(piece, blocks[i])))
+            continue
+        data = blocks[i][position]
+        if is_encoded(data):
+            assert gather.codec is not None
+            data = gather.backend.from_host(gather.codec.decode(data, own.dtype), own.dtype)
+        cut.append((piece, data))
+    return gather.assemble(block_index, own, cut)
 
 
-def _cut(gather: Gather, piece: algebra.Piece, block: Any) -> Any:
-    # a contiguous piece stays a view: serialised, only its bytes travel; on the same
-    # worker nothing is copied before the assembling task does
-    return gather.cut(piece, block)
-
-
-def _cut_encoded(gather: Gather, piece: algebra.Piece, block: Any, layer: str) -> Any:
+def _bundle(gather: Gather, pieces: tuple, block: Any, encode_for: str | None) -> tuple:
+    """The pieces of ``block`` one destination takes: contiguous ones stay views
+    (serialised, only their bytes travel; on the same worker nothing is copied before
+    the assembling task does); encoded for layer ``encode_for`` when given."""
+    cut = [gather.cut(p, block) for p in pieces]
+    if encode_for is None:
+        return tuple(cut)
     assert gather.codec is not None
-    return gather.codec.encode(gather.backend.to_host(gather.cut(piece, block)), layer)
+    return tuple(gather.codec.encode(gather.backend.to_host(c), encode_for) for c in cut)
 
 
 def _received(piece: Any) -> Any:
@@ -265,41 +273,85 @@ def relayout_layer(
         layer[runner_key] = DataNode(runner_key, runner)
         head = [TaskRef(runner_key), *head]
     size = 1 << gather.L
+    piece = size >> len(gather.pairs) >> len(gather.controls)
+    owner = (lambda b: b) if worker_of is None else (lambda b: worker_of[b])
     moved = messages = tasks = across = 0
+    wanted: dict[tuple[int, int], list[tuple[algebra.Piece, int]]] = {}  # (source, owner) -> (piece, dest)
     for c in range(num_blocks(x)):
         if active is not None and not active[c]:
             layer[(name, c)] = Alias((name, c), (x.name, c))
             continue
-        pieces = algebra.pieces(c, gather.pairs, gather.L)
-        others = [p for p in pieces if p.source != c]
-        piece = size >> len(gather.pairs) >> len(gather.controls)
+        others = [p for p in algebra.pieces(c, gather.pairs, gather.L) if p.source != c]
         messages += len(others)
         moved += len(others) * piece
         across += piece * sum(_crosses(worker_of, p.source, c) for p in others)
         if method == "views":  # whole source blocks: the task slices its pieces
-            args = [TaskRef((x.name, p.source)) for p in pieces]
-        else:  # pieces cut where their block lives: only they travel
-            args = [TaskRef((x.name, c))]
-            for p in others:
-                key = (f"{name}-piece", p.source, c)  # placed by its source block
-                source = TaskRef((x.name, p.source))
-                if gather.codec is not None and _crosses(worker_of, p.source, c):
-                    layer[key] = Task(key, _cut_encoded, TaskRef(gather_key), p, source, name)
-                else:
-                    layer[key] = Task(key, _cut, TaskRef(gather_key), p, source)
-                if _crosses(worker_of, p.source, c):
-                    # fetched by a task of its own on c's worker as soon as it is cut, while
-                    # other blocks still compute (the assembling task waits for all pieces)
-                    key, piece_key = (f"{name}-recv", c, p.source), key
-                    layer[key] = Task(key, _received, TaskRef(piece_key))
-                    tasks += 1
-                args.append(TaskRef(key))
-            tasks += len(others)
-        func = _VIEWS[runner is not None] if method == "views" else _PACKED[runner is not None]
-        layer[(name, c)] = Task((name, c), func, *head, c, *args)
-        tasks += 1
+            args = [TaskRef((x.name, p.source)) for p in algebra.pieces(c, gather.pairs, gather.L)]
+            layer[(name, c)] = Task((name, c), _VIEWS[runner is not None], *head, c, *args)
+            tasks += 1
+            continue
+        for p in others:
+            if worker_of is None or _crosses(worker_of, p.source, c):
+                wanted.setdefault((p.source, owner(c)), []).append((p, c))
+    if method != "views":
+        tasks += _bundled_gathers(x, layer, name, gather, head, runner is not None, wanted, worker_of, active)
     cost = LayerCost(Traffic(messages, moved, 0), tasks, across)
     return _array(name, layer, x, x.chunks, x._meta), cost
+
+
+def _bundled_gathers(
+    x: da.Array,
+    layer: dict,
+    name: str,
+    gather: Gather,
+    head: list,
+    runs: bool,
+    wanted: dict[tuple[int, int], list[tuple[algebra.Piece, int]]],
+    worker_of: WorkerOf,
+    active: Sequence[bool] | None,
+) -> int:
+    """The packed relayout's tasks: one per source block and destination worker cuts
+    the pieces that worker's blocks take from it (a bundle: one message, not one per
+    piece), a task on the destination fetches it as soon as it is cut (while other
+    blocks still compute), and one task per new block assembles it from its own
+    block, the bundles and, on its own worker, the source blocks themselves (sliced
+    there: nothing travels). In one process (no ``worker_of``) each block is its own
+    destination: a bundle is one piece. Returns the tasks added."""
+    gather_key = f"{name}-gather"
+    recipes: dict[int, list] = {}  # new block -> (piece, input key, position in a bundle or -1)
+    tasks = 0
+    for (source, _), pieces in wanted.items():
+        first = min(c for _, c in pieces)
+        key = (f"{name}-piece", source, first)  # placed by its source block
+        crosses = _crosses(worker_of, source, first)
+        encode = name if gather.codec is not None and crosses else None
+        cut = tuple(p for p, _ in pieces)
+        layer[key] = Task(key, _bundle, TaskRef(gather_key), cut, TaskRef((x.name, source)), encode)
+        tasks += 1
+        if crosses:
+            # fetched by a task of its own on the destination, as soon as it is cut
+            key, bundle_key = (f"{name}-recv", first, source), key
+            layer[key] = Task(key, _received, TaskRef(bundle_key))
+            tasks += 1
+        for position, (p, c) in enumerate(pieces):
+            recipes.setdefault(c, []).append((p, key, position))
+    for c in range(num_blocks(x)):
+        if active is not None and not active[c]:
+            continue
+        inputs: list = [(x.name, c)]
+        recipe = []
+        for p in algebra.pieces(c, gather.pairs, gather.L):
+            if p.source != c and worker_of is not None and not _crosses(worker_of, p.source, c):
+                inputs.append((x.name, p.source))  # on this worker: sliced from the source block here
+                recipe.append((p, len(inputs) - 1, -1))
+        for p, key, position in recipes.get(c, ()):
+            if key not in inputs:
+                inputs.append(key)
+            recipe.append((p, inputs.index(key), position))
+        func = _gather_bundles_run if runs else _gather_bundles
+        layer[(name, c)] = Task((name, c), func, *head, c, tuple(recipe), *[TaskRef(k) for k in inputs])
+        tasks += 1
+    return tasks
 
 
 def _swap(gather: Gather, a: Any, piece_a: int, b: Any, piece_b: int) -> None:
@@ -367,13 +419,14 @@ def _gather(gather: Gather, block_index: int, *blocks: Any) -> Any:
     return gather(block_index, *blocks)
 
 
-def _gather_packed_run(runner: BlockRunner, gather: Gather, block_index: int, own: Any, *data: Any) -> Any:
-    return runner(_gather_packed(gather, block_index, own, *data), block_index)
+def _gather_bundles_run(
+    runner: BlockRunner, gather: Gather, block_index: int, recipe: tuple, own: Any, *inputs: Any
+) -> Any:
+    return runner(_gather_bundles(gather, block_index, recipe, own, *inputs), block_index)
 
 
-# task functions by (pieces cut by the consumer or by the producer) and (a program follows)
+# task functions of the views layer by whether a program follows
 _VIEWS = {False: _gather, True: _gather_run}
-_PACKED = {False: _gather_packed, True: _gather_packed_run}
 
 
 def rechunk_relayout(

@@ -73,7 +73,7 @@ def graph(d: dict) -> str:
     out = [
         f"Machine: {machine_line(d['machine'])}",
         "",
-        "| variant | chunk qubits | blocks | stages | seconds (median) | tasks executed | graph tasks "
+        "| variant | chunk qubits | blocks | stages | seconds (median) | dasq tasks run | graph tasks "
         "| serialized bytes / task | peak RSS MiB |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -192,8 +192,42 @@ def memory(d: dict) -> str:
     return "\n".join(out)
 
 
+def cluster(d: dict) -> str:
+    m = d["machine"]
+    out = [
+        f"Machine: {machine_line(m)}; {m.get('workers', 2)} worker processes x 1 thread vs 2 threads",
+        "",
+        "| circuit | qubits | chunk qubits | stages / relayouts | threads s | cluster s | cluster / threads "
+        "| first run s | first / threads | barrier s | worker warm-up s | relayout / floor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        floors = [x["ratio_to_floor"] for x in r["relayouts_alone"] if x["bytes_between_workers"]]
+        spread = f"{min(floors):.2f}-{max(floors):.2f}" if floors else "-"
+        warm = "/".join(f"{s:.2f}" for s in r["worker_warm_up_seconds"])
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['chunk_qubits']} | {r['stages']} / {r['relayouts']} "
+            f"| {r['threads_median']:.2f} | {r['cluster_median']:.2f} | {r['warm_ratio']:.2f} "
+            f"| {r['first_run_seconds']:.2f} | {r['first_ratio']:.2f} | {r['barrier_seconds']:.2f} "
+            f"| {warm} | {spread} |"
+        )
+    if d.get("scheduler"):
+        out += [
+            "",
+            "| blocks | threads s / task | cluster s / task |",
+            "|---|---|---|",
+        ]
+        for r in d["scheduler"]:
+            out.append(
+                f"| {r['blocks']} | {r['threads seconds per task'] * 1e3:.2f} ms "
+                f"| {r['cluster seconds per task'] * 1e3:.2f} ms |"
+            )
+    return "\n".join(out)
+
+
 def main() -> None:
     suites = (
+        ("cluster", cluster),
         ("inmemory", inmemory),
         ("graph", graph),
         ("relayout", relayout),

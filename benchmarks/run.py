@@ -1346,6 +1346,7 @@ def main() -> None:
     cs.add_argument("--reps", type=int, default=3)
     cs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
     cs.add_argument("--output", default="cluster", help="results/OUTPUT.json")
+    cs.add_argument("--scheduler-only", action="store_true")
     for name in ("inmemory", "relayout", "planning"):
         s = sub.add_parser(name)
         s.add_argument("--qubits", type=int, nargs="+", default=[20, 24])

@@ -9,8 +9,9 @@ gives the same keys. Objects shared by every task of a layer (a stage's
 
 Where a relayout's pieces are cut depends on where the blocks live:
 ``views`` (threads, one process): the consuming task slices them from the source
-blocks it shares memory with, so nothing is copied twice; ``packed``: a task next
-to each source block cuts its piece, so only pieces travel (distributed);
+blocks it shares memory with, so nothing is copied twice; ``packed``
+(distributed): a task next to each source block cuts the pieces each other worker
+takes from it, so only pieces travel, one message per source block and worker;
 ``tasks``/``p2p``: Dask's rechunk of a reshaped view, with that method (one
 all-to-all: the transpose of the bits that change places, then a rechunk).
 """
@@ -229,8 +230,9 @@ def _bundle(gather: Gather, pieces: tuple, block: Any, encode_for: str | None) -
     return tuple(gather.codec.encode(gather.backend.to_host(c), encode_for) for c in cut)
 
 
-def _received(piece: Any) -> Any:
-    return piece
+def _received(bundle: Any) -> Any:
+    """A bundle, now on the worker of the blocks that take its pieces."""
+    return bundle
 
 
 def relayout_layer(

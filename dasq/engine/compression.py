@@ -43,14 +43,7 @@ class PieceCodec:
             keep_bits = dask.config.get("dasq.relayout-keep-bits", None)
         if compression is None and keep_bits is None:
             return None
-        try:
-            Codec(compression, keep_bits).check(dtype)
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(
-                str(exc)
-                .replace("compression", "relayout_compression", 1)
-                .replace("keep_bits", "relayout_keep_bits", 1)
-            ) from None
+        Codec(compression, keep_bits).check(dtype, prefix="relayout_")
         return cls(compression, keep_bits)
 
     def _compressor(self, dtype: Any) -> Any:

@@ -49,16 +49,20 @@ class Codec:
     compression: str | None = None
     keep_bits: int | None = None
 
-    def check(self, dtype: str) -> Codec:
+    def check(self, dtype: str, prefix: str = "") -> Codec:
+        """Refuse what cannot be encoded; errors name the options as ``prefix`` + name
+        (``relayout_`` for relayout pieces)."""
         if self.compression not in COMPRESSIONS:
-            raise ValidationError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+            raise ValidationError(
+                f"{prefix}compression must be one of {COMPRESSIONS}, got {self.compression!r}"
+            )
         if self.keep_bits is not None:
             top = MANTISSA_BITS[dtype]
             if isinstance(self.keep_bits, bool) or not isinstance(self.keep_bits, int):
-                raise TypeError(f"keep_bits must be an int, got {self.keep_bits!r}")
+                raise TypeError(f"{prefix}keep_bits must be an int, got {self.keep_bits!r}")
             if not 1 <= self.keep_bits <= top:
                 raise ValidationError(
-                    f"keep_bits must be between 1 and {top} for {dtype}, got {self.keep_bits}"
+                    f"{prefix}keep_bits must be between 1 and {top} for {dtype}, got {self.keep_bits}"
                 )
         return self
 

@@ -1,16 +1,10 @@
-"""Benchmark circuits (built once in Qiskit) and their conversion for each contender.
-
-Everyone runs the same gates: a Qiskit circuit is converted to dasq with
-``Circuit.from_qiskit`` and to Cirq (for qsim) from the dasq records, gate by gate,
-each as a matrix gate on the same qubits. Qubit q of dasq/Qiskit is Cirq's
-LineQubit(n - 1 - q), so all three state vectors share one index order.
-"""
+"""Benchmark circuits, built once in Qiskit; benchmarks/peers.py converts them for
+each contender. No dasq import at the top: ``--old`` imports another checkout's dasq
+after this module."""
 
 from __future__ import annotations
 
 import numpy as np
-
-import dasq
 
 
 def qft(n: int):
@@ -79,29 +73,7 @@ def qft_amplitudes(n: int, indices: list[int]) -> list[complex]:
     return [complex(np.exp(2j * np.pi * ((x * k) % (1 << n)) / (1 << n)) / np.sqrt(1 << n)) for k in indices]
 
 
-def to_dasq(qc) -> dasq.Circuit:
+def to_dasq(qc):
+    import dasq
+
     return dasq.Circuit.from_qiskit(qc)
-
-
-def _full_matrix(op, num_qubits: int) -> tuple[np.ndarray, list[int]]:
-    """Matrix of an operation on (targets + controls), little-endian over that list."""
-    from dasq.engine.program import group_matrix
-    from dasq.plan.fusion import Group
-
-    qubits = list(op.targets) + list(op.controls)
-    return group_matrix(Group(tuple(qubits), (op,)), num_qubits, 0), qubits
-
-
-def to_cirq(circuit: dasq.Circuit):
-    import cirq
-
-    n = circuit.num_qubits
-    line = cirq.LineQubit.range(n)
-    ops = []
-    for op in circuit:
-        if op.name in ("barrier", "measure"):
-            continue
-        m, qubits = _full_matrix(op, n)
-        # cirq's matrix index is big-endian over the listed qubits: list them reversed
-        ops.append(cirq.MatrixGate(m).on(*[line[n - 1 - q] for q in reversed(qubits)]))
-    return cirq.Circuit(ops)

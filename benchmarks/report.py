@@ -22,8 +22,10 @@ def machine_line(m: dict) -> str:
         f"{'commit ' + m['commit'] + ', ' if m.get('commit') else ''}"
         f"{m['memory_bytes'] / 2**30:.0f} GiB, "
         f"Python {m['python']}; dasq {v.get('dasq')}, numpy {v.get('numpy')}, "
-        f"dask {v.get('dask')}, numba {v.get('numba')}, qiskit-aer {v.get('qiskit_aer')}, "
+        f"dask {v.get('dask')}, numba {v.get('numba')}, "
+        f"qiskit-aer {v.get('qiskit-aer', v.get('qiskit_aer'))}, "
         f"qsimcirq {v.get('qsimcirq')}"
+        + "".join(f", {k} {v[k]}" for k in ("qulacs", "pennylane-lightning") if v.get(k))
     )
 
 
@@ -34,38 +36,44 @@ def _gate_count(circuit: str, n: int) -> int:
     return len(circuits.to_dasq(circuits.CIRCUITS[circuit](n)))
 
 
+ORDER = ("dasq", "dasq-old", "aer", "qsim", "qulacs", "lightning")
+
+
+def _fidelity(r: dict) -> str:
+    """The lowest fidelity with Aer over the row's contenders (older rows: dasq's with
+    the one peer they checked)."""
+    if "fidelity_to_aer" in r:
+        return f"{min(r['fidelity_to_aer'].values()):.9f}"
+    key = next(k for k in r if k.startswith("fidelity_dasq_"))
+    return f"{r[key]:.9f}" + ("" if key.endswith("aer") else f" ({key.rsplit('_', 1)[1]})")
+
+
 def inmemory(d: dict) -> str:
-    old = any("dasq-old" in r["median_seconds"] for r in d["rows"])
-    head = "| circuit | qubits | precision | dasq s |" + (" dasq before s | new / before |" if old else "")
+    rows = d["rows"]
+    names = [c for c in ORDER if any(c in r["median_seconds"] for r in rows)]
+    cold = any("cold_seconds" in r for r in rows)
     isa = " (dasq and qsim restricted to AVX2: `--isa avx2`)" if d.get("isa") == "avx2" else ""
-    out = [
-        f"Machine: {machine_line(d['machine'])}{isa}",
-        "",
-        head + " qiskit-aer s | qsim s | dasq / fastest peer | fidelity dasq-aer (or qsim) "
-        "| dasq passes (stages+relayouts) | memory floor s | gates | dasq ns / amplitude / gate "
-        "| floor ns / amplitude / gate | peak RSS MiB (dasq"
-        + (" / before" if old else "")
-        + " / aer / qsim) |",
-        "|---|---|---|---|" + ("---|---|" if old else "") + "---|---|---|---|---|---|---|---|---|---|",
-    ]
-    contenders = ("dasq", "dasq-old", "aer", "qsim") if old else ("dasq", "aer", "qsim")
-    for r in d["rows"]:
+    head = "| circuit | qubits | precision | " + " | ".join(f"{c} s" for c in names)
+    head += " | dasq / fastest peer | memory floor s | dasq / floor |"
+    head += " cold dasq s | cold fastest peer s (who) |" if cold else ""
+    head += " lowest fidelity to Aer | passes (stages+relayouts) | peak RSS MiB (" + " / ".join(names) + ") |"
+    out = [f"Machine: {machine_line(d['machine'])}{isa}", "", head, "|" + "---|" * head.count(" |")]
+    for r in rows:
         med, rss = r["median_seconds"], r["peak_rss"]
-        qsim = f"{med['qsim']:.2f}" if "qsim" in med else "n/a"
-        aer = f"{med['aer']:.2f}" if "aer" in med else "n/a"
-        with_aer = "fidelity_dasq_aer" in r  # rows without Aer are checked against qsim
-        fidelity = f"{r['fidelity_dasq_aer']:.9f}" if with_aer else f"{r['fidelity_dasq_qsim']:.9f} (qsim)"
-        mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in contenders)
-        before = f" {med['dasq-old']:.2f} | {r['ratio_dasq_to_old']:.2f} |" if old else ""
-        gates = _gate_count(r["circuit"], r["qubits"])
-        per_gate = 1e9 / (gates << r["qubits"])  # seconds -> ns per amplitude per gate (wall, 2 threads)
-        out.append(
-            f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {med['dasq']:.2f} |{before}"
-            f" {aer} | {qsim} "
-            f"| **{r['ratio_dasq_to_fastest_peer']:.2f}** | {fidelity} "
-            f"| {r['passes']} ({r['stages']}+{r['relayouts']}) | {r['memory_limit_seconds']:.3f} "
-            f"| {gates} | {med['dasq'] * per_gate:.3f} | {r['memory_limit_seconds'] * per_gate:.4f} | {mem} |"
-        )
+        times = " | ".join(f"{med[c]:.2f}" if c in med else "n/a" for c in names)
+        floor = r["memory_limit_seconds"]
+        ratio = r["ratio_dasq_to_fastest_peer"]
+        line = f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {times} "
+        line += f"| **{ratio:.2f}** " if ratio is not None else "| n/a "
+        line += f"| {floor:.3f} | {med['dasq'] / floor:.1f} "
+        if cold:
+            c = r.get("cold_seconds", {})
+            peers = {k: v for k, v in c.items() if not k.startswith("dasq")}
+            who = min(peers, key=peers.get) if peers else None
+            line += f"| {c['dasq']:.2f} | " + (f"{peers[who]:.2f} ({who}) " if who else "n/a ")
+        mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in names)
+        line += f"| {_fidelity(r)} | {r['passes']} ({r['stages']}+{r['relayouts']}) | {mem} |"
+        out.append(line)
     return "\n".join(out)
 
 

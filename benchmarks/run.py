@@ -48,65 +48,29 @@ def suite_cluster(args: argparse.Namespace) -> dict:
 
 # --------------------------------------------------------------------- one timed run (child)
 def _use_checkout(path: str | None) -> None:
-    """Import dasq (and its benchmarks package) from another checkout."""
+    """Import dasq from another checkout: this one's benchmarks modules (imported
+    first, with no dasq import at their top) stay."""
     if path:
         sys.path.insert(0, path)
-        for name in [m for m in sys.modules if m == "benchmarks" or m.startswith("benchmarks.")]:
-            del sys.modules[name]
 
 
 def _child(args: argparse.Namespace) -> None:
-    """Build, warm up on a small case, then time one simulation; print JSON."""
+    """Warm up on a small case, then time one simulation; print JSON."""
+    from benchmarks import circuits, peers
+
     _use_checkout(args.dasq_path)
     import numpy as np
 
-    from benchmarks import circuits
-
     threads = int(os.environ.get("BENCH_THREADS", "2"))
     make = circuits.CIRCUITS[args.circuit]
-
-    def run(n: int) -> tuple[float, np.ndarray | None]:
-        qc = make(n)
-        if args.contender in ("dasq", "dasq-old"):
-            import dasq
-
-            c = circuits.to_dasq(qc)
-            t = time.perf_counter()
-            state = dasq.simulate(c, dtype=args.dtype, fusion_size=args.fusion)
-            out = state.to_numpy(force=True)
-            return time.perf_counter() - t, out
-        if args.contender == "aer":
-            from qiskit_aer import AerSimulator
-
-            sim = AerSimulator(
-                method="statevector",
-                max_parallel_threads=threads,
-                precision="single" if args.dtype == "complex64" else "double",
-            )
-            qc = qc.copy()
-            qc.save_statevector()
-            t = time.perf_counter()
-            out = np.asarray(sim.run(qc).result().get_statevector())
-            return time.perf_counter() - t, out
-        if args.contender == "qsim":
-            if os.environ.get("BENCH_ISA") == "avx2":
-                _qsim_without_avx512()
-            import qsimcirq
-
-            cc = circuits.to_cirq(circuits.to_dasq(qc))
-            sim = qsimcirq.QSimSimulator(
-                qsimcirq.QSimOptions(max_fused_gate_size=args.fusion, cpu_threads=threads)
-            )
-            t = time.perf_counter()
-            out = sim.simulate(cc).final_state_vector
-            return time.perf_counter() - t, out
-        raise ValueError(args.contender)
-
-    run(min(10, args.qubits))  # warm-up: imports, numba cache, first-call costs
-    seconds, state = run(args.qubits)
-    result = {"seconds": seconds, "peak_rss": peak_rss()}
+    if args.contender == "qsim" and os.environ.get("BENCH_ISA") == "avx2":
+        _qsim_without_avx512()
+    if not args.cold:  # warm-up: imports, numba cache, first-call costs
+        peers.run(args.contender, make(min(10, args.qubits)), args.dtype, threads, args.fusion)
+    timed = peers.run(args.contender, make(args.qubits), args.dtype, threads, args.fusion)
+    result = {"seconds": timed.seconds, "peak_rss": peak_rss()}
     if args.save:
-        np.save(args.save, state)
+        np.save(args.save, timed.state)
     print(json.dumps(result))
 
 
@@ -161,42 +125,65 @@ def peak_rss() -> int:
 OLD_CHECKOUT: str | None = None  # set by --old
 
 
-def _spawn(contender: str, circuit: str, n: int, dtype: str, fusion: int, save: str | None = None) -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "_child",
-        "--contender",
-        contender,
-        "--circuit",
-        circuit,
-        "--qubits",
-        str(n),
-        "--dtype",
-        dtype,
-        "--fusion",
-        str(fusion),
-    ]
+def _spawn(
+    contender: str,
+    circuit: str,
+    n: int,
+    dtype: str,
+    fusion: int | None,
+    save: str | None = None,
+    cold: bool = False,
+) -> dict:
+    """One contender's run in a fresh process at ``BENCH_THREADS`` threads (OpenMP's
+    too: qulacs and Lightning take theirs from it). ``cold``: no warm-up, an empty
+    numba cache, and the process's whole wall time (start, imports, compiling, run)."""
+    cmd = [sys.executable, __file__, "_child", "--contender", contender, "--circuit", circuit]
+    cmd += ["--qubits", str(n), "--dtype", dtype]
+    if fusion is not None:
+        cmd += ["--fusion", str(fusion)]
     if save:
         cmd += ["--save", save]
+    if cold:
+        cmd += ["--cold"]
     if contender == "dasq-old":
         cmd += ["--dasq-path", OLD_CHECKOUT or ""]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    threads = os.environ.get("BENCH_THREADS", "2")
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "BENCH_THREADS": threads}
+    with tempfile.TemporaryDirectory(prefix="dasq-bench-numba-") as empty:
+        if cold:
+            env["NUMBA_CACHE_DIR"] = empty
+        t = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
+        wall = time.perf_counter() - t
     if out.returncode != 0:
         raise RuntimeError(f"{contender} {circuit} {n} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return {**result, "seconds": wall} if cold else result
 
 
 # --------------------------------------------------------------------- helpers
 def machine() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
     import psutil
 
     versions = {}
-    for mod in ("dasq", "numpy", "dask", "numba", "qiskit", "qiskit_aer", "qsimcirq", "cirq"):
+    for dist in (
+        "dasq",
+        "numpy",
+        "dask",
+        "numba",
+        "qiskit",
+        "qiskit-aer",
+        "qsimcirq",
+        "cirq-core",
+        "qulacs",
+        "pennylane-lightning",
+    ):
         try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # a missing peer is reported, not fatal
-            versions[mod] = None
+            versions[dist] = version(dist)
+        except PackageNotFoundError:  # a missing peer is reported, not fatal
+            versions[dist] = None
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
@@ -295,7 +282,13 @@ def fidelity_of(a, b, piece: int = 1 << 20) -> float:
 
 # --------------------------------------------------------------------- suites
 def suite_inmemory(args: argparse.Namespace) -> dict:
+    """dasq against every peer that runs the precision, warm (best fusion setting of
+    each, medians over ``--reps`` rounds A B C A B C) and cold (one fresh process with
+    an empty numba cache per contender); every contender's state checked against
+    Aer's at the same precision before anything is timed."""
     import numpy as np
+
+    from benchmarks import peers as peer_runs
 
     info = machine()
     previous = RESULTS / "inmemory.json"
@@ -306,81 +299,86 @@ def suite_inmemory(args: argparse.Namespace) -> dict:
         if not same:  # the rows would go out under another run's header
             raise SystemExit("--append: inmemory.json holds another commit's or instruction set's rows")
         rows = kept["rows"]
+    fusions = {"dasq": [args.fusion], "dasq-old": [args.fusion], "aer": [None]}
+    fusions.update(qsim=args.qsim_fusions, qulacs=args.qulacs_fusions, lightning=[None])
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
-                peers = [p for p in args.peers if p != "qsim" or dtype == "complex64"]  # qsim: single only
-                if not peers:
-                    print(f"skipped {circuit} {n} {dtype}: no peer among {args.peers}", flush=True)
-                    continue
+                peers = [p for p in args.peers if dtype in peer_runs.precisions(p)]
                 contenders = ["dasq"] + (["dasq-old"] if OLD_CHECKOUT else []) + peers
-                # correctness first: fidelity of dasq with Aer (with qsim when Aer is left out)
-                reference = peers[0]
-                tmp = RESULTS / "tmp"
-                tmp.mkdir(parents=True, exist_ok=True)
-                _spawn("dasq", circuit, n, dtype, args.fusion, str(tmp / "dasq.npy"))
-                _spawn(reference, circuit, n, dtype, args.fusion, str(tmp / "peer.npy"))
-                a, b = np.load(tmp / "dasq.npy"), np.load(tmp / "peer.npy")
-                fidelity = fidelity_of(a, b)
-                del a, b
-                for f in tmp.iterdir():
-                    f.unlink()
+                fidelity = check_states(contenders, circuit, n, dtype, fusions)
                 times: dict[str, list[float]] = {c: [] for c in contenders}
                 rss: dict[str, int] = {}
-                qsim_fusion = {}
+                chosen: dict[str, list] = {c: [] for c in contenders}
                 for _ in range(args.reps):
-                    for c in contenders:
-                        if c == "qsim":  # qsim's fusion size tuned: best of --qsim-fusions
-                            best = None
-                            for f in args.qsim_fusions:
-                                r = _spawn(c, circuit, n, dtype, f)
-                                if best is None or r["seconds"] < best["seconds"]:
-                                    best, qsim_fusion[len(times[c])] = r, f
-                            r = best
-                        else:
-                            r = _spawn(c, circuit, n, dtype, args.fusion)
+                    for c in contenders:  # a peer's fusion setting tuned: its best this round
+                        runs = [(_spawn(c, circuit, n, dtype, f), f) for f in fusions[c]]
+                        r, f = min(runs, key=lambda run: run[0]["seconds"])
                         times[c].append(r["seconds"])
-                        rss[c] = max(rss.get(c, 0), r["peak_rss"])
+                        chosen[c].append(f)
+                        rss[c] = max([rss.get(c, 0)] + [run["peak_rss"] for run, _ in runs])
+                cold = {c: _spawn(c, circuit, n, dtype, fusions[c][0], cold=True) for c in contenders}
+                cold = {c: r["seconds"] for c, r in cold.items()}
                 med = {c: statistics.median(v) for c, v in times.items()}
-                fastest_peer = min(v for c, v in med.items() if not c.startswith("dasq"))
+                fastest = min(peers, key=lambda c: med[c]) if peers else None
                 passes = plan_passes(circuit, n)
                 bw = copy_bandwidth(n, dtype)
                 state_bytes = (1 << n) * np.dtype(dtype).itemsize
+                floor = passes["passes"] * 2 * state_bytes / bw
                 row = {
                     "circuit": circuit,
                     "qubits": n,
                     "dtype": dtype,
-                    f"fidelity_dasq_{reference}": fidelity,
+                    "threads": int(os.environ.get("BENCH_THREADS", "2")),
+                    "fidelity_to_aer": fidelity,
                     "median_seconds": med,
                     "all_seconds": times,
+                    "cold_seconds": cold,
                     "peak_rss": rss,
-                    "ratio_dasq_to_fastest_peer": med["dasq"] / fastest_peer,
+                    "fusion_chosen": {c: sorted({f for f in v if f is not None}) for c, v in chosen.items()},
+                    "fastest_peer": fastest,
+                    "ratio_dasq_to_fastest_peer": med["dasq"] / med[fastest] if fastest else None,
+                    "ratio_cold_dasq_to_fastest_peer": (
+                        cold["dasq"] / min(cold[c] for c in peers) if peers else None
+                    ),
                     **({"ratio_dasq_to_old": med["dasq"] / med["dasq-old"]} if "dasq-old" in med else {}),
-                    "qsim_fusion": sorted(set(qsim_fusion.values())),
                     "copy_bandwidth_bytes_per_s": bw,
-                    "memory_limit_seconds": passes["passes"] * 2 * state_bytes / bw,
+                    "memory_limit_seconds": floor,
+                    "ratio_dasq_to_memory_floor": med["dasq"] / floor,
                     **passes,
                 }
                 rows.append(row)
-                print(
-                    json.dumps(
-                        {
-                            k: row[k]
-                            for k in (
-                                "circuit",
-                                "qubits",
-                                "dtype",
-                                "median_seconds",
-                                "ratio_dasq_to_fastest_peer",
-                                f"fidelity_dasq_{reference}",
-                                "memory_limit_seconds",
-                            )
-                        }
-                    ),
-                    flush=True,
-                )
+                keys = ("circuit", "qubits", "dtype", "median_seconds", "cold_seconds", "fidelity_to_aer")
+                keys += ("ratio_dasq_to_fastest_peer", "ratio_dasq_to_memory_floor")
+                print(json.dumps({k: row[k] for k in keys}), flush=True)
                 write("inmemory", _inmemory_payload(args, info, rows))  # kept if a later row fails
     return _inmemory_payload(args, info, rows)
+
+
+def check_states(contenders: list[str], circuit: str, n: int, dtype: str, fusions: dict) -> dict:
+    """|<aer|contender>|^2 for every contender, Aer at ``dtype`` on the original Qiskit
+    circuit, each contender with its first fusion setting: the timed runs do this work."""
+    import numpy as np
+
+    tmp = RESULTS / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    reference = tmp / "aer.npy"
+    _spawn("aer", circuit, n, dtype, None, str(reference))
+    fidelity = {}
+    for c in contenders:
+        if c == "aer":
+            continue
+        _spawn(c, circuit, n, dtype, fusions[c][-1], str(tmp / "other.npy"))
+        other = np.load(tmp / "other.npy", mmap_mode="r")
+        fidelity[c] = fidelity_of(np.load(reference, mmap_mode="r"), other)
+        del other
+        (tmp / "other.npy").unlink()
+        if fidelity[c] < 1 - (1e-4 if dtype == "complex64" else 1e-8):
+            raise RuntimeError(
+                f"{c} {circuit} {n} {dtype}: fidelity {fidelity[c]} with Aer: not the same work"
+            )
+    reference.unlink()
+    return fidelity
 
 
 def _inmemory_payload(args: argparse.Namespace, info: dict, rows: list) -> dict:
@@ -1254,6 +1252,7 @@ def main() -> None:
     ch.add_argument("--dtype")
     ch.add_argument("--fusion", type=int)
     ch.add_argument("--save")
+    ch.add_argument("--cold", action="store_true")
     ch.add_argument("--dasq-path", default=None)
     gc = sub.add_parser("_graph")
     gc.add_argument("--contender")
@@ -1358,8 +1357,16 @@ def main() -> None:
         s.add_argument("--workers", type=int, default=2)
         s.add_argument("--old", default=None, help="another checkout whose dasq runs side by side")
     inm = sub.choices["inmemory"]
-    inm.add_argument("--peers", nargs="+", choices=["aer", "qsim"], default=["aer", "qsim"])
+    inm.add_argument("--peers", nargs="+", choices=["aer", "qsim", "qulacs", "lightning"])
+    inm.set_defaults(peers=["aer", "qsim", "qulacs", "lightning"])
     inm.add_argument("--qsim-fusions", type=int, nargs="+", default=[2, 3, 4, 5])
+    inm.add_argument(
+        "--qulacs-fusions",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2, 3],
+        help="0: as given, 1: optimize_light, k: QuantumCircuitOptimizer.optimize(k)",
+    )
     inm.add_argument("--append", action="store_true", help="keep the rows already in inmemory.json")
     inm.add_argument(
         "--isa",

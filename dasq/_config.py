@@ -67,11 +67,15 @@ def to_numpy_limit() -> int:
 
 def cores(client: Any = None) -> int:
     """Threads that run blocks side by side: the worker threads of ``client``, else
-    this machine's usable cores (affinity and cgroup limits included)."""
+    dask config ``num_workers`` (the threads Dask's local scheduler starts), else this
+    machine's usable cores (affinity and cgroup limits included)."""
     if client is not None:
         threads = sum(client.nthreads().values())
         if threads:
             return int(threads)
+    configured = dask.config.get("num_workers", None)
+    if configured:
+        return int(configured)
     return int(dask.system.CPU_COUNT or os.cpu_count() or 1)
 
 

@@ -6,7 +6,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 import dask
 import pytest
 
+from dasq.backend import cpu
 from dasq.backend.gpu import gpu_available
+
+# Blocks of every size run the CPU backend's numba kernels in the tests (by default
+# blocks under cpu.COMPILED_FROM amplitudes run the array code, which the "gpu-twin"
+# device runs in every reference test, and tests/test_cold_start.py compares the two).
+DEFAULT_COMPILED_FROM = cpu.COMPILED_FROM
+cpu.COMPILED_FROM = 0
 
 # The devices every reference test runs on: the CPU backend, the GPU backend's code
 # on numpy (what CI has), and the GPU itself where cupy finds one.

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed dasq
-from benchmarks import circuits, peers  # noqa: E402
+from benchmarks import circuits, peers
 
 pytest.importorskip("qiskit_aer")
 N = 7

@@ -171,6 +171,9 @@ def test_defaults_follow_the_usable_cores_and_dask_config(monkeypatch):
     assert _config.default_chunk_qubits(24) == 22  # 4 blocks of 2^22 for one core
     monkeypatch.setattr(dask.system, "CPU_COUNT", 16)
     assert _config.default_chunk_qubits(24) == 18  # 64 blocks for 16 cores
+    with dask.config.set(num_workers=1):  # Dask's local scheduler held to one thread
+        assert _config.cores() == 1
+        assert _config.default_chunk_qubits(24) == 22
     circuit = dasq.Circuit(12).h(0).cx(0, 1).h(2).cx(2, 3).cx(1, 2)
     from dasq.backend import cpu
 

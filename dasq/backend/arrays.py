@@ -9,6 +9,7 @@ are built on the host and moved to the namespace's memory with ``small``.
 
 from __future__ import annotations
 
+import math
 import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,31 @@ def mix64(x: Any) -> Any:
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     return z ^ (z >> np.uint64(31))
+
+
+FEW_DRAWS = 1 << 10  # fewer draws than this finish in Python: numba's compiling would cost more
+
+
+def poisson_counts(m: np.ndarray, u: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``numba_kernels.poisson_counts`` (the counts of draws that passed the first
+    check), in Python for a few draws with the same results: the same inversion in
+    IEEE doubles, and numpy's legacy generator, which numba's ``np.random`` follows,
+    for large means."""
+    if m.size >= FEW_DRAWS:
+        return numba_kernels.poisson_counts(m, u, h)
+    out = np.empty(m.size, dtype=np.int64)
+    for i, (mean, uniform, hashed) in enumerate(zip(m.tolist(), u.tolist(), h.tolist())):
+        if mean > numba_kernels.FIRST_CHECK:
+            out[i] = np.random.RandomState(hashed & 0xFFFFFFFF).poisson(mean)
+            continue
+        v, p = 1.0 - uniform, math.exp(-mean)
+        cdf, k = p, 0
+        while cdf <= v and k < 1000:
+            k += 1
+            p *= mean / k
+            cdf += p
+        out[i] = k
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -344,9 +370,7 @@ class ArrayBackend(Backend):
             hit = (m > 0.0) & (u < m)
             if not bool(hit.any()):
                 continue
-            counts = numba_kernels.poisson_counts(
-                *(np.ascontiguousarray(self.to_host(a[hit])) for a in (m, u, h))
-            )
+            counts = poisson_counts(*(np.ascontiguousarray(self.to_host(a[hit])) for a in (m, u, h)))
             keep = counts > 0
             found_index.append(self.to_host(logical[hit]).astype(np.int64)[keep])
             found_count.append(counts[keep])

@@ -6,6 +6,12 @@ single-threaded (numba ``nogil``) and release the GIL. Matrices on 1 to
 in-place group kernel (vector tiles); wider ones and controlled actions through
 BLAS (numpy.tensordot). Norms, inner products, Pauli
 sums and sampling draws are single numba passes.
+
+Blocks under ``COMPILED_FROM`` amplitudes run the array code instead, and a numba
+kernel is compiled only when a block first needs it: compiling one costs about a
+second on first use after an install (numba caches it on disk after that), while
+numpy's calls on a few thousand amplitudes cost microseconds. A small circuit's first
+run then compiles nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as 
 # memory, so 3-qubit groups cost less than the 4-qubit groups they would merge into.
 WIDE_VECTOR_FUSION_SIZE = 4
 NARROW_VECTOR_FUSION_SIZE = 3
+COMPILED_FROM = 1 << 12  # amplitudes: smaller blocks run numpy's array code, nothing compiled
+
+
+def compiled(block: Any) -> bool:
+    """Whether ``block`` is big enough for numba's kernels (``COMPILED_FROM``)."""
+    return int(block.size) >= COMPILED_FROM
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +54,9 @@ class DiagonalKernel(Kernel):
     table: np.ndarray
 
     def apply(self, view: Any) -> None:
+        if not compiled(view):
+            CPU.apply_diagonal(view, view.size.bit_length() - 1, self.qubits.tolist(), self.table, ())
+            return
         numba_kernels.apply_diagonal(view, self.qubits, self.table)
 
 
@@ -54,11 +69,18 @@ class GroupKernel(Kernel):
     layout: GroupLayout
     cre: np.ndarray  # coefficients, see numba_kernels.group_kernel
     cim: np.ndarray
-    run: numba_kernels.CompiledGroupKernel  # of this precision, layout and schedule
     blas: MatrixKernel
 
+    @functools.cached_property
+    def run(self) -> numba_kernels.CompiledGroupKernel:
+        """The numba kernel of this precision, width and layout: compiled (or loaded
+        from numba's cache) when a block first needs it, not when the plan is built."""
+        dtype = self.blas.tensor.dtype.name
+        return numba_kernels.compiled_group_kernel(dtype, len(self.blas.qubits), self.layout.lanes)
+
     def apply(self, view: Any) -> None:
-        if view.size <= 1 << int(self.layout.holes[-1]) or not self._runs_on(view):
+        small = not compiled(view) or view.size <= 1 << int(self.layout.holes[-1])
+        if small or not self._runs_on(view):
             self.blas.apply(view)
             return
         at = self.layout
@@ -152,13 +174,7 @@ def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
     imag = c.imag.copy()
     for a in (real, imag):
         a.setflags(write=False)
-    return GroupKernel(
-        layout,
-        real,
-        imag,
-        numba_kernels.compiled_group_kernel(dtype.name, len(qubits), layout.lanes),
-        MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))),
-    )
+    return GroupKernel(layout, real, imag, MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))))
 
 
 @functools.cache
@@ -188,7 +204,7 @@ class CPUBackend(ArrayBackend):
             for r in range(min(k, lane_bits) + 1):
                 for low in itertools.combinations(range(lane_bits), r):
                     targets = (*low, *range(lane_bits, lane_bits + k - r))
-                    _group_kernel(targets, np.eye(1 << k, dtype=dtype))
+                    _ = _group_kernel(targets, np.eye(1 << k, dtype=dtype)).run  # compiles it
                     count += 1
         return count
 
@@ -209,7 +225,7 @@ class CPUBackend(ArrayBackend):
         """Bit swaps in place: no second block, and each swap reads and writes only
         the half of the block whose two bits differ, where a transpose copy written
         back reads and writes all of it twice."""
-        if not (block.ndim == 1 and block.flags.c_contiguous and block.flags.writeable):
+        if not (block.ndim == 1 and block.flags.c_contiguous and block.flags.writeable and compiled(block)):
             super().permute_bits_in_place(block, order)
             return
         for low, high in algebra.transpositions(order):
@@ -228,7 +244,7 @@ class CPUBackend(ArrayBackend):
     def apply_diagonal(
         self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
     ) -> None:
-        if targets and not controls and block.flags.c_contiguous:  # rz, phase runs, group tables
+        if targets and not controls and block.flags.c_contiguous and compiled(block):  # rz, phase runs
             table = np.asarray(values).astype(block.dtype, copy=False)
             numba_kernels.apply_diagonal(block, np.array(targets, dtype=np.int64), table)
             return
@@ -252,12 +268,18 @@ class CPUBackend(ArrayBackend):
 
     # ------------------------------------------------------------ reductions
     def norm2(self, block: Any) -> float:
+        if not compiled(block):
+            return super().norm2(block)
         return float(numba_kernels.norm2(np.ascontiguousarray(block)))
 
     def vdot(self, a: Any, b: Any) -> complex:
+        if not compiled(a):
+            return super().vdot(a, b)
         return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
+        if not compiled(block):
+            return super().marginal(block, L, block_index, positions)
         out = np.zeros(1 << len(positions))
         self.add_marginal(out, block, L, block_index, positions)
         return out
@@ -265,6 +287,9 @@ class CPUBackend(ArrayBackend):
     def add_marginal(
         self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
     ) -> None:
+        if not compiled(block):
+            out += super().marginal(block, L, block_index, positions)
+            return
         local = [(j, q) for j, q in enumerate(positions) if q < L]
         base = sum(1 << j for j, q in enumerate(positions) if q >= L and (block_index >> (q - L)) & 1)
         numba_kernels.add_marginal(
@@ -276,6 +301,8 @@ class CPUBackend(ArrayBackend):
         )
 
     def pauli_group(self, own: Any, src: Any, flip: int, masks: np.ndarray, weights: np.ndarray) -> complex:
+        if not compiled(own):
+            return super().pauli_group(own, src, flip, masks, weights)
         return complex(
             numba_kernels.pauli_group(
                 np.ascontiguousarray(own), np.ascontiguousarray(src), int(flip), masks, weights
@@ -285,6 +312,8 @@ class CPUBackend(ArrayBackend):
     def poisson_draws(
         self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        if not compiled(block):
+            return super().poisson_draws(block, block_part, local_tables, lam, key)
         return numba_kernels.poisson_draws(
             np.ascontiguousarray(block), np.uint64(block_part), local_tables, float(lam), int(key)
         )

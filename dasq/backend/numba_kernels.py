@@ -497,7 +497,7 @@ def vdot(a, b):  # pragma: no cover - compiled
 _GOLDEN = numba.uint64(0x9E3779B97F4A7C15)
 _MIX1 = numba.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = numba.uint64(0x94D049BB133111EB)
-_FIRST_CHECK = 30.0  # above this mean, a Poisson count is drawn by numba's generator
+FIRST_CHECK = 30.0  # above this mean, a Poisson count is drawn by numba's generator
 
 
 @numba.njit(nogil=True, cache=True)
@@ -514,12 +514,12 @@ def mix64(x):  # pragma: no cover - compiled
 @numba.njit(nogil=True, cache=True)
 def poisson_count(m, u, h):  # pragma: no cover - compiled
     """The count of one draw that passed the first check (``u < m``): inversion on
-    1 - u for small means, numba's generator seeded by the hash above ``_FIRST_CHECK``.
+    1 - u for small means, numba's generator seeded by the hash above ``FIRST_CHECK``.
 
     m: the draw's Poisson mean (lam |a_i|^2, see ``poisson_draws``);
     u: the draw's uniform in [0, 1), below ``m``;
     h: the draw's uint64 hash, which ``u`` came from (the seed for large means)."""
-    if m > _FIRST_CHECK:
+    if m > FIRST_CHECK:
         np.random.seed(numba.uint32(h & numba.uint64(0xFFFFFFFF)))
         return np.random.poisson(m)
     # count = smallest k with P(X <= k) > v, v = 1 - u

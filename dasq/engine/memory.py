@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dask
 import dask.array as da
+import dask.local
 import numpy as np
 from dask._task_spec import DataNode
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
-from dasq.engine import layers, readout, transfers
+from dasq.engine import layers, readout
 from dasq.engine.compression import PieceCodec, relayout_fidelities, take_rounding
 from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
@@ -60,10 +62,10 @@ def scheduler_client(client: Any) -> Any:
     """The distributed Client that will run our graphs (given, or Dask's default), or None."""
     if client is not None:
         return client
-    try:
-        from distributed import default_client
-    except ImportError:  # pragma: no cover - distributed is a dependency
+    if "distributed" not in sys.modules:  # no Client can exist: importing it takes a quarter second
         return None
+    from distributed import default_client
+
     try:
         found = default_client()
     except ValueError:
@@ -128,6 +130,22 @@ def local_scheduler(x: da.Array, client: Any) -> str | None:
     return "sync"
 
 
+def dask_scheduler(name: str | None) -> Any:
+    """``name`` (from ``local_scheduler``) as Dask's ``scheduler=`` argument: while
+    distributed is not imported, the local schedulers as functions, because Dask's
+    lookup of a named or default scheduler imports distributed (a quarter of a second)
+    to look for a client that cannot exist yet."""
+    if "distributed" in sys.modules:
+        return name
+    if name == "sync":
+        return dask.local.get_sync
+    if name is None and dask.config.get("scheduler", None) is None:
+        from dask.threaded import get
+
+        return get
+    return name
+
+
 IN_PROCESS_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "single-threaded")
 
 
@@ -155,7 +173,7 @@ def persist(
             here = run_here(x)
             if here is not None:
                 return here
-        (y,) = dask.persist(x, optimize_graph=optimize, scheduler=scheduler)
+        (y,) = dask.persist(x, optimize_graph=optimize, scheduler=dask_scheduler(scheduler))
     return y
 
 
@@ -189,7 +207,7 @@ def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) ->
     if client is not None:
         return tuple(client.compute(list(things), sync=True))
     scheduler = local_scheduler(blocks, client) if blocks is not None else None
-    return dask.compute(*things, scheduler=scheduler)
+    return dask.compute(*things, scheduler=dask_scheduler(scheduler))
 
 
 @dataclass(frozen=True)
@@ -247,6 +265,8 @@ class MemoryExecutor:
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         cluster = None if self.lazy else scheduler_client(self.client)
         if cluster is not None:
+            from dasq.engine import transfers  # distributed's: imported where a cluster runs
+
             transfers.install(cluster)
             widths = {L for _, _, L in plan.walk()}
             p2p = any(self.method_for(1 << (plan.num_qubits - L)) == "p2p" for L in widths)
@@ -474,6 +494,8 @@ def _with_received(result: MemoryRun, client: Any, p2p_before: int | None, round
     from dataclasses import replace
 
     from distributed import wait
+
+    from dasq.engine import transfers
 
     with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
         wait(result.blocks)

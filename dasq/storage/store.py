@@ -22,15 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import zarr
-from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks
 from dasq.storage.lock import LOCK_FILE, StoreLock, is_locked
 from dasq.storage.manifest import MANIFEST, Manifest, fsync_directory, write_atomic
+
+if TYPE_CHECKING:
+    import zarr
 
 ARRAYS = ("a", "b")
 RUN_RECORD = "dasq-circuit.json"  # the circuit of a run, as JSON (dasq.circuit.record)
@@ -79,6 +81,8 @@ class Codec:
             return [BitRound(keepbits=self.keep_bits)]
 
     def compressors(self, dtype: str) -> list:
+        from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+
         out: list = []
         if self.compression == "zstd":
             out.append(ZstdCodec(level=1))
@@ -216,6 +220,8 @@ def create_arrays(
 ) -> dict[str, str]:
     """The group and its two (empty) amplitude arrays; returns the digest of each
     array's metadata (shape, chunks, codecs) for the manifest."""
+    import zarr
+
     # create, never "w": opening with mode "w" empties the directory, the lock file with it
     group = zarr.create_group(zarr.storage.LocalStore(path), zarr_format=3)
     group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
@@ -247,6 +253,8 @@ def metadata_digest(path: Path, name: str) -> str:
 
 @lru_cache(maxsize=16)
 def _open(path: str, name: str, store_id: str) -> zarr.Array:
+    import zarr
+
     with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
         arr = zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
@@ -257,6 +265,8 @@ def _open(path: str, name: str, store_id: str) -> zarr.Array:
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
     """The opened array, cached per process; ``store_id`` (from the manifest) keeps a
     store re-created at the same path from being served stale metadata."""
+    import zarr
+
     try:
         return _open(str(path), name, store_id)
     except FileNotFoundError:  # zarr's NodeNotFoundError is one
@@ -338,6 +348,9 @@ def sync_to_disk() -> None:
 
 def write_run_record(path: Path, record: dict, operands: np.ndarray) -> None:
     """The circuit of a run: its JSON record and its operand numbers (crc32c-checked)."""
+    import zarr
+    from zarr.codecs import Crc32cCodec
+
     floats = np.ascontiguousarray(operands, dtype=np.complex128).view(np.float64)
     group = zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3)
     arr = group.create_array(
@@ -355,6 +368,8 @@ def write_run_record(path: Path, record: dict, operands: np.ndarray) -> None:
 
 def read_run_record(path: Path) -> tuple[object, np.ndarray]:
     """(JSON record, operands) of a run; a StoreError when either cannot be read."""
+    import zarr
+
     try:
         record = json.loads((path / RUN_RECORD).read_text())
     except (OSError, ValueError) as exc:

@@ -233,8 +233,27 @@ def cluster(d: dict) -> str:
     return "\n".join(out)
 
 
+def cold(d: dict) -> str:
+    out = [
+        f"Machine: {machine_line(d['machine'])}",
+        "",
+        f"`{d['circuit']}`, {d['shots']} shots, {d['reps']} fresh processes each "
+        f"(dasq / fastest peer, cold: {d['ratio_dasq_to_fastest_peer']:.2f})",
+        "",
+        "| contender | cold s (median) | cold s (all) | warm s (median) |",
+        "|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        runs = ", ".join(f"{t:.2f}" for t in r["cold_seconds"])
+        out.append(
+            f"| {r['contender']} | {r['median_cold_seconds']:.2f} | {runs} | {r['median_warm_seconds']:.2f} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     suites = (
+        ("cold", cold),
         ("cluster", cluster),
         ("inmemory", inmemory),
         ("graph", graph),

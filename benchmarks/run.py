@@ -10,6 +10,7 @@
     python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
     python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
+    python benchmarks/run.py cold --reps 5
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -42,6 +43,12 @@ sys.path.insert(0, str(HERE.parent))
 
 def suite_cluster(args: argparse.Namespace) -> dict:
     from benchmarks.cluster import suite_cluster as run_suite
+
+    return run_suite(args)
+
+
+def suite_cold(args: argparse.Namespace) -> dict:
+    from benchmarks.cold import suite_cold as run_suite
 
     return run_suite(args)
 
@@ -1337,6 +1344,8 @@ def main() -> None:
     rs.add_argument("--k", type=int, default=4)
     rs.add_argument("--workers", type=int, default=2)
     rs.add_argument("--reps", type=int, default=3)
+    co = sub.add_parser("cold")
+    co.add_argument("--reps", type=int, default=5)
     cs = sub.add_parser("cluster")
     cs.add_argument("--qubits", type=int, nargs="+", default=[24, 26])
     cs.add_argument("--circuits", nargs="+", default=["qft", "random", "qv"])
@@ -1419,6 +1428,7 @@ def main() -> None:
         "gpu": suite_gpu,
         "memory": suite_memory,
         "cluster": suite_cluster,
+        "cold": suite_cold,
     }
     payload = suites[args.suite](args)
     print("wrote", write(getattr(args, "output", args.suite), payload))

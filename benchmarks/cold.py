@@ -62,6 +62,25 @@ def timed(contender: str, cache: str) -> float:
     return seconds
 
 
+PACKAGES = ("dasq", "dask.array", "scipy.sparse", "qiskit", "numba", "distributed", "zarr")
+
+
+def import_seconds() -> dict[str, float]:
+    """Seconds spent importing each of ``PACKAGES`` (with what it imports) during one
+    warm ``dasq run`` of the same file, from ``python -X importtime``; 0 where the run
+    does not import it."""
+    threads = os.environ.get("BENCH_THREADS", "2")
+    cmd = [sys.executable, "-X", "importtime", *command("dasq")[1:]]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": threads})
+    found = dict.fromkeys(PACKAGES, 0.0)
+    for line in out.stderr.splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and len(parts) == 3 and parts[2].strip() in found:
+            name = parts[2].strip()
+            found[name] = max(found[name], int(parts[1]) / 1e6)  # cumulative microseconds
+    return found
+
+
 def suite_cold(args: argparse.Namespace) -> dict:
     from benchmarks.run import machine
 
@@ -94,5 +113,6 @@ def suite_cold(args: argparse.Namespace) -> dict:
         "shots": SHOTS,
         "reps": args.reps,
         "ratio_dasq_to_fastest_peer": med["dasq"] / min(med["aer"], med["qsim"]),
+        "import_seconds": import_seconds(),
         "rows": rows,
     }

@@ -248,6 +248,9 @@ def cold(d: dict) -> str:
         out.append(
             f"| {r['contender']} | {r['median_cold_seconds']:.2f} | {runs} | {r['median_warm_seconds']:.2f} |"
         )
+    if d.get("import_seconds"):
+        spent = ", ".join(f"{name} {t:.2f} s" for name, t in d["import_seconds"].items())
+        out += ["", f"Imports in one warm `dasq run` (cumulative, `-X importtime`): {spent}"]
     return "\n".join(out)
 
 

@@ -157,8 +157,11 @@ RSS_SCRIPT = textwrap.dedent(
             if line.startswith(field):
                 return int(line.split()[1]) * 1024
 
-    # warm up on a small copy of the run: imports, JIT-compiled kernels, thread pools
+    # warm up: the kernels (compiled or loaded from numba's cache; a small run's
+    # blocks run numpy's array code instead), then a small copy of the run: imports,
+    # thread pools
     limit, n = int(sys.argv[2]), int(sys.argv[3])
+    dasq.warm_up(dtypes=["complex128"])
     dasq.simulate(circuit_for_rss(14), store=sys.argv[1] + "/warm.zarr", memory_limit=limit >> (n - 14))
     base = rss("VmRSS")
     state = dasq.simulate(circuit_for_rss(n), store=sys.argv[1] + "/big.zarr", memory_limit=limit)

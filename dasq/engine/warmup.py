@@ -27,15 +27,20 @@ PLUGIN_NAME = "dasq-kernel-warm-up"
 DTYPES = ("complex128", "complex64")
 
 
+SAMPLE_QUBITS = 14
+SAMPLE_BLOCK_QUBITS = 12  # blocks of 2^12 amplitudes: the CPU backend's numba kernels run from there
+
+
 def _sample_circuit() -> Circuit:
-    """A few of each kind of step on 10 qubits in blocks of 2^7: fused groups,
-    diagonals, relayouts, permutations, controlled and global-qubit gates."""
-    c = Circuit(10)
-    for q in range(10):
+    """A few of each kind of step on 14 qubits in 4 blocks: fused groups, diagonals,
+    relayouts, permutations, controlled and global-qubit gates."""
+    n = SAMPLE_QUBITS
+    c = Circuit(n)
+    for q in range(n):
         c.h(q).rz(0.1 * q, q)
-    for q in range(9):
+    for q in range(n - 1):
         c.cx(q, q + 1).cp(0.3, q + 1, q)
-    c.swap(0, 9).ccx(1, 8, 4).u(0.1, 0.2, 0.3, 9).cz(2, 9).y(8)
+    c.swap(0, n - 1).ccx(1, n - 2, 4).u(0.1, 0.2, 0.3, n - 1).cz(2, n - 1).y(n - 2)
     return c
 
 
@@ -52,7 +57,15 @@ def warm_up(dtypes: Sequence[str] = DTYPES, fusion_size: int | None = None, back
     with dask.config.set(scheduler="sync"):
         for dtype in dtypes:
             chosen.warm_up(dtype, width)
-            run = evolve(sample.operations, 0.0, 10, 7, dtype, options, np.random.default_rng(0))
+            run = evolve(
+                sample.operations,
+                0.0,
+                SAMPLE_QUBITS,
+                SAMPLE_BLOCK_QUBITS,
+                dtype,
+                options,
+                np.random.default_rng(0),
+            )
             run.blocks.sum().compute()
     return time.perf_counter() - start
 

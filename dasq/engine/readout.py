@@ -198,10 +198,13 @@ def _poisson_block(
 def poisson_draws(
     x: da.Array, L: int, layout: Sequence[int], lam: float, key: int, backend: Backend
 ) -> list[Any]:
-    """Delayed (logical indices, counts) of every block's keyed Poisson draws."""
+    """Delayed (logical indices, counts) of every block's keyed Poisson draws. Blocks
+    through ``to_delayed`` (their keys), not ``x.blocks[c]``: an array slice given to
+    ``delayed`` goes through Dask's expression graph, which imports distributed."""
     tables, parts = layout_tables(layout, L)
     draw = dask.delayed(_poisson_block, pure=True)
-    return [draw(backend, x.blocks[c], parts[c], tables, lam, key) for c in range(x.numblocks[0])]
+    blocks = x.to_delayed(optimize_graph=False).ravel()
+    return [draw(backend, blocks[c], parts[c], tables, lam, key) for c in range(x.numblocks[0])]
 
 
 def poisson_mean(shots: int) -> float:
@@ -351,10 +354,11 @@ def choi_entries(
     order = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[order], np.arange(x.numblocks[0] + 1))
     take = dask.delayed(_take, pure=True)
+    blocks = x.to_delayed(optimize_graph=False).ravel()
     parts, where = [], []
     for c in range(x.numblocks[0]):
         ks = order[bounds[c] : bounds[c + 1]]
         if ks.size:
-            parts.append(take(backend, x.blocks[c], stored[ks] & ((1 << L) - 1)))
+            parts.append(take(backend, blocks[c], stored[ks] & ((1 << L) - 1)))
             where.append(ks)
     return dask.delayed(_scatter, pure=True)(parts, where, 1 << n)

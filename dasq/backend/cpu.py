@@ -278,8 +278,6 @@ class CPUBackend(ArrayBackend):
         return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
-        if not compiled(block):
-            return super().marginal(block, L, block_index, positions)
         out = np.zeros(1 << len(positions))
         self.add_marginal(out, block, L, block_index, positions)
         return out

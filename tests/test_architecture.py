@@ -28,7 +28,9 @@ RANK = {
     "dasq.state": 6,
     "dasq.outofcore": 7,
     "dasq.api": 8,
-    "dasq.qiskit": 9,  # the V2 primitives: built on the api
+    "dasq.qiskit": 9,  # the V2 primitives and BackendV2: built on the api
+    "dasq.cirq": 9,  # a cirq simulator on the api
+    "dasq.pennylane": 9,  # the PennyLane device dasq.qubit on the api
     "dasq.plot": 9,  # notebook pictures of states and plans
     "dasq.worker": 9,  # the Dask preload that readies workers (engine/warmup.py)
     "dasq.cli": 10,

@@ -1,0 +1,487 @@
+"""A Qiskit ``BackendV2`` on dasq: code written for ``AerSimulator`` runs with one line changed.
+
+``transpile(qc, backend)`` keeps the gates dasq runs as one operation each (its
+``Target`` has no coupling map and any width). ``backend.run(circuits, shots=,
+seed_simulator=, memory=, parameter_binds=)`` returns a job whose ``Result``
+holds counts and memory as Aer keys them, and what Aer's save instructions
+(``qc.save_statevector()``, ``save_expectation_value``, ...) ask for, under their
+labels. A circuit's save instructions split it into segments: each segment
+continues the state of the one before (``state.apply``), so a circuit is
+simulated once however many saves it holds.
+
+Options are Aer's names (``shots``, ``seed_simulator``, ``memory``, ``method``,
+``precision``, ``noise_model``, ``parameter_binds``) and dasq's own
+:func:`dasq.simulate` settings (``chunk_qubits``, ``store``, ``client``, ...).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dasq.circuit.interop import QISKIT_MISSING
+
+try:
+    from qiskit import QuantumCircuit
+    from qiskit.circuit import Barrier, Delay, IfElseOp, Measure, Reset
+    from qiskit.circuit.library import (
+        DiagonalGate,
+        MCXGate,
+        PauliGate,
+        UnitaryGate,
+        get_standard_gate_name_mapping,
+    )
+    from qiskit.providers import BackendV2, JobStatus, JobV1, Options
+    from qiskit.quantum_info import DensityMatrix as QiskitDensityMatrix
+    from qiskit.quantum_info import Statevector as QiskitStatevector
+    from qiskit.result import Result
+    from qiskit.result.models import ExperimentResult, ExperimentResultData
+    from qiskit.transpiler import Target
+except ImportError:  # pragma: no cover - qiskit is an optional extra
+    raise ImportError(QISKIT_MISSING) from None
+
+from dasq.api import run, simulate
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.noise import NoiseModel
+from dasq.errors import ValidationError
+from dasq.state.density import DensityMatrix
+from dasq.state.statevector import StateVector
+
+__all__ = ["DasqBackend", "DasqJob"]
+
+METHODS = ("automatic", "statevector", "density_matrix")
+PRECISIONS = {"double": "complex128", "single": "complex64"}
+# Standard gates dasq runs as one operation each (named builders, or their <= 3-qubit matrix)
+NATIVE_GATES = (
+    "h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "sxdg", "id", "r",
+    "rx", "ry", "rz", "p", "u", "u1", "u2", "u3",
+    "cx", "cy", "cz", "ch", "cs", "csdg", "csx", "cp", "cu1", "cu3", "crx", "cry", "crz", "c3sx",
+    "swap", "iswap", "dcx", "ecr", "rxx", "ryy", "rzz", "rzx", "xx_minus_yy", "xx_plus_yy",
+    "ccx", "ccz", "cswap", "rccx",
+)  # fmt: skip
+# Aer's save instructions dasq answers; "single" / "average" subtypes only (no per-shot data)
+SAVES = (
+    "save_statevector",
+    "save_statevector_dict",
+    "save_density_matrix",
+    "save_probabilities",
+    "save_probabilities_dict",
+    "save_amplitudes",
+    "save_amplitudes_sq",
+    "save_expval",
+    "save_expval_var",
+)
+UNSEGMENTED = ("measure", "reset", "if_else")  # a save after these would differ shot by shot
+# set by the backend from Aer's options; dasq's own ``method`` (planned/direct) keeps its default,
+# as Aer's ``method`` names the state kind here
+_SET_BY_BACKEND = (
+    "density", "initial", "seed", "lazy", "parameters", "noise_model", "trajectories", "dtype", "method",
+)  # fmt: skip
+SIMULATE_SETTINGS = tuple(p for p in inspect.signature(simulate).parameters if p not in {"circuit"})
+DASQ_SETTINGS = tuple(p for p in SIMULATE_SETTINGS if p not in _SET_BY_BACKEND)
+
+
+def _target() -> Target:
+    """Every gate dasq runs natively, on any qubits, for any width; Aer's save
+    instructions too when qiskit-aer is installed, so ``transpile`` keeps them."""
+    target = Target(description="dasq: any width, all-to-all", num_qubits=None)
+    standard = get_standard_gate_name_mapping()
+    for name in NATIVE_GATES:
+        target.add_instruction(standard[name], name=name)
+    for cls, name in (
+        (UnitaryGate, "unitary"),
+        (DiagonalGate, "diagonal"),
+        (PauliGate, "pauli"),
+        (MCXGate, "mcx"),
+        (IfElseOp, "if_else"),
+        (Barrier, "barrier"),
+    ):
+        target.add_instruction(cls, name=name)
+    for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
+        target.add_instruction(inst, name=name)
+    try:
+        from qiskit_aer.library import save_instructions
+    except ImportError:
+        return target
+    for cls_name, name in (
+        ("SaveStatevector", "save_statevector"),
+        ("SaveStatevectorDict", "save_statevector_dict"),
+        ("SaveDensityMatrix", "save_density_matrix"),
+        ("SaveProbabilities", "save_probabilities"),
+        ("SaveProbabilitiesDict", "save_probabilities_dict"),
+        ("SaveAmplitudes", "save_amplitudes"),
+        ("SaveAmplitudesSquared", "save_amplitudes_sq"),
+        ("SaveExpectationValue", "save_expval"),
+        ("SaveExpectationValueVariance", "save_expval_var"),
+    ):
+        target.add_instruction(getattr(save_instructions, cls_name), name=name)
+    return target
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One ``run`` call's options, checked: what every experiment of the job shares."""
+
+    shots: int
+    seed: int | None
+    memory: bool
+    method: str
+    dtype: str
+    noise: NoiseModel | None
+    dasq: dict[str, Any]
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> RunSettings:
+        method = options["method"]
+        if method not in METHODS:
+            raise ValidationError(f"method must be one of {METHODS}, got {method!r}")
+        precision = options["precision"]
+        if precision not in PRECISIONS:
+            raise ValidationError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
+        shots = options["shots"]
+        if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
+            raise ValidationError(f"shots must be a positive int, got {shots!r}")
+        noise = _noise_model(options["noise_model"])
+        if noise is not None and method == "statevector":
+            raise ValidationError(
+                "a noise model needs method='density_matrix' (or 'automatic'): dasq's statevector "
+                "runs are noiseless"
+            )
+        if method == "automatic":
+            method = "density_matrix" if noise is not None else "statevector"
+        settings = {k: options[k] for k in DASQ_SETTINGS if options.get(k) is not None}
+        if isinstance(settings.get("device"), str):
+            settings["device"] = settings["device"].lower()  # Aer's "CPU" / "GPU"
+        return cls(int(shots), options["seed_simulator"], bool(options["memory"]), method,
+                   PRECISIONS[precision], noise, settings)  # fmt: skip
+
+    @property
+    def density(self) -> bool:
+        return self.method == "density_matrix"
+
+
+def _noise_model(model: Any) -> NoiseModel | None:
+    """A dasq NoiseModel, or a qiskit-aer one converted."""
+    if model is None or isinstance(model, NoiseModel):
+        return model
+    if type(model).__name__ == "NoiseModel" and type(model).__module__.startswith("qiskit_aer"):
+        return NoiseModel.from_qiskit_aer(model)
+    raise TypeError(f"noise_model must be a qiskit_aer or dasq NoiseModel, got {type(model).__name__}")
+
+
+@dataclass(frozen=True)
+class Save:
+    """One save instruction: what to read (``kind``), on which qubits, under which label."""
+
+    kind: str
+    label: str
+    qubits: tuple[int, ...]
+    params: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One circuit with its parameters bound, cut at its save instructions: segment k
+    runs, then ``saves[k]`` read its state; the last segment runs for the shots."""
+
+    name: str
+    header: dict[str, Any]
+    segments: tuple[Circuit, ...]
+    saves: tuple[tuple[Save, ...], ...]
+    measures: bool
+
+    @classmethod
+    def of(cls, qc: QuantumCircuit) -> Experiment:
+        if qc.parameters:
+            raise ValidationError(
+                f"circuit {qc.name!r} has unbound parameters {sorted(p.name for p in qc.parameters)}: "
+                "pass parameter_binds=[{parameter: [values]}] (one dict per circuit)"
+            )
+        segments: list[QuantumCircuit] = [qc.copy_empty_like()]
+        saves: list[list[Save]] = []  # saves[k] read the state after segments[k]
+        for inst in qc.data:
+            if inst.operation.name.startswith("save_"):
+                if len(saves) < len(segments):
+                    saves.append([])
+                saves[-1].append(_save(qc, inst))
+                continue
+            if len(saves) == len(segments):
+                segments.append(qc.copy_empty_like())
+                segments[-1].global_phase = 0  # the phase is applied once, by the first segment
+            segments[-1].append(inst)
+        if len(saves) == len(segments):
+            segments.append(qc.copy_empty_like())
+            segments[-1].global_phase = 0
+        labels = [save.label for group in saves for save in group]
+        if len(set(labels)) < len(labels):
+            twice = sorted({label for label in labels if labels.count(label) > 1})
+            raise ValidationError(f"circuit {qc.name!r} saves twice under the label(s) {twice}")
+        seen = {inst.operation.name for s in segments[:-1] for inst in s.data} & set(UNSEGMENTED)
+        if seen:
+            raise ValidationError(
+                f"circuit {qc.name!r} saves data after {sorted(seen)}: dasq saves states only before "
+                "the first measurement, reset or conditional (where every shot has the same state)"
+            )
+        header = {
+            "name": qc.name,
+            "n_qubits": qc.num_qubits,
+            "memory_slots": qc.num_clbits,
+            "creg_sizes": [[reg.name, reg.size] for reg in qc.cregs],
+            "qreg_sizes": [[reg.name, reg.size] for reg in qc.qregs],
+            "global_phase": float(qc.global_phase),
+            "metadata": dict(qc.metadata or {}),
+        }
+        last = {inst.operation.name for inst in segments[-1].data}
+        return cls(
+            qc.name,
+            header,
+            tuple(Circuit.from_qiskit(s) for s in segments),
+            tuple(tuple(s) for s in saves),
+            bool(last & {"measure", "if_else"}) and qc.num_clbits > 0,
+        )
+
+
+def _save(qc: QuantumCircuit, inst: Any) -> Save:
+    op = inst.operation
+    if op.name not in SAVES:
+        raise ValidationError(f"save instruction {op.name!r} is not supported; dasq answers {SAVES}")
+    subtype = getattr(op, "_subtype", "single")
+    if subtype not in ("single", "average"):
+        raise ValidationError(
+            f"{op.name} with subtype {subtype!r} (per shot or conditional) is not supported: "
+            "dasq saves one value per experiment (pershot=False, conditional=False)"
+        )
+    label = getattr(op, "_label", None) or op.name.removeprefix("save_")
+    return Save(op.name, label, tuple(qc.find_bit(q).index for q in inst.qubits), tuple(op.params))
+
+
+class DasqJob(JobV1):
+    """A job running on a worker thread, as Aer's do: ``result()`` waits for it."""
+
+    def __init__(self, backend: DasqBackend, job_id: str, work: Callable[[], Result]) -> None:
+        super().__init__(backend, job_id)
+        self._work = work
+        self._future: Future | None = None
+
+    def submit(self) -> None:
+        if self._future is not None:
+            raise ValidationError("this job was submitted already")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dasq-job")
+        self._future = pool.submit(self._work)
+        pool.shutdown(wait=False)
+
+    def result(self, timeout: float | None = None) -> Result:
+        """The job's Result (raises what the run raised)."""
+        if self._future is None:
+            raise ValidationError("the job was never submitted")
+        return self._future.result(timeout=timeout)
+
+    def status(self) -> JobStatus:
+        if self._future is None:
+            return JobStatus.INITIALIZING
+        if self._future.running():
+            return JobStatus.RUNNING
+        if not self._future.done():
+            return JobStatus.QUEUED
+        return JobStatus.ERROR if self._future.exception() is not None else JobStatus.DONE
+
+    def cancel(self) -> bool:
+        return self._future is not None and self._future.cancel()
+
+
+class DasqBackend(BackendV2):
+    """dasq as a Qiskit backend (``AerSimulator``'s surface): ``DasqBackend(**options)``,
+    ``backend.set_options(...)``, ``transpile(qc, backend)``, ``backend.run(...)``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(name="dasq_simulator", description="dasq: Dask task-graph full-state simulation",
+                         backend_version=_version())  # fmt: skip
+        self._target = _target()
+        if options:
+            self.set_options(**options)
+
+    @classmethod
+    def _default_options(cls) -> Options:
+        return Options(
+            shots=1024,
+            seed_simulator=None,
+            memory=False,
+            method="automatic",
+            precision="double",
+            noise_model=None,
+            parameter_binds=None,
+            **dict.fromkeys(DASQ_SETTINGS),
+        )
+
+    def set_options(self, **fields: Any) -> None:
+        _check_option_names(fields)
+        super().set_options(**fields)
+
+    @property
+    def target(self) -> Target:
+        return self._target
+
+    @property
+    def max_circuits(self) -> None:
+        return None
+
+    def run(self, run_input: QuantumCircuit | Sequence[QuantumCircuit], **options: Any) -> DasqJob:
+        """Start simulating ``run_input`` (one circuit or a list); options override the
+        backend's for this run. Inputs are checked and converted before this returns."""
+        circuits = [run_input] if isinstance(run_input, QuantumCircuit) else list(run_input)
+        if not circuits or not all(isinstance(c, QuantumCircuit) for c in circuits):
+            raise TypeError("run_input must be a QuantumCircuit or a non-empty list of them")
+        _check_option_names(options)
+        merged = {**self.options.__dict__, **options}
+        settings = RunSettings.of(merged)
+        experiments = [Experiment.of(qc) for qc in _bound(circuits, merged["parameter_binds"])]
+        job_id = str(uuid.uuid4())
+        job = DasqJob(self, job_id, lambda: self._execute(job_id, experiments, settings))
+        job.submit()
+        return job
+
+    def _execute(self, job_id: str, experiments: list[Experiment], settings: RunSettings) -> Result:
+        rng = np.random.default_rng(settings.seed)
+        results = [_run_experiment(e, settings, int(rng.integers(0, 2**62))) for e in experiments]
+        return Result(backend_name=self.name, backend_version=self.backend_version, job_id=job_id,
+                      success=True, results=results, status="COMPLETED")  # fmt: skip
+
+
+def _version() -> str:
+    from dasq import __version__
+
+    return __version__
+
+
+def _check_option_names(options: dict[str, Any]) -> None:
+    known = set(DasqBackend._default_options().__dict__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        hint = " (dasq's dtype is set here by precision='single'/'double')" if "dtype" in unknown else ""
+        raise ValidationError(f"unknown option(s) {unknown}{hint}; DasqBackend takes {sorted(known)}")
+
+
+def _bound(circuits: list[QuantumCircuit], binds: Any) -> list[QuantumCircuit]:
+    """Aer's ``parameter_binds``: one dict per circuit, {parameter: [values]}; a circuit
+    runs once per value (all lists of a dict of equal length), in order."""
+    if binds is None:
+        return circuits
+    if not isinstance(binds, (list, tuple)) or len(binds) != len(circuits):
+        raise ValidationError(
+            f"parameter_binds must be a list with one dict per circuit ({len(circuits)}), got {binds!r}"
+        )
+    out = []
+    for qc, bind in zip(circuits, binds):
+        if not isinstance(bind, dict):
+            raise TypeError(f"each parameter_binds entry must be a dict, got {type(bind).__name__}")
+        lengths = {len(np.atleast_1d(v)) for v in bind.values()}
+        if len(lengths) > 1:
+            raise ValidationError(f"parameter_binds lists of one circuit differ in length: {sorted(lengths)}")
+        for i in range(lengths.pop() if lengths else 1):
+            out.append(qc.assign_parameters({p: float(np.atleast_1d(v)[i]) for p, v in bind.items()}))
+    return out
+
+
+def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) -> ExperimentResult:
+    start = time.perf_counter()
+    options = {"density": settings.density, "dtype": settings.dtype, **settings.dasq}
+    segments = [settings.noise.apply(s) if settings.noise else s for s in experiment.segments]
+    state: StateVector | DensityMatrix | None = None
+    data: dict[str, Any] = {}
+    for segment, saves in zip(segments[:-1], experiment.saves):
+        if state is None:
+            state = simulate(segment, seed=seed, **options)
+        elif len(segment):
+            state = state.apply(segment)
+        for save in saves:
+            data[save.label] = _saved(state, save)
+    branches = 1
+    if experiment.measures:
+        result = run(segments[-1], settings.shots, seed=seed, memory=True, initial=state, **options)
+        values, counts = np.unique(result.shot_values, return_counts=True)
+        data["counts"] = {hex(int(v)): int(c) for v, c in zip(values, counts)}
+        if settings.memory:
+            data["memory"] = [hex(int(v)) for v in result.shot_values]
+        branches = result.branches
+    return ExperimentResult(
+        shots=settings.shots,
+        success=True,
+        data=ExperimentResultData(**data),
+        header=experiment.header,
+        status="DONE",
+        seed=seed,
+        metadata={"method": settings.method, "precision": settings.dtype, "branches": branches,
+                  "noise": "ideal" if settings.noise is None else "superop",
+                  "time_taken": time.perf_counter() - start},
+    )  # fmt: skip
+
+
+def _saved(state: StateVector | DensityMatrix, save: Save) -> Any:
+    """The value Aer stores for ``save`` (qubit j of a result = ``save.qubits[j]``)."""
+    density = isinstance(state, DensityMatrix)
+    kind, qubits = save.kind, list(save.qubits)
+    if kind in ("save_statevector", "save_statevector_dict", "save_amplitudes") and density:
+        raise ValidationError(f"{kind} needs method='statevector' (this run holds a density matrix)")
+    if kind == "save_statevector":
+        return QiskitStatevector(state.to_numpy())
+    if kind == "save_statevector_dict":
+        psi = state.to_numpy()
+        return {hex(int(i)): complex(psi[i]) for i in np.flatnonzero(np.abs(psi) > 1e-15)}
+    if kind == "save_density_matrix":
+        return QiskitDensityMatrix(_reduced(state, qubits))
+    if kind == "save_probabilities":
+        return state.probabilities(qubits)
+    if kind == "save_probabilities_dict":
+        p = state.probabilities(qubits)
+        return {int(i): float(p[i]) for i in np.flatnonzero(p > 1e-15)}
+    if kind == "save_amplitudes":
+        return np.array([state.amplitude(int(i)) for i in save.params], dtype=complex)
+    if kind == "save_amplitudes_sq":
+        p = state.probabilities()
+        return np.array([p[int(i)] for i in save.params])
+    # save_expval, save_expval_var: Aer's params are (label over qubits, (coefficient in O, in O^2))
+    mean = _expectation(state, save.params, qubits, 0)
+    if kind == "save_expval":
+        return mean
+    return np.array([mean, _expectation(state, save.params, qubits, 1) - mean**2])
+
+
+def _expectation(
+    state: StateVector | DensityMatrix, params: tuple[Any, ...], qubits: list[int], which: int
+) -> float:
+    """<sum of c P> with c the ``which``-th coefficient of each term; labels over ``qubits``
+    widened to the state (qubit 0 rightmost)."""
+    n = state.num_qubits
+    terms = []
+    for label, coefficients in params:
+        if coefficients[which] == 0:
+            continue
+        full = ["I"] * n
+        for j, char in enumerate(reversed(label)):
+            full[n - 1 - qubits[j]] = char
+        terms.append(("".join(full), complex(coefficients[which])))
+    return complex(state.expectation(terms)).real if terms else 0.0
+
+
+def _reduced(state: StateVector | DensityMatrix, qubits: list[int]) -> np.ndarray:
+    """The density matrix of ``qubits`` (bit j of its index: ``qubits[j]``)."""
+    n = state.num_qubits
+    axes = [n - 1 - q for q in reversed(qubits)]  # most significant first
+    rest = [a for a in range(n) if a not in axes]
+    k = len(qubits)
+    if isinstance(state, StateVector):
+        psi = np.transpose(state.to_numpy().reshape([2] * n), axes + rest).reshape(2**k, -1)
+        return psi @ psi.conj().T
+    rho = state.to_numpy().reshape([2] * (2 * n))
+    traced = np.einsum(rho, [*range(n), *(a + n if a in axes else a for a in range(n))])
+    remaining = sorted(axes)  # einsum leaves the kept row axes, then the kept column axes, in order
+    order = [remaining.index(a) for a in axes]
+    traced = np.transpose(traced, order + [k + i for i in order])
+    return traced.reshape(2**k, 2**k)

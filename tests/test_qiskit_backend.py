@@ -1,0 +1,255 @@
+"""dasq.qiskit.DasqBackend against qiskit-aer's AerSimulator: the same programs give
+Aer's states exactly and its counts within a total-variation bound."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qiskit_aer")
+
+from qiskit import ClassicalRegister, QuantumCircuit, transpile
+from qiskit.circuit import Parameter
+from qiskit.circuit.random import random_circuit
+from qiskit.providers import JobStatus
+from qiskit.quantum_info import SparsePauliOp, Statevector
+from qiskit_aer import AerSimulator
+from qiskit_aer.noise import NoiseModel, amplitude_damping_error, depolarizing_error
+
+from dasq.errors import ValidationError
+from dasq.qiskit import DasqBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tvd(a: dict[str, int], b: dict[str, int]) -> float:
+    na, nb = sum(a.values()), sum(b.values())
+    return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in set(a) | set(b))
+
+
+def both(qc, **options):
+    """(dasq's, Aer's) results of the same program, each transpiled for its backend."""
+    out = []
+    for backend in (DasqBackend(), AerSimulator()):
+        out.append(backend.run(transpile(qc, backend, seed_transpiler=1), **options).result())
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_circuits_give_aers_statevector_and_counts(seed):
+    qc = random_circuit(5, 6, max_operands=3, seed=seed)
+    qc.save_statevector()
+    qc.measure_all()
+    mine, aer = both(qc, shots=4000, seed_simulator=seed)
+    assert Statevector(mine.get_statevector()).equiv(aer.get_statevector())
+    assert tvd(mine.get_counts(), aer.get_counts()) < 0.08
+
+
+def test_transpile_keeps_dasqs_native_gates():
+    qc = QuantumCircuit(4)
+    qc.h(0)
+    qc.cp(0.3, 0, 1)
+    qc.ccx(0, 1, 2)
+    qc.rzz(0.2, 2, 3)
+    qc.iswap(1, 3)
+    qc.mcx([0, 1, 2], 3)
+    out = transpile(qc, DasqBackend())
+    assert [i.operation.name for i in out.data] == [i.operation.name for i in qc.data]
+    assert DasqBackend().target.num_qubits is None  # any width
+    assert DasqBackend().max_circuits is None
+
+
+def test_registers_memory_and_several_circuits_are_keyed_as_aer_keys_them():
+    qc = QuantumCircuit(3)
+    qc.x(0)
+    qc.h(2)
+    qc.add_register(ClassicalRegister(2, "a"))
+    qc.add_register(ClassicalRegister(1, "b"))
+    qc.measure([0, 1, 2], [0, 1, 2])
+    other = QuantumCircuit(1, 1, name="other")
+    other.x(0)
+    other.measure(0, 0)
+    backend = DasqBackend()
+    result = backend.run([qc, other], shots=500, seed_simulator=2, memory=True).result()
+    counts = result.get_counts(qc)
+    assert set(counts) == {"0 01", "1 01"} and sum(counts.values()) == 500
+    assert result.get_counts("other") == {"1": 500}
+    memory = result.get_memory(qc)
+    assert len(memory) == 500 and {m: memory.count(m) for m in set(memory)} == counts
+    aer = AerSimulator().run([qc, other], shots=500).result()
+    assert set(aer.get_counts(qc)) == set(counts)
+
+
+def test_parameter_binds_run_each_value_in_order():
+    theta, phi = Parameter("theta"), Parameter("phi")
+    qc = QuantumCircuit(2)
+    qc.ry(theta, 0)
+    qc.rx(phi, 1)
+    qc.save_statevector()
+    qc.measure_all()
+    binds = [{theta: [0.0, np.pi / 3, np.pi], phi: [0.1, 0.2, 0.3]}]
+    mine, aer = both(qc, shots=3000, seed_simulator=5, parameter_binds=binds)
+    assert len(mine.results) == 3
+    for i in range(3):
+        assert Statevector(mine.get_statevector(i)).equiv(aer.get_statevector(i))
+        assert tvd(mine.get_counts(i), aer.get_counts(i)) < 0.06
+
+
+def test_unbound_parameters_and_bad_binds_are_refused():
+    theta = Parameter("theta")
+    qc = QuantumCircuit(1)
+    qc.rx(theta, 0)
+    qc.measure_all()
+    backend = DasqBackend()
+    with pytest.raises(ValidationError, match=r"unbound parameters.*parameter_binds"):
+        backend.run(qc)
+    with pytest.raises(ValidationError, match="one dict per circuit"):
+        backend.run(qc, parameter_binds=[{theta: [1]}, {theta: [2]}])
+    with pytest.raises(ValidationError, match="differ in length"):
+        backend.run(qc, parameter_binds=[{theta: [1, 2], Parameter("x"): [1]}])
+
+
+def test_saved_data_equal_aers():
+    qc = QuantumCircuit(3)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.ry(0.7, 2)
+    qc.save_expectation_value(SparsePauliOp(["ZZ", "XI", "YX"], [1, 0.5, -0.25]), [0, 2])
+    qc.save_expectation_value_variance(SparsePauliOp(["ZX", "XY"], [0.3, 0.6]), [1, 2], label="var")
+    qc.save_probabilities([2, 0])
+    qc.save_probabilities_dict([0, 1], label="pdict")
+    qc.save_density_matrix([2, 0])
+    qc.save_amplitudes([0, 3, 5], label="amps")
+    qc.save_amplitudes_squared([1, 4], label="amps_sq")
+    qc.save_statevector_dict(label="svd")
+    qc.cx(1, 2)
+    qc.save_statevector()
+    mine, aer = both(qc, shots=10)
+    m, a = mine.data(0), aer.data(0)
+    assert set(m) == set(a)
+    for key in ("expectation_value", "var", "probabilities", "amps", "amps_sq"):
+        np.testing.assert_allclose(m[key], a[key], atol=1e-12, err_msg=key)
+    np.testing.assert_allclose(m["density_matrix"].data, a["density_matrix"].data, atol=1e-12)
+    np.testing.assert_allclose(m["statevector"].data, a["statevector"].data, atol=1e-12)
+    for key in ("pdict", "svd"):
+        assert set(m[key]) == set(a[key]), key
+        np.testing.assert_allclose([m[key][k] for k in a[key]], list(a[key].values()), atol=1e-12)
+    assert "counts" not in m  # nothing measured: no counts, as Aer
+
+
+def test_saves_on_a_density_matrix_run_equal_aers():
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.save_density_matrix()
+    qc.save_probabilities([1])
+    qc.save_expectation_value(SparsePauliOp(["ZZ"]), [0, 1])
+    noise = NoiseModel()
+    noise.add_all_qubit_quantum_error(amplitude_damping_error(0.2), ["h"])
+    mine = DasqBackend(noise_model=noise).run(qc).result().data(0)
+    aer = AerSimulator(method="density_matrix", noise_model=noise).run(qc).result().data(0)
+    np.testing.assert_allclose(mine["density_matrix"].data, aer["density_matrix"].data, atol=1e-12)
+    np.testing.assert_allclose(mine["probabilities"], aer["probabilities"], atol=1e-12)
+    assert mine["expectation_value"] == pytest.approx(aer["expectation_value"], abs=1e-12)
+    with pytest.raises(ValidationError, match="needs method='statevector'"):
+        qc2 = QuantumCircuit(1)
+        qc2.save_statevector()
+        DasqBackend(method="density_matrix").run(qc2).result()
+
+
+def test_noise_model_counts_follow_aers():
+    noise = NoiseModel()
+    noise.add_all_qubit_quantum_error(depolarizing_error(0.1, 1), ["h", "x"])
+    noise.add_all_qubit_quantum_error(depolarizing_error(0.15, 2), ["cx"])
+    qc = QuantumCircuit(3)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.cx(1, 2)
+    qc.x(2)
+    qc.measure_all()
+    mine = DasqBackend(noise_model=noise).run(qc, shots=6000, seed_simulator=3).result()
+    aer = AerSimulator(noise_model=noise).run(qc, shots=6000, seed_simulator=3).result()
+    assert mine.results[0].metadata["method"] == "density_matrix"
+    assert len(mine.get_counts()) == 8  # noise reaches every outcome
+    assert tvd(mine.get_counts(), aer.get_counts()) < 0.04
+    with pytest.raises(ValidationError, match="density_matrix"):
+        DasqBackend(noise_model=noise, method="statevector").run(qc)
+
+
+def test_mid_circuit_measurement_and_conditionals():
+    qc = QuantumCircuit(2, 2)
+    qc.h(0)
+    qc.measure(0, 0)
+    with qc.if_test((qc.clbits[0], 1)):
+        qc.x(1)
+    qc.measure(1, 1)
+    mine, aer = both(qc, shots=2000, seed_simulator=9)
+    assert set(mine.get_counts()) == {"00", "11"}
+    assert tvd(mine.get_counts(), aer.get_counts()) < 0.06
+    qc.save_statevector()
+    with pytest.raises(ValidationError, match="saves states only before"):
+        DasqBackend().run(qc)
+
+
+def test_same_seed_same_counts_and_single_precision():
+    qc = random_circuit(4, 4, seed=3)
+    qc.measure_all()
+    backend = DasqBackend(chunk_qubits=2)
+    first = backend.run(qc, shots=300, seed_simulator=7).result().get_counts()
+    assert backend.run(qc, shots=300, seed_simulator=7).result().get_counts() == first
+    single = backend.run(qc, shots=300, seed_simulator=7, precision="single").result()
+    assert single.results[0].metadata["precision"] == "complex64"
+
+
+def test_job_runs_in_the_background_and_reports_status():
+    qc = QuantumCircuit(1)
+    qc.h(0)
+    qc.measure_all()
+    job = DasqBackend().run(qc, shots=10)
+    result = job.result()
+    assert job.status() is JobStatus.DONE and result.success and result.job_id == job.job_id()
+    assert job.backend().name == "dasq_simulator"
+
+
+def test_bad_options_are_refused_clearly():
+    qc = QuantumCircuit(1)
+    qc.measure_all()
+    with pytest.raises(ValidationError, match=r"unknown option.*'shotz'"):
+        DasqBackend(shotz=3)
+    with pytest.raises(ValidationError, match="precision="):
+        DasqBackend().run(qc, dtype="complex64")
+    with pytest.raises(ValidationError, match="method must be one of"):
+        DasqBackend(method="stabilizer").run(qc)
+    with pytest.raises(ValidationError, match="shots must be a positive int"):
+        DasqBackend().run(qc, shots=0)
+    with pytest.raises(TypeError, match="noise_model"):
+        DasqBackend(noise_model="depolarizing").run(qc)
+    with pytest.raises(TypeError, match="QuantumCircuit"):
+        DasqBackend().run("OPENQASM 2.0;")
+
+
+def _example_output(text: str) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return dict(re.findall(r"^(.*?): (.*)$", out.stdout, flags=re.M))
+
+
+def test_the_aer_example_runs_with_only_the_simulator_replaced():
+    text = (ROOT / "examples" / "qiskit_backend.py").read_text()  # the example "qiskit_backend.py"
+    aer_text = text.replace("from dasq.qiskit import DasqBackend", "from qiskit_aer import AerSimulator")
+    aer_text = aer_text.replace("DasqBackend(", "AerSimulator(")
+    changed = [a for a, b in zip(text.splitlines(), aer_text.splitlines()) if a != b]
+    assert len(changed) == 3  # the import and the two constructors
+    mine, aer = _example_output(text), _example_output(aer_text)
+    assert mine.keys() == aer.keys() and len(mine) == 6
+    assert mine["bell statevector"] == aer["bell statevector"]
+    for key in mine:
+        if key.endswith("counts"):
+            assert tvd(ast.literal_eval(mine[key]), ast.literal_eval(aer[key])) < 0.06, key
+    assert ast.literal_eval(mine["theta=0.0000 counts"]) == {"00": 1000}

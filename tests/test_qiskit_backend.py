@@ -253,3 +253,17 @@ def test_the_aer_example_runs_with_only_the_simulator_replaced():
         if key.endswith("counts"):
             assert tvd(ast.literal_eval(mine[key]), ast.literal_eval(aer[key])) < 0.06, key
     assert ast.literal_eval(mine["theta=0.0000 counts"]) == {"00": 1000}
+
+
+def test_qiskits_backend_primitives_run_on_it():
+    from qiskit.primitives import BackendEstimatorV2, BackendSamplerV2
+
+    qc = QuantumCircuit(2)
+    qc.h(0)
+    qc.cx(0, 1)
+    measured = qc.measure_all(inplace=False)
+    backend = DasqBackend(seed_simulator=4)
+    counts = BackendSamplerV2(backend=backend).run([measured], shots=400).result()[0].data.meas.get_counts()
+    assert set(counts) == {"00", "11"} and sum(counts.values()) == 400
+    evs = BackendEstimatorV2(backend=backend).run([(qc, SparsePauliOp(["ZZ", "XX", "ZI"]))]).result()
+    assert evs[0].data.evs == pytest.approx(2.0, abs=0.1)  # <ZZ> + <XX> + <ZI> = 1 + 1 + 0

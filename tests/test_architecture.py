@@ -1,4 +1,4 @@
-"""The layers of the README's layout section, checked on the source: each package
+"""The layers of docs/development.md's layers section, checked on the source: each package
 imports only the packages below it (lazy imports included), no module cycles, one
 home for kernels, graph building and the lowering of operations to blocks, and
 nothing that unpickles data."""
@@ -265,6 +265,7 @@ def test_the_repository_names_no_file_outside_it():
     outside = re.compile(r"\.\./shared|\bDESIGN\.md|\bBENCHMARKS\.md")
     top = ROOT.parent
     files = [top / "README.md", top / "pyproject.toml", *top.joinpath("benchmarks").glob("*.py")]
+    files += [top / "CHANGELOG.md", top / "mkdocs.yml", *top.joinpath("docs").rglob("*.md")]
     files += [*top.joinpath("benchmarks").glob("*.md"), *top.joinpath("examples").glob("*")]
     files += [*ROOT.rglob("*.py"), *top.joinpath("tests").glob("*.py")]
     checks = {Path(__file__).name, "test_packaging.py"}  # the tests that look for such names

@@ -1,5 +1,5 @@
 """What a user installing dasq relies on: license, typing marker, environment.yml,
-docstrings on every public name, a self-contained README."""
+docstrings on every public name, a self-contained README and docs (docs/)."""
 
 from __future__ import annotations
 
@@ -97,16 +97,24 @@ def test_help_names_every_parameter(function):
     assert not undocumented, f"help({function.__name__}) does not mention {undocumented}"
 
 
+def _documentation() -> list[Path]:
+    """The repository's Markdown: the READMEs, the changelog and the docs site's pages."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "CHANGELOG.md", *pages]
+
+
 def test_readme_is_self_contained():
-    for readme in (ROOT / "README.md", ROOT / "benchmarks" / "README.md"):
+    """The README and the docs pages it points to link and name only files in the repository."""
+    for readme in _documentation():
         text = readme.read_text()
         for target in re.findall(r"\]\(([^)]+)\)", text):
             if target.startswith(("http://", "https://", "#")):
                 continue
+            target = target.partition("#")[0]
             assert (readme.parent / target).resolve().is_relative_to(ROOT), target
             assert (readme.parent / target).exists(), target
         assert "../shared" not in text
-        for path in re.findall(r"`((?:examples|benchmarks|tests|dasq)/[\w./-]+)`", text):
+        for path in re.findall(r"`((?:examples|benchmarks|tests|dasq|docs)/[\w./-]+)`", text):
             assert (ROOT / path).exists(), f"{readme.name} names {path}, which is not in the repository"
 
 
@@ -130,9 +138,9 @@ def _functions_run_in_ci() -> set[str]:
 
 
 def test_every_test_the_guarantees_name_exists_and_runs_in_ci():
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### What dasq guarantees") : text.index("Not guaranteed:")]
+    text = (ROOT / "docs" / "guarantees.md").read_text()
+    section = text[text.index("# What dasq guarantees") : text.index("Not guaranteed:")]
     named = set(re.findall(r"`(test_\w+)`", section))
     assert len(named) >= 30, named
     missing = named - _functions_run_in_ci()
-    assert not missing, f"README's guarantees name tests that do not exist or do not run in CI: {missing}"
+    assert not missing, f"docs/guarantees.md names tests that do not exist or do not run in CI: {missing}"

@@ -239,7 +239,7 @@ class DensityMatrix:
         return float(total.real) if obs.is_hermitian else complex(total)
 
     def fidelity(self, other: Any) -> float:
-        """Fidelity with a pure state (a StateVector or 2^N amplitudes: <psi|rho|psi>)
+        """Fidelity with a pure state (a StateVector or 2^N amplitudes: ⟨psi|rho|psi⟩)
         or a mixed one (a DensityMatrix or a 2^N x 2^N array: Uhlmann's
         (Tr sqrt(sqrt(rho) sigma sqrt(rho)))^2, from dense matrices)."""
         if isinstance(other, StateVector):

@@ -51,7 +51,7 @@ class Trajectories:
         return f"<dasq.Trajectories {len(self)} trajectories of {self.states[0].num_qubits} qubits>"
 
     def expectation(self, observable: Any) -> Estimate:
-        """The mean of <psi_t|H|psi_t> over trajectories, with its standard error."""
+        """The mean of ⟨psi_t|H|psi_t⟩ over trajectories, with its standard error."""
         values = np.array([s.expectation(observable) for s in self.states])
         err = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("inf")
         mean = values.mean()

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 cirq = pytest.importorskip("cirq")
-pytest.importorskip("qiskit")
 
 import dasq  # noqa: E402
 
@@ -37,3 +36,21 @@ def test_cirq_measurement_keys_become_registers():
     assert set(counts) == {"0 1", "1 1"} and abs(counts["0 1"] - 2000) < 250
     with pytest.raises(TypeError, match=r"cirq\.Circuit"):
         dasq.Circuit.from_cirq("not a circuit")
+
+
+def test_from_cirq_is_exact_keeps_global_phase_and_repeated_keys():
+    a, b = cirq.LineQubit.range(2)
+    angle = 0.123456789012345
+    circuit = cirq.Circuit(
+        [cirq.rz(angle).on(a), cirq.H(b), cirq.measure(b, key="k"), cirq.X(b), cirq.measure(b, key="k")]
+    )
+    converted = dasq.Circuit.from_cirq(circuit)
+    assert [r.name for r in converted.registers] == ["m_k", "m_k_1"]
+    unitary = cirq.Circuit(cirq.rz(angle).on(a), cirq.H(b))  # rz carries a global phase in Cirq
+    want = cirq.final_state_vector(unitary, qubit_order=[a, b], dtype=np.complex128)
+    got = dasq.simulate(dasq.Circuit.from_cirq(unitary)).to_numpy()
+    np.testing.assert_allclose(got, _reversed_bits(want, 2), atol=1e-14)  # phases too, unrounded
+    counts = dasq.run(converted, 1000, seed=1).counts
+    assert set(counts) == {"1 0", "0 1"}  # the second instance is the first flipped
+    with pytest.raises(dasq.ValidationError, match="unresolved parameters"):
+        dasq.Circuit.from_cirq(cirq.Circuit(cirq.rx(__import__("sympy").Symbol("t")).on(a)))

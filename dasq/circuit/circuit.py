@@ -716,21 +716,26 @@ class Circuit:
 
     @classmethod
     def from_cirq(cls, circuit: object) -> Circuit:
-        """Convert a cirq.Circuit (needs the ``cirq`` extra) through Cirq's own OpenQASM 2
-        writer: qubit k is the k-th of the circuit's sorted qubits (Cirq's state vectors
-        put that one at the most significant bit, dasq at bit k); measurement keys
-        become classical registers ``m_KEY``."""
-        try:
-            import cirq
-        except ImportError:
-            raise ImportError("this needs Cirq: pip install 'dasq[cirq]'") from None
+        """Convert a cirq.Circuit (needs the ``cirq`` extra) exactly, operation by operation
+        (``dasq.circuit.cirq_convert``): qubit k is the k-th of the circuit's sorted qubits
+        (Cirq's state vectors put that one at the most significant bit, dasq at bit k);
+        each measurement becomes a classical register ``m_KEY`` (``m_KEY_1``, ... for a
+        key measured again); Cirq's global phase is kept."""
+
+        from dasq.circuit.cirq_convert import cirq, convert
+
         if not isinstance(circuit, cirq.AbstractCircuit):
             raise TypeError(f"expected a cirq.Circuit, got {type(circuit).__name__}")
-        try:
-            text = cirq.qasm(circuit)
-        except (ValueError, TypeError) as exc:
-            raise ValidationError(f"Cirq cannot write this circuit as OpenQASM: {exc}") from None
-        return cls.from_qasm(text)
+        if cirq.is_parameterized(circuit):
+            names = sorted(cirq.parameter_names(circuit))
+            raise ValidationError(
+                f"the Cirq circuit has unresolved parameters {names}: resolve them first "
+                "(cirq.resolve_parameters(circuit, {...})), or use dasq.cirq.Simulator with a sweep"
+            )
+        converted = convert(circuit, sorted(circuit.all_qubits())[::-1], cls)
+        out = converted.circuit
+        out.global_phase += float(np.angle(converted.phase))
+        return out
 
     def to_qasm(self, version: int = 2) -> str:
         """OpenQASM 2 or 3 text of this circuit, written by Qiskit's exporters (needs the

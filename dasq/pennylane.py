@@ -1,0 +1,540 @@
+"""PennyLane's ``dasq.qubit`` device: QNodes simulated on dasq's chunked state vectors.
+
+A PennyLane user picks a simulator by name; with this device the same QNode runs on
+dasq (blocks in memory, on a Dask cluster or out of core) by changing only that name:
+``qml.device("dasq.qubit", wires=...)``. The device follows PennyLane's current
+``pennylane.devices.Device`` API:
+
+- ``preprocess_transforms`` defers mid-circuit measurements, decomposes every operation
+  until dasq applies it directly (its gates, controlled versions of them, and any
+  small dense matrix as ``Circuit.unitary``), validates wires, measurements and
+  observables, splits non-commuting observables of finite-shot tapes and expands
+  parameter broadcasting;
+- ``execute`` converts each tape to one :class:`dasq.Circuit`, simulates it once with the
+  device's dasq settings (``dtype``, ``chunk_qubits``, ``client``, ``store``...) and
+  reads every measurement from that one state. Pauli expectations, marginals and
+  samples reduce the blocks where they live; only ``qml.state()`` and the read-outs
+  PennyLane computes from a full state vector (``density_matrix``, ``purity``,
+  entropies) gather the amplitudes on one machine.
+
+The device computes no derivatives itself: ``diff_method="parameter-shift"`` (and
+``"best"``, which PennyLane resolves to parameter shift for such a device) runs the
+shifted circuits through it.
+
+Conventions bridged here: PennyLane puts wire 0 at the most significant bit of a
+basis index and of a matrix index, dasq puts qubit 0 at the least significant bit;
+device wire ``wires[q]`` is dasq qubit ``q``. A PennyLane matrix on wires
+``[w0, ..., wk-1]`` is therefore dasq's matrix on targets ``[q(wk-1), ..., q(w0)]``
+unchanged, and a Pauli word is written reversed for dasq's labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import pennylane as qml
+    from pennylane.devices import Device, ExecutionConfig
+    from pennylane.devices.preprocess import (
+        decompose,
+        validate_device_wires,
+        validate_measurements,
+        validate_observables,
+    )
+    from pennylane.exceptions import DeviceError
+    from pennylane.measurements import (
+        ExpectationMP,
+        MeasurementProcess,
+        MeasurementValue,
+        ProbabilityMP,
+        SampleMeasurement,
+        StateMeasurement,
+        VarianceMP,
+    )
+    from pennylane.operation import Operator
+    from pennylane.ops import BasisState, Controlled, DiagonalQubitUnitary, Prod, QubitUnitary, SProd, Sum
+    from pennylane.pauli import PauliSentence
+    from pennylane.tape import QuantumScript
+    from pennylane.transforms import broadcast_expand, defer_measurements, split_non_commuting
+    from pennylane.wires import Wires
+except ImportError:  # pragma: no cover - pennylane is an optional extra
+    raise ImportError("dasq.pennylane needs PennyLane: pip install 'dasq[pennylane]'") from None
+
+try:
+    from pennylane.transforms.core import CompilePipeline as _Pipeline
+except ImportError:  # pragma: no cover - PennyLane before 0.45 names it TransformProgram
+    from pennylane.transforms.core import TransformProgram as _Pipeline
+
+from dasq.api import simulate
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.validation import check_dtype
+from dasq.state.statevector import StateVector
+
+__all__ = ["DasqDevice"]
+
+MAX_DENSE_WIRES = 3
+"""Operations wider than this that PennyLane can decompose are decomposed rather than
+applied as one dense matrix (``QubitUnitary``, ``DiagonalQubitUnitary`` and operations
+without a decomposition are applied dense at any width)."""
+
+MAX_MATRIX_OBSERVABLE_WIRES = 6
+"""An observable without a Pauli representation (``Hermitian``, ``Projector``,
+``Hadamard``...) is Pauli-decomposed from its matrix, up to this many wires."""
+
+_SET_BY_DEVICE = {"circuit", "initial", "parameters", "seed"}  # the device sets these per run
+_REFUSED = {"density", "lazy", "noise_model", "trajectories"}  # PennyLane reads a computed pure state
+SIMULATE_OPTIONS = tuple(
+    p for p in inspect.signature(simulate).parameters if p not in _SET_BY_DEVICE | _REFUSED
+)
+"""The :func:`dasq.simulate` settings the device takes as keyword options."""
+
+_NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}
+Applier = Callable[[Circuit, Operator, list[int], dict[str, Any]], object]
+
+
+def _angles(op: Operator) -> list[float]:
+    return [float(np.real(p)) for p in op.parameters]
+
+
+def _first(method: str) -> Applier:
+    """A dasq gate on one qubit, after the operation's angles: ``c.rx(theta, q)``, ``c.h(q)``."""
+    return lambda c, op, t, ctl: getattr(c, method)(*_angles(op), t[0], **ctl)
+
+
+def _gadget(label: str) -> Applier:
+    return lambda c, op, t, ctl: c.pauli_gadget(_angles(op)[0], label, t, **ctl)
+
+
+def _pauli_rot(c: Circuit, op: Operator, t: list[int], ctl: dict[str, Any]) -> object:
+    word = op.hyperparameters["pauli_word"]  # word[k] acts on op.wires[k]; dasq reads labels right to left
+    return c.pauli_gadget(_angles(op)[0], word[::-1], t, **ctl)
+
+
+def _dense(c: Circuit, op: Operator, t: list[int], ctl: dict[str, Any]) -> object:
+    """``op``'s matrix (PennyLane: op.wires[0] most significant) on the targets reversed."""
+    if isinstance(op, DiagonalQubitUnitary):
+        return c.diagonal(np.asarray(op.eigvals(), dtype=complex), t[::-1], **ctl)
+    return c.unitary(np.asarray(op.matrix(), dtype=complex), t[::-1], **ctl)
+
+
+GATES: dict[str, Applier] = {
+    "Hadamard": _first("h"),
+    "PauliX": _first("x"),
+    "PauliY": _first("y"),
+    "PauliZ": _first("z"),
+    "S": _first("s"),
+    "Adjoint(S)": _first("sdg"),
+    "T": _first("t"),
+    "Adjoint(T)": _first("tdg"),
+    "SX": _first("sx"),
+    "RX": _first("rx"),
+    "RY": _first("ry"),
+    "RZ": _first("rz"),
+    "PhaseShift": _first("p"),
+    "U3": _first("u"),  # PennyLane's U3(theta, phi, delta) is Qiskit's U(theta, phi, lam)
+    "SWAP": lambda c, op, t, ctl: c.swap(t[0], t[1], **ctl),
+    "ISWAP": lambda c, op, t, ctl: c.iswap(t[0], t[1], **ctl),
+    "IsingXX": _gadget("XX"),
+    "IsingYY": _gadget("YY"),
+    "IsingZZ": _gadget("ZZ"),
+    "MultiRZ": lambda c, op, t, ctl: c.phase_gadget(_angles(op)[0], t, **ctl),
+    "PauliRot": _pauli_rot,
+}
+"""PennyLane operations dasq has as gates (by ``op.name``); each also takes controls."""
+
+_NOTHING = frozenset({"Identity", "Barrier"})
+TARGET_GATES = frozenset(
+    {*GATES, *_NOTHING, "GlobalPhase", "QubitUnitary", "DiagonalQubitUnitary", "Rot", "CNOT", "CY", "CZ"}
+    | {"CH", "CRX", "CRY", "CRZ", "CRot", "ControlledPhaseShift", "Toffoli", "CSWAP", "CCZ"}
+    | {"MultiControlledX", "ControlledQubitUnitary"}
+)
+"""The gate set named to PennyLane's graph-based decomposition, when a user enables it."""
+
+
+def _dense_ok(op: Operator) -> bool:
+    """Applied as one dense matrix (or diagonal) rather than decomposed."""
+    if not op.has_matrix or len(op.wires) == 0:
+        return False
+    if isinstance(op, (QubitUnitary, DiagonalQubitUnitary)):
+        return True
+    return len(op.wires) <= MAX_DENSE_WIRES or not op.has_decomposition
+
+
+def _controllable(base: Operator) -> bool:
+    return base.name in GATES or (_dense_ok(base) and base.name not in _NOTHING)
+
+
+def supports_operation(op: Operator) -> bool:
+    """Whether the device applies ``op`` without decomposing it (the decompose stopping condition)."""
+    if op.name in GATES or op.name in _NOTHING or op.name == "GlobalPhase":
+        return True
+    if isinstance(op, Controlled) and _controllable(op.base):
+        return True
+    return _dense_ok(op)
+
+
+def _matrix_sentence(obs: Operator) -> PauliSentence:
+    matrix = qml.matrix(obs, wire_order=obs.wires)
+    return qml.pauli_decompose(matrix, wire_order=obs.wires, pauli=True)
+
+
+def pauli_sentence(obs: Operator) -> PauliSentence | None:
+    """``obs`` as a sum of Pauli words: its own Pauli representation, sums, scalings and
+    products of such, or its matrix decomposed (small observables); None when too wide."""
+    if obs.pauli_rep is not None:
+        return obs.pauli_rep
+    if isinstance(obs, SProd):
+        base = pauli_sentence(obs.base)
+        return None if base is None else base * complex(np.asarray(obs.scalar))
+    if isinstance(obs, (Sum, Prod)):
+        parts = [pauli_sentence(o) for o in obs.operands]
+        if any(p is None for p in parts):
+            return None
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part if isinstance(obs, Sum) else total @ part
+        return total
+    if obs.has_matrix and 0 < len(obs.wires) <= MAX_MATRIX_OBSERVABLE_WIRES:
+        return _matrix_sentence(obs)
+    return None
+
+
+def _pauli_ready(obs: Operator) -> bool:
+    """Whether :func:`pauli_sentence` gives ``obs`` a sentence (without computing it)."""
+    if obs.pauli_rep is not None:
+        return True
+    if isinstance(obs, SProd):
+        return _pauli_ready(obs.base)
+    if isinstance(obs, (Sum, Prod)):
+        return all(_pauli_ready(o) for o in obs.operands)
+    return obs.has_matrix and 0 < len(obs.wires) <= MAX_MATRIX_OBSERVABLE_WIRES
+
+
+def _analytic_observable(obs: Any) -> bool:
+    return isinstance(obs, MeasurementValue) or _pauli_ready(obs)
+
+
+def _sampled_observable(obs: Any) -> bool:
+    return isinstance(obs, MeasurementValue) or obs.has_diagonalizing_gates or obs.pauli_rep is not None
+
+
+def _analytic_measurement(mp: MeasurementProcess) -> bool:
+    return isinstance(mp, StateMeasurement)
+
+
+def _sampled_measurement(mp: MeasurementProcess) -> bool:
+    return isinstance(mp, SampleMeasurement)
+
+
+@qml.transform
+def split_sampled(tape: QuantumScript) -> tuple[Sequence[QuantumScript], Callable]:
+    """Finite-shot tapes: non-commuting observables (and the terms of sums) into tapes
+    whose measurements each have one measurement basis; analytic tapes unchanged."""
+    if not tape.shots:
+        return (tape,), lambda results: results[0]
+    return split_non_commuting(tape)
+
+
+class _Converter:
+    """A tape's operations as one dasq Circuit on the device's wires (wires[q] is qubit q)."""
+
+    def __init__(self, wires: Wires) -> None:
+        self.index = {w: q for q, w in enumerate(wires)}
+        self.circuit = Circuit(len(wires))
+        self.phase = 0.0
+
+    def qubits(self, wires: Wires) -> list[int]:
+        return [self.index[w] for w in wires]
+
+    def add(self, op: Operator) -> None:
+        if op.name in _NOTHING:
+            return
+        if op.name == "GlobalPhase":  # PennyLane's GlobalPhase(phi) is exp(-i phi)
+            self.phase -= _angles(op)[0]
+        elif op.name in GATES:
+            GATES[op.name](self.circuit, op, self.qubits(op.wires), _NO_CONTROLS)
+        elif isinstance(op, Controlled) and _controllable(op.base):
+            controls = {
+                "controls": tuple(self.qubits(op.control_wires)),
+                "control_states": tuple(int(v) for v in op.control_values),
+            }
+            apply = GATES.get(op.base.name, _dense)
+            apply(self.circuit, op.base, self.qubits(op.base.wires), controls)
+        elif _dense_ok(op):
+            _dense(self.circuit, op, self.qubits(op.wires), _NO_CONTROLS)
+        else:  # diagonalizing gates, which no preprocessing saw
+            for part in op.decomposition():
+                self.add(part)
+
+    def finish(self) -> Circuit:
+        self.circuit.global_phase = float(np.angle(np.exp(1j * self.phase)))
+        return self.circuit
+
+
+def initial_state(op: Operator, wires: Wires) -> int | np.ndarray:
+    """dasq's ``initial=`` for a state preparation at the start of a tape: a basis-state
+    int (bit q = qubit q) for BasisState, else the amplitudes in dasq's order."""
+    index = {w: q for q, w in enumerate(wires)}
+    if isinstance(op, BasisState):
+        bits = np.asarray(qml.math.toarray(op.parameters[0])).astype(int).ravel()
+        return sum(int(b) << index[w] for b, w in zip(bits, op.wires))
+    vector = np.asarray(qml.math.toarray(op.state_vector(wire_order=wires)), dtype=complex)
+    return vector.reshape([2] * len(wires)).reshape(-1, order="F")  # axis k = wires[k] = bit k
+
+
+def to_pennylane_order(amplitudes: np.ndarray, n: int) -> np.ndarray:
+    """dasq's amplitudes (qubit 0 least significant) in PennyLane's order (wire 0 most significant)."""
+    return amplitudes.reshape([2] * n, order="F").reshape(-1)
+
+
+def _label_terms(sentence: PauliSentence, index: dict[Any, int], n: int) -> list[tuple[str, complex]]:
+    """(label, coefficient) pairs over all n qubits, qubit 0 rightmost."""
+    terms = []
+    for word, coeff in sentence.items():
+        label = ["I"] * n
+        for wire, pauli in word.items():
+            label[n - 1 - index[wire]] = pauli
+        terms.append(("".join(label), complex(coeff)))
+    return terms or [("I" * n, 0j)]
+
+
+def _expectation(state: StateVector, sentence: PauliSentence, index: dict[Any, int]) -> float:
+    return float(np.real(state.expectation(_label_terms(sentence, index, state.num_qubits))))
+
+
+def _gates_key(gates: Sequence[Operator]) -> tuple:
+    """Equal for equal lists of diagonalizing gates (so measurements in one basis share samples)."""
+    return tuple(
+        (g.name, tuple(g.wires), tuple(np.asarray(qml.math.toarray(p)).tobytes() for p in g.data))
+        for g in gates
+    )
+
+
+def _initial_key(initial: int | np.ndarray | None) -> object:
+    if initial is None or isinstance(initial, int):
+        return initial
+    return hashlib.sha256(np.ascontiguousarray(initial).tobytes()).hexdigest()
+
+
+class DasqDevice(Device):
+    """PennyLane's ``dasq.qubit`` device: ``qml.device("dasq.qubit", wires=4, seed=7)``.
+
+    Keyword options are dasq's own :func:`dasq.simulate` settings (``dtype``,
+    ``chunk_qubits``, ``client``, ``store``, ``memory_limit``, ``device``, ``progress``...;
+    all names in ``SIMULATE_OPTIONS``), used for every circuit the device runs, and
+    ``seed`` (an int, a numpy Generator, None, or "global": drawn from numpy's global
+    random state) for the samples of finite-shot runs.
+    ``store`` names a directory: each distinct circuit runs out of core into its own
+    ``<fingerprint>-<basis>.zarr`` there, which a later run of the same circuit reopens.
+
+    Supports state preparation (``BasisState``, ``StatePrep`` as a circuit's first
+    operation), every operation PennyLane can decompose to dasq's gates or to small dense
+    matrices, mid-circuit measurements by deferral, ``expval``/``var`` of Pauli sums and
+    small matrix observables, ``probs``, ``sample``, ``counts``, ``state`` and the other
+    state read-outs, analytic or with shots (shot vectors included). Derivatives come
+    from PennyLane's parameter shift (``diff_method="parameter-shift"`` or ``"best"``).
+    """
+
+    def __init__(self, wires: Any = None, shots: Any = None, *, seed: Any = None, **options: Any) -> None:
+        super().__init__(wires=wires, shots=shots)
+        unknown = sorted(set(options) - set(SIMULATE_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"dasq.qubit got unknown option(s) {unknown}; it takes seed= and dasq.simulate's "
+                f"settings {list(SIMULATE_OPTIONS)}"
+            )
+        if "dtype" in options:
+            options["dtype"] = check_dtype(options["dtype"])
+        if isinstance(seed, str) and seed == "global":  # as default.qubit: numpy's global seed decides
+            seed = int(np.random.randint(0, 2**31))
+        if isinstance(seed, (str, bool)):
+            raise TypeError(f"seed must be an int, a numpy Generator, 'global' or None, got {seed!r}")
+        self._rng = np.random.default_rng(seed)
+        self._options = dict(options)
+
+    @property
+    def name(self) -> str:
+        """The name PennyLane loads the device by."""
+        return "dasq.qubit"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The dasq.simulate settings every circuit runs with."""
+        return dict(self._options)
+
+    def setup_execution_config(
+        self, config: ExecutionConfig | None = None, circuit: QuantumScript | None = None
+    ) -> ExecutionConfig:
+        """Mid-circuit measurements are deferred; ``device_options`` may override dasq settings per run."""
+        config = config or ExecutionConfig()
+        unknown = sorted(set(config.device_options) - set(SIMULATE_OPTIONS))
+        if unknown:
+            raise DeviceError(
+                f"dasq.qubit has no device option(s) {unknown}; it takes {list(SIMULATE_OPTIONS)}"
+            )
+        method = getattr(config.mcm_config.mcm_method, "value", config.mcm_config.mcm_method)
+        if method not in (None, "deferred"):
+            raise DeviceError(
+                f"dasq.qubit applies mid-circuit measurements by deferring them (mcm_method='deferred'); "
+                f"mcm_method={method!r} is not supported"
+            )
+        mcm = replace(config.mcm_config, mcm_method="deferred")
+        return replace(config, mcm_config=mcm, device_options={**self._options, **config.device_options})
+
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        """Defer mid-circuit measurements, decompose to what dasq applies, validate wires,
+        measurements and observables, split non-commuting observables of finite-shot
+        tapes, expand broadcasting."""
+        program = _Pipeline()
+        program.add_transform(defer_measurements, allow_postselect=False)
+        program.add_transform(
+            decompose,
+            stopping_condition=supports_operation,
+            skip_initial_state_prep=True,
+            device_wires=self.wires,
+            target_gates=set(TARGET_GATES),
+            name=self.name,
+        )
+        program.add_transform(validate_device_wires, self.wires, name=self.name)
+        program.add_transform(
+            validate_measurements,
+            analytic_measurements=_analytic_measurement,
+            sample_measurements=_sampled_measurement,
+            name=self.name,
+        )
+        program.add_transform(split_sampled)
+        program.add_transform(
+            validate_observables,
+            stopping_condition=_analytic_observable,
+            stopping_condition_shots=_sampled_observable,
+            name=self.name,
+        )
+        program.add_transform(broadcast_expand)
+        return program
+
+    def execute(
+        self,
+        circuits: QuantumScript | Sequence[QuantumScript],
+        execution_config: ExecutionConfig | None = None,
+    ) -> Any:
+        """Each tape simulated once (tapes with equal circuits in a batch share one run) and
+        all its measurements read from that state."""
+        single = isinstance(circuits, QuantumScript)
+        batch = [circuits] if single else list(circuits)
+        extra = execution_config.device_options if execution_config is not None else {}
+        options = {**self._options, **extra}
+        states: dict[tuple, StateVector] = {}
+        results = tuple(self._run(tape, options, states) for tape in batch)
+        if self.tracker.active:
+            self.tracker.update(batches=1, batch_len=len(batch))
+            for tape, result in zip(batch, results):
+                self.tracker.update(executions=1, results=result, shots=tape.shots.total_shots or 0)
+            self.tracker.update(simulations=len(states))
+            self.tracker.record()
+        return results[0] if single else results
+
+    def _wire_order(self, tape: QuantumScript) -> Wires:
+        return self.wires if self.wires is not None else tape.wires
+
+    def _run(self, tape: QuantumScript, options: dict[str, Any], states: dict[tuple, StateVector]) -> Any:
+        wires = self._wire_order(tape)
+        if not wires:
+            raise DeviceError("dasq.qubit needs at least one wire: the circuit acts on none")
+        converter = _Converter(wires)
+        ops, initial = tape.operations, None
+        if ops and isinstance(ops[0], qml.operation.StatePrepBase):
+            ops, initial = ops[1:], initial_state(ops[0], wires)
+        for op in ops:
+            converter.add(op)
+        state = _simulated(converter.finish(), initial, options, states)
+        if not tape.shots:
+            values = [self._analytic(mp, state, wires, converter.index) for mp in tape.measurements]
+            return values[0] if len(values) == 1 else tuple(values)
+        return self._sampled(tape, state, wires, converter.index)
+
+    def _analytic(self, mp: MeasurementProcess, state: StateVector, wires: Wires, index: dict) -> Any:
+        if isinstance(mp, (ExpectationMP, VarianceMP)) and isinstance(mp.obs, Operator):
+            sentence = pauli_sentence(mp.obs)
+            mean = _expectation(state, sentence, index)
+            if isinstance(mp, ExpectationMP):
+                return np.float64(mean)
+            return np.float64(max(_expectation(state, sentence @ sentence, index) - mean**2, 0.0))
+        if isinstance(mp, (ExpectationMP, VarianceMP, ProbabilityMP)):
+            rotated = _rotated(state, mp, wires) if isinstance(mp.obs, Operator) else state
+            measured = mp.wires or wires
+            probs = np.asarray(rotated.probabilities([index[w] for w in measured][::-1]), dtype=float)
+            if isinstance(mp, ProbabilityMP):
+                return probs
+            eigvals = np.asarray(mp.eigvals(), dtype=float)
+            mean = float(probs @ eigvals)
+            return np.float64(
+                mean if isinstance(mp, ExpectationMP) else max(probs @ eigvals**2 - mean**2, 0.0)
+            )
+        amplitudes = to_pennylane_order(state.to_numpy(), state.num_qubits)
+        return mp.process_state(amplitudes, wire_order=wires)
+
+    def _sampled(self, tape: QuantumScript, state: StateVector, wires: Wires, index: dict) -> Any:
+        """Every entry of the shot vector drawn afresh; measurements in one basis share samples."""
+        bases: dict[tuple, StateVector] = {}
+        per_entry = []
+        for shots in tape.shots:
+            drawn: dict[tuple, np.ndarray] = {}
+            values = []
+            for mp in tape.measurements:
+                gates = mp.diagonalizing_gates() if isinstance(mp.obs, Operator) else []
+                key = _gates_key(gates)
+                if key not in drawn:
+                    if key not in bases:
+                        bases[key] = _rotated(state, mp, wires) if gates else state
+                    drawn[key] = self._draw(bases[key], shots)
+                values.append(mp.process_samples(drawn[key], wire_order=wires))
+            per_entry.append(values[0] if len(values) == 1 else tuple(values))
+        return tuple(per_entry) if tape.shots.has_partitioned_shots else per_entry[0]
+
+    def _draw(self, state: StateVector, shots: int) -> np.ndarray:
+        """``shots`` samples as PennyLane takes them: one row per shot, column q = wires[q]."""
+        indices, counts = state.sample_counts(shots, seed=int(self._rng.integers(0, 2**62)))
+        outcomes = np.repeat(indices, counts)
+        self._rng.shuffle(outcomes)  # sample_counts gives them sorted
+        return (outcomes[:, None] >> np.arange(state.num_qubits)) & 1
+
+
+def _rotated(state: StateVector, mp: MeasurementProcess, wires: Wires) -> StateVector:
+    """``state`` after the gates that diagonalize ``mp``'s observable."""
+    converter = _Converter(wires)
+    for gate in mp.diagonalizing_gates():
+        converter.add(gate)
+    return state.apply(converter.circuit)
+
+
+def _simulated(
+    circuit: Circuit,
+    initial: int | np.ndarray | None,
+    options: dict[str, Any],
+    states: dict[tuple, StateVector],
+) -> StateVector:
+    """One dasq.simulate per distinct (circuit, initial state) of a batch."""
+    key = (circuit.fingerprint(), _initial_key(initial))
+    if key not in states:
+        run = dict(options)
+        if run.get("store") is not None:
+            basis = initial if isinstance(initial, int) else 0
+            run["store"] = _store_for(run["store"], f"{key[0]}-{basis}.zarr")
+        states[key] = simulate(circuit, initial=initial, **run)
+    return states[key]
+
+
+def _store_for(store: Any, name: str) -> str | Path:
+    """The store of one circuit inside the device's ``store`` directory (a path or a URL)."""
+    if isinstance(store, str) and "://" in store:
+        return store.rstrip("/") + "/" + name
+    directory = Path(store).expanduser()
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / name

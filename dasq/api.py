@@ -96,7 +96,12 @@ def simulate(
     ``store="path.zarr"`` runs out of core: the state lives in a zarr group on disk,
     each stage streams it block by block within ``memory_limit`` (bytes or "4GiB";
     default a quarter of RAM) of working memory, and an interrupted run continues
-    with :func:`dasq.resume`. Stored chunks carry a crc32c checksum;
+    with :func:`dasq.resume`. ``store`` may be an fsspec URL instead
+    (``"s3://bucket/run.zarr"``, ``"gs://..."``, ``"memory://..."``), whose
+    credentials and endpoint come from fsspec's configuration (``fsspec.config.conf``,
+    ``FSSPEC_S3_ENDPOINT_URL``..., see dasq.storage.location) on every process
+    that touches the store; there a lease keeps one writer at a time (dasq.storage.lease).
+    Stored chunks carry a crc32c checksum;
     ``compression`` ("zstd" or "blosc") is lossless, ``keep_bits`` (mantissa bits
     kept) is lossy bit rounding whose cost is in ``state.storage_fidelity``.
     Without ``store``, ``memory_limit`` only refuses runs that cannot fit.
@@ -517,7 +522,8 @@ def warm_up(
 
 
 def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:
-    """What the zarr ``store`` holds: qubits, dtype, layout, stages done/total, codec, disk used/needed.
+    """What the zarr ``store`` (a path or an fsspec URL) holds: qubits, dtype, layout, stages done/total,
+    codec, disk used/needed.
     With ``verify=True`` every chunk of the current state is read and checked (its
     place, its stage and its checksum) first; a damaged store raises StoreError."""
     facts = describe_store(store)

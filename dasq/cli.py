@@ -123,7 +123,9 @@ def _add_run(sub: Any) -> None:
         "local cluster of one worker per core unless --workers or --scheduler is given)",
     )
     run.add_argument(
-        "--store", default=argparse.SUPPRESS, help="run out of core in this zarr store (PATH.zarr)"
+        "--store",
+        default=argparse.SUPPRESS,
+        help="run out of core in this zarr store (PATH.zarr, or an fsspec URL: s3://bucket/run.zarr)",
     )
     run.add_argument(
         "--memory-limit",
@@ -162,7 +164,7 @@ def _add_resume(sub: Any) -> None:
     resume = sub.add_parser(
         "resume", help="finish an interrupted stored run, then print counts", formatter_class=DEFAULTS
     )
-    resume.add_argument("store", help="path of the zarr store (PATH.zarr)")
+    resume.add_argument("store", help="the zarr store (PATH.zarr, or an fsspec URL)")
     resume.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
     resume.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
     resume.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
@@ -171,7 +173,7 @@ def _add_resume(sub: Any) -> None:
 
 def _add_info(sub: Any) -> None:
     info = sub.add_parser("info", help="describe a stored state or run", formatter_class=DEFAULTS)
-    info.add_argument("store", help="path of the zarr store (PATH.zarr)")
+    info.add_argument("store", help="the zarr store (PATH.zarr, or an fsspec URL)")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.add_argument(
         "--verify", action="store_true", help="read every chunk and check its place, stage and checksum"

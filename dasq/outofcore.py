@@ -9,7 +9,6 @@ that are left.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from dasq import _config
@@ -28,7 +27,7 @@ from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
 from dasq.storage import chunks
 from dasq.storage import store as st
-from dasq.storage.lock import StoreLock
+from dasq.storage.location import Location, StoreName, WriterLock, location
 from dasq.storage.manifest import MANIFEST, Manifest
 
 
@@ -52,13 +51,11 @@ def simulate_to_store(
     that already holds a run of this circuit is resumed (or opened when complete).
     ``density_qubits`` = N: ``circuit`` is the Choi-vector circuit of an N-qubit
     density matrix (the manifest says so; the state comes back as a DensityMatrix)."""
-    if not isinstance(store, (str, os.PathLike)):
-        raise TypeError(f"store must be a path (str or os.PathLike), got {type(store).__name__}")
-    path = Path(store).expanduser().absolute()
+    path = location(store)  # a path, or an fsspec URL (dasq.storage.location)
     limit = check_memory_limit(memory_limit) if memory_limit is not None else _config.total_memory() // 4
     codec = st.Codec(compression, keep_bits).check(dtype)
-    if (path / MANIFEST).exists():
-        with StoreLock(path) as lock:
+    if path.exists(MANIFEST):
+        with path.writer() as lock:
             manifest = st.open_store(path)
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
             return _resume_locked(path, lock, manifest, client, progress, device)
@@ -90,7 +87,7 @@ def simulate_to_store(
         density_qubits=density_qubits,
     )
 
-    def build(staging: Path) -> None:
+    def build(staging: StoreName) -> None:
         manifest.array_metadata = st.create_arrays(staging, n, dtype, S, codec)
         record, operands = circuit_to_record(circuit)
         st.write_run_record(staging, record, operands)
@@ -101,7 +98,7 @@ def simulate_to_store(
 
 
 def _check_same_run(
-    path: Path,
+    path: Location,
     manifest: Manifest,
     circuit: Circuit,
     dtype: str,
@@ -164,9 +161,9 @@ def resume(
     "gpu"; default dask config ``dasq.device``, else "cpu"), as in :func:`dasq.simulate`.
     """
     device = _config.device_name(device)
-    path = Path(store).expanduser().absolute()
+    path = location(store)
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it
-    with StoreLock(path) as lock:
+    with path.writer() as lock:
         manifest = st.open_store(path)
         if circuit is not None and manifest.circuit_hash != circuit.fingerprint():
             raise StoreError(
@@ -177,7 +174,7 @@ def resume(
 
 
 def _resume_locked(
-    path: Path, lock: StoreLock, manifest: Manifest, client: Any, progress: bool, device: str
+    path: Location, lock: WriterLock, manifest: Manifest, client: Any, progress: bool, device: str
 ) -> StateVector | DensityMatrix:
     """Finish (or open) the run in ``path``, whose write ``lock`` this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
@@ -200,7 +197,7 @@ def _resume_locked(
     return _execute(path, lock, manifest, plan, client, progress, device)
 
 
-def _recorded_circuit(path: Path, manifest: Manifest) -> Circuit:
+def _recorded_circuit(path: Location, manifest: Manifest) -> Circuit:
     record, operands = st.read_run_record(path)
     try:
         circuit = circuit_from_record(record, operands)
@@ -218,8 +215,8 @@ def _as_state(state: StateVector, manifest: Manifest) -> StateVector | DensityMa
 
 
 def _execute(
-    path: Path,
-    lock: StoreLock,
+    path: Location,
+    lock: WriterLock,
     manifest: Manifest,
     plan: PhysicalPlan,
     client: Any,

@@ -38,7 +38,7 @@ from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout, Traffic
 from dasq.storage import chunks
 from dasq.storage import store as st
-from dasq.storage.lock import StoreLock
+from dasq.storage.location import WriterLock
 from dasq.storage.manifest import Manifest
 
 STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
@@ -215,7 +215,7 @@ class StreamExecutor:
     path: Path
     manifest: Manifest
     backend: Backend
-    lock: StoreLock  # the store's write lock, held by this process and verified before every write
+    lock: WriterLock  # the store's writer (flock or lease), held here and verified before every write
     client: Any = None
     progress: bool = False
     cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -361,7 +360,7 @@ class StateVector:
             codec=st.Codec().as_dict(),
         )
 
-        def build(staging: Path) -> None:
+        def build(staging: st.StoreName) -> None:
             manifest.array_metadata = st.create_arrays(staging, self._n, dtype, self._L, st.Codec())
             (crcs,) = self._compute(stream.save_blocks(self._blocks, staging, manifest, self.backend))
             st.sync_to_disk()
@@ -374,7 +373,7 @@ class StateVector:
     @classmethod
     def from_zarr(cls, path: str | os.PathLike[str], *, client: Any = None) -> StateVector:
         """The state in a dasq store (saved, or a completed run), read lazily block by block."""
-        where = Path(path).expanduser().absolute()
+        where = st.location(path)  # a path, or an fsspec URL
         manifest = st.open_store(where)
         if not manifest.complete:
             raise StoreError(

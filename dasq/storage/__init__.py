@@ -1,1 +1,1 @@
-"""Out-of-core states: a zarr v3 group on disk, streamed stage by stage."""
+"""Out-of-core states: a zarr v3 group on disk or under a URL, streamed stage by stage."""

@@ -14,45 +14,47 @@ from __future__ import annotations
 
 import base64
 import os
-from pathlib import Path
 
 import numpy as np
 
 from dasq.errors import StoreError
+from dasq.storage.location import Location, location
 
 CRC_BYTES = 4
 
 
-def chunk_path(store: str | os.PathLike[str], array: str, index: int) -> Path:
-    """Where zarr's LocalStore keeps chunk ``index`` of a 1-d array (v3 default keys)."""
-    return Path(store) / array / "c" / str(index)
+def chunk_key(array: str, index: int) -> str:
+    """Where zarr keeps chunk ``index`` of a 1-d array in a store (v3 default keys)."""
+    return f"{array}/c/{index}"
 
 
-def read_crcs(store: str | os.PathLike[str], array: str, first: int, count: int) -> np.ndarray:
+def read_crcs(store: str | os.PathLike[str] | Location, array: str, first: int, count: int) -> np.ndarray:
     """The trailing crc32c of chunks [first, first + count); 0 marks a missing chunk
     (a real checksum of 0 is then reported as missing: one chance in 2^32)."""
+    where = location(store)
+    keys = [chunk_key(array, first + i) for i in range(count)]
+    try:
+        tails = where.tails(keys, CRC_BYTES)
+    except OSError as exc:  # shorter than a checksum, unreadable
+        name = exc.filename or where / keys[0]
+        raise StoreError(f"chunk {name} cannot be read: {exc}") from None
     out = np.zeros(count, dtype=np.uint32)
-    for i in range(count):
-        try:
-            with open(chunk_path(store, array, first + i), "rb") as fh:
-                fh.seek(-CRC_BYTES, os.SEEK_END)
-                out[i] = int.from_bytes(fh.read(CRC_BYTES), "little")
-        except FileNotFoundError:
-            out[i] = 0
-        except OSError as exc:  # shorter than a checksum, unreadable
-            raise StoreError(f"chunk {chunk_path(store, array, first + i)} cannot be read: {exc}") from None
+    for i, tail in enumerate(tails):
+        if tail is not None and len(tail) != CRC_BYTES:
+            raise StoreError(f"chunk {where / keys[i]} cannot be read: shorter than its checksum")
+        out[i] = 0 if tail is None else int.from_bytes(tail, "little")
     return out
 
 
 def check_crcs(
-    store: str | os.PathLike[str], array: str, first: int, expected: np.ndarray, stage: int
+    store: str | os.PathLike[str] | Location, array: str, first: int, expected: np.ndarray, stage: int
 ) -> None:
     """Refuse unless chunks [first, first + len(expected)) are the ones stage ``stage`` wrote."""
     found = read_crcs(store, array, first, len(expected))
     bad = np.flatnonzero(found != expected)
     if bad.size:
         i = int(bad[0])
-        where = chunk_path(store, array, first + i)
+        where = location(store) / chunk_key(array, first + i)
         what = (
             "is missing"
             if found[i] == 0

@@ -26,6 +26,7 @@ import socket
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from dasq.errors import StoreError
 
@@ -170,7 +171,14 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _describe(content: bytes) -> str:
     try:
-        holder = json.loads(content.decode())
+        return describe_holder(json.loads(content.decode()))
+    except ValueError:
+        return "holder unknown"
+
+
+def describe_holder(holder: Any) -> str:
+    """``pid P on HOST, since T`` from a lock's or a lease's holder fields."""
+    try:
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder["since"])))
         return f"pid {int(holder['pid'])} on {holder['host']}, since {since}"
     except (ValueError, KeyError, TypeError):

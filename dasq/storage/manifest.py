@@ -1,8 +1,10 @@
 """The manifest of a stored run: what the arrays hold and how far the run got.
 
-One small JSON file, replaced atomically (write a temporary file, fsync it,
-rename it over the old one, fsync the directory), so after a crash it describes
-either the previous completed stage or the new one, never a mix. It is plain
+One small JSON file, replaced atomically, so after a crash it describes either
+the previous completed stage or the new one, never a mix: in a directory by
+writing a temporary file, fsyncing it, renaming it over the old one and fsyncing
+the directory; on an object store by one PUT of the whole object, which S3, GCS
+and Azure apply atomically (dasq.storage.location). It is plain
 JSON: reading a store never runs code from it. It carries a digest of its own
 fields, so an edited or damaged manifest (a swapped layout entry, a lowered stage
 count, ``current`` pointing at the stale array) is refused rather than believed,
@@ -17,9 +19,9 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 from dasq.errors import StoreError
+from dasq.storage.location import Location, location
 
 MANIFEST = "dasq-manifest.json"
 FORMAT = "dasq-state"
@@ -71,19 +73,24 @@ class Manifest:
         data = {k: v for k, v in asdict(self).items() if k != "digest" and k not in absent}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
-    def write(self, directory: str | os.PathLike) -> None:
+    def write(self, directory: str | os.PathLike | Location) -> None:
         self.digest = self.fields_digest()
-        write_atomic(Path(directory) / MANIFEST, json.dumps(asdict(self), indent=1).encode())
+        location(directory).publish(MANIFEST, json.dumps(asdict(self), indent=1).encode())
 
     @classmethod
-    def read(cls, directory: str | os.PathLike) -> Manifest:
-        path = Path(directory) / MANIFEST
-        if not Path(directory).is_dir():
-            raise StoreError(f"{directory} is not a dasq store: no such directory")
-        if not path.is_file():
-            raise StoreError(f"{directory} is not a dasq store: it has no {MANIFEST}")
+    def read(cls, directory: str | os.PathLike | Location) -> Manifest:
+        where = location(directory)
+        path = where / MANIFEST
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(where.read_bytes(MANIFEST).decode())
+        except NotADirectoryError:  # the path names a file
+            raise StoreError(f"{where} is not a dasq store: no such directory") from None
+        except FileNotFoundError:
+            if not where.exists():
+                raise StoreError(f"{where} is not a dasq store: no such directory") from None
+            raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
+        except IsADirectoryError:
+            raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
         except (OSError, ValueError) as exc:
             raise StoreError(f"{path} cannot be read as a dasq manifest: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -91,12 +98,12 @@ class Manifest:
         version = data.get("format_version")
         if version == 1:
             raise StoreError(
-                f"{directory} was written by dasq 0.1 (store format 1, which kept the run as a pickle); "
+                f"{where} was written by dasq 0.1 (store format 1, which kept the run as a pickle); "
                 "this dasq never unpickles store files: run the circuit again into a new store"
             )
         if version == 2:
             raise StoreError(
-                f"{directory} was written by an earlier dasq (store format 2, without per-chunk checksums "
+                f"{where} was written by an earlier dasq (store format 2, without per-chunk checksums "
                 "or a manifest digest); open it with that dasq, or run the circuit again into a new store"
             )
         if version != FORMAT_VERSION:
@@ -216,27 +223,3 @@ def _is_str_or_none(value: object) -> bool:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new file whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)

@@ -27,9 +27,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dasq.errors import StoreError, ValidationError
-from dasq.storage import chunks
+from dasq.storage import chunks, objectstore
+from dasq.storage.location import (
+    FsspecDir,
+    LocalDir,
+    Location,
+    StoreName,
+    WriterLock,
+    fsync_directory,
+    location,
+)
 from dasq.storage.lock import LOCK_FILE, StoreLock, is_locked
-from dasq.storage.manifest import MANIFEST, Manifest, fsync_directory, write_atomic
+from dasq.storage.manifest import MANIFEST, Manifest
 
 if TYPE_CHECKING:
     import zarr
@@ -106,17 +115,17 @@ def disk_needed(num_qubits: int, dtype: str, storage_qubits: int) -> int:
     return len(ARRAYS) * (state_bytes(num_qubits, dtype) + chunks * CRC_BYTES)
 
 
-def size_on_disk(path: str | os.PathLike) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
-    return total
+def size_on_disk(path: StoreName) -> int:
+    return location(path).size()
 
 
-def check_disk_space(path: Path, needed: int) -> None:
-    """Refuse before starting when the filesystem holding ``path`` is short of ``needed``."""
+def check_disk_space(store: StoreName, needed: int) -> None:
+    """Refuse before starting when the filesystem holding ``store`` is short of ``needed``
+    (an object store has no such limit to ask)."""
+    where = location(store)
+    if not isinstance(where, LocalDir):
+        return
+    path = where.path
     probe = path if path.exists() else path.parent
     free = shutil.disk_usage(probe).free
     have = size_on_disk(path) if path.exists() else 0
@@ -128,33 +137,43 @@ def check_disk_space(path: Path, needed: int) -> None:
         )
 
 
-def new_store_path(path: str | os.PathLike[str]) -> Path:
-    """An absolute path where a new store may be created (absent, or an empty directory)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}")
-    target = Path(path).expanduser().absolute()
+def new_store_path(path: StoreName) -> Location:
+    """Where a new store may be created: an absolute path (absent, or an empty
+    directory), or a URL under which nothing but a killed dasq build is stored."""
+    where = location(path)
+    if isinstance(where, FsspecDir):
+        objectstore.check_new(where)
+        return where
+    assert isinstance(where, LocalDir)
+    target = where.path
     if (target / MANIFEST).exists():
         raise StoreError(f"{target} exists and holds a dasq store; choose another path or delete it")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise StoreError(f"{target} exists and is not a dasq store; choose another path or delete it")
     check_writable(target)
-    return target
+    return where
 
 
 STAGING = ".dasq-new-"  # a store being created: ``.NAME.dasq-new-ID`` beside it
 ABANDONED_AFTER_S = 60.0
 
 
-def create_store(target: Path, build: Callable[[Path], None]) -> StoreLock:
-    """Create the store ``target`` atomically and return its write lock, held.
+def create_store(store: StoreName, build: Callable[[StoreName], None]) -> WriterLock:
+    """Create the store ``store`` atomically and return its write lock, held (under a
+    URL, built in place under its lease: dasq.storage.objectstore).
 
     ``build`` fills a hidden sibling directory (arrays, run record, manifest), which
-    is then renamed to ``target``: a kill at any instant leaves either no store or
+    is then renamed to the store's path: a kill at any instant leaves either no store or
     a complete one that ``resume`` accepts, never a half-made directory. The lock is
     taken before anything is written, moves with the directory and is verified
     after the build and after the rename (its file must still be the one locked).
     Two processes creating the same store: one rename wins, the other is refused.
     """
+    where = location(store)
+    if isinstance(where, FsspecDir):
+        return objectstore.create_in_place(where, build)
+    assert isinstance(where, LocalDir)
+    target = where.path
     remove_abandoned_staging(target)
     staging = target.parent / f".{target.name}{STAGING}{uuid.uuid4().hex[:12]}"
     try:
@@ -216,14 +235,14 @@ def check_writable(path: Path) -> None:
 
 
 def create_arrays(
-    path: Path, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec
+    path: StoreName, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec
 ) -> dict[str, str]:
     """The group and its two (empty) amplitude arrays; returns the digest of each
     array's metadata (shape, chunks, codecs) for the manifest."""
     import zarr
 
     # create, never "w": opening with mode "w" empties the directory, the lock file with it
-    group = zarr.create_group(zarr.storage.LocalStore(path), zarr_format=3)
+    group = zarr.create_group(location(path).zarr_store(), zarr_format=3)
     group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
     size = 2 << num_qubits
     chunk = 2 << storage_qubits
@@ -243,12 +262,13 @@ def create_arrays(
     return {name: metadata_digest(path, name) for name in ARRAYS}
 
 
-def metadata_digest(path: Path, name: str) -> str:
+def metadata_digest(path: StoreName, name: str) -> str:
     """sha256 of an array's zarr.json: an edited codec or shape changes it."""
+    where = location(path)
     try:
-        return hashlib.sha256((path / name / "zarr.json").read_bytes()).hexdigest()
+        return hashlib.sha256(where.read_bytes(f"{name}/zarr.json")).hexdigest()
     except OSError as exc:
-        raise StoreError(f"{path / name / 'zarr.json'} cannot be read: {exc.strerror}") from None
+        raise StoreError(f"{where / name / 'zarr.json'} cannot be read: {exc.strerror or exc}") from None
 
 
 @lru_cache(maxsize=16)
@@ -257,7 +277,7 @@ def _open(path: str, name: str, store_id: str) -> zarr.Array:
 
     with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-        arr = zarr.open_array(zarr.storage.LocalStore(path), path=name, mode="r+", zarr_format=3)
+        arr = zarr.open_array(location(path).zarr_store(), path=name, mode="r+", zarr_format=3)
     # every chunk is written, zeros included: a missing chunk is damage, never "all zeros"
     return arr.with_config({"write_empty_chunks": True})
 
@@ -315,10 +335,10 @@ def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int
             arr[ci * chunk : (ci + 1) * chunk]
         except ValueError:
             return (
-                f"corrupted chunk {Path(path) / name / 'c' / str(ci)}: its crc32c checksum does not match "
-                "its data (the file was changed or damaged on disk)"
+                f"corrupted chunk {location(path) / chunks.chunk_key(name, ci)}: its crc32c checksum does "
+                "not match its data (its bytes were changed or damaged in storage)"
             )
-    return f"corrupted data in {Path(path) / name} between amplitudes {start} and {start + count}"
+    return f"corrupted data in {location(path) / name} between amplitudes {start} and {start + count}"
 
 
 def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> np.ndarray:
@@ -331,9 +351,13 @@ def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_
     return chunks.read_crcs(path, name, (2 * start) // per, max(1, floats.size // per))
 
 
-def remove_partial_files(path: Path) -> None:
-    """Temporary chunk files that a killed writer left behind (zarr writes by rename)."""
-    for root, _, files in os.walk(path):
+def remove_partial_files(store: StoreName) -> None:
+    """Temporary chunk files that a killed writer left behind (zarr writes a file by
+    rename; an object by one PUT, which leaves nothing half-written)."""
+    where = location(store)
+    if not isinstance(where, LocalDir):
+        return
+    for root, _, files in os.walk(where.path):
         for name in files:
             if name.endswith(".partial") or name.endswith(".tmp"):
                 with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile
@@ -346,13 +370,14 @@ def sync_to_disk() -> None:
         os.sync()
 
 
-def write_run_record(path: Path, record: dict, operands: np.ndarray) -> None:
+def write_run_record(path: StoreName, record: dict, operands: np.ndarray) -> None:
     """The circuit of a run: its JSON record and its operand numbers (crc32c-checked)."""
     import zarr
     from zarr.codecs import Crc32cCodec
 
     floats = np.ascontiguousarray(operands, dtype=np.complex128).view(np.float64)
-    group = zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3)
+    where = location(path)
+    group = zarr.open_group(where.zarr_store(), mode="r+", zarr_format=3)
     arr = group.create_array(
         OPERANDS,
         shape=floats.shape,
@@ -363,39 +388,41 @@ def write_run_record(path: Path, record: dict, operands: np.ndarray) -> None:
     )
     if floats.size:
         arr[:] = floats
-    write_atomic(path / RUN_RECORD, json.dumps(record).encode())
+    where.publish(RUN_RECORD, json.dumps(record).encode())
 
 
-def read_run_record(path: Path) -> tuple[object, np.ndarray]:
+def read_run_record(path: StoreName) -> tuple[object, np.ndarray]:
     """(JSON record, operands) of a run; a StoreError when either cannot be read."""
     import zarr
 
+    where = location(path)
     try:
-        record = json.loads((path / RUN_RECORD).read_text())
+        record = json.loads(where.read_bytes(RUN_RECORD).decode())
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{path / RUN_RECORD} cannot be read: {exc}") from None
+        raise StoreError(f"{where / RUN_RECORD} cannot be read: {exc}") from None
     try:
-        arr = zarr.open_array(zarr.storage.LocalStore(path), path=OPERANDS, mode="r", zarr_format=3)
+        arr = zarr.open_array(where.zarr_store(), path=OPERANDS, mode="r", zarr_format=3)
         floats = np.asarray(arr[:], dtype=np.float64)
     except (
         OSError,
         ValueError,
         KeyError,
     ) as exc:  # zarr's missing-node error is a KeyError/FileNotFoundError
-        raise StoreError(f"{path / OPERANDS} cannot be read: {exc}") from None
+        raise StoreError(f"{where / OPERANDS} cannot be read: {exc}") from None
     if floats.size % 2:
-        raise StoreError(f"{path / OPERANDS} does not hold complex numbers")
+        raise StoreError(f"{where / OPERANDS} does not hold complex numbers")
     return record, floats.view(np.complex128)
 
 
-def open_store(path: Path) -> Manifest:
-    """The manifest of the store at ``path``, checked against its arrays: each array a
-    real directory inside the store (not a link elsewhere) whose shape, chunks and
-    dtype are those the manifest describes. Anything else is one StoreError."""
+def open_store(store: StoreName) -> Manifest:
+    """The manifest of the store at ``store``, checked against its arrays: each array
+    inside the store (in a directory: a real one, not a link elsewhere) with the
+    shape, chunks and dtype the manifest describes. Anything else is one StoreError."""
+    path = location(store)
     manifest = Manifest.read(path)
     for name in ARRAYS:
         where = path / name
-        if where.is_symlink() or not where.is_dir():
+        if isinstance(where, LocalDir) and (where.path.is_symlink() or not where.path.is_dir()):
             raise StoreError(
                 f"{where} is not a directory inside the store (a link, or missing); dasq reads and writes "
                 "only arrays that live in the store"
@@ -426,13 +453,13 @@ def current_crcs(manifest: Manifest) -> np.ndarray | None:
     return chunks.decode_crcs(manifest.chunk_crc32c, manifest.num_chunks)
 
 
-def verify_store(path: str | os.PathLike[str]) -> dict:
+def verify_store(path: StoreName) -> dict:
     """Read every chunk of the current state: each must be the one its stage wrote
     there and pass its checksum. Returns what was checked; raises StoreError at the
     first damaged chunk."""
-    where = Path(path).expanduser().absolute()
+    where = location(path)
     m = open_store(where)
-    if is_locked(where):
+    if where.is_locked():
         raise StoreError(f"{where} is being written by a running dasq; verify it once that run has finished")
     crcs = current_crcs(m)
     if crcs is None:
@@ -443,9 +470,9 @@ def verify_store(path: str | os.PathLike[str]) -> dict:
     return {"path": str(where), "chunks_checked": m.num_chunks, "state": "intact"}
 
 
-def describe_store(path: str | os.PathLike[str]) -> dict:
+def describe_store(path: StoreName) -> dict:
     """What ``dasq info`` prints: the manifest, the disk it uses and the disk a run needs."""
-    where = Path(path).expanduser().absolute()
+    where = location(path)
     m = open_store(where)
     return {
         "path": str(where),
@@ -464,6 +491,6 @@ def describe_store(path: str | os.PathLike[str]) -> dict:
         "workers": m.workers,
         "stage_seconds": m.stage_seconds,
         "storage_fidelity": m.fidelity,
-        "size_on_disk": size_on_disk(where),
+        "size_on_disk": where.size(),
         "disk_needed": disk_needed(m.num_qubits, m.dtype, m.storage_qubits),
     }

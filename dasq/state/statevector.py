@@ -310,7 +310,7 @@ class StateVector:
         raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")
 
     def expectation(self, observable: Any) -> float | complex:
-        """<psi|H|psi> for a Pauli sum H (PauliSum, label, list of (label, coeff) or a
+        """⟨psi|H|psi⟩ for a Pauli sum H (PauliSum, label, list of (label, coeff) or a
         qiskit SparsePauliOp). Real (float) when all coefficients are real."""
         obs = PauliSum.parse(observable)
         if obs.num_qubits != self._n:
@@ -323,7 +323,7 @@ class StateVector:
         return float(total.real) if obs.is_hermitian else complex(total)
 
     def inner(self, other: StateVector) -> complex:
-        """<self|other>."""
+        """⟨self|other⟩."""
         if not isinstance(other, StateVector):
             raise TypeError(f"expected a dasq.StateVector, got {type(other).__name__}")
         if other.num_qubits != self._n:
@@ -338,7 +338,7 @@ class StateVector:
         return complex(self._compute(readout.vdot(x, y, self.backend))[0])
 
     def fidelity(self, other: StateVector) -> float:
-        """|<self|other>|^2 / (<self|self><other|other>)."""
+        """|⟨self|other⟩|^2 / (⟨self|self⟩⟨other|other⟩)."""
         overlap = self.inner(other)
         return float(abs(overlap) ** 2 / (self.norm() ** 2 * other.norm() ** 2))
 

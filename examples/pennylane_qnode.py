@@ -18,8 +18,7 @@ hamiltonian = qml.Hamiltonian(
 )
 
 
-@qml.qnode(dev)
-def energy(weights):
+def ansatz(weights):
     """A hardware-efficient ansatz: RY/RZ layers and a CNOT ladder."""
     for layer in weights:
         for wire in range(n_wires):
@@ -27,18 +26,18 @@ def energy(weights):
             qml.RZ(layer[wire, 1], wires=wire)
         for wire in range(n_wires - 1):
             qml.CNOT(wires=[wire, wire + 1])
+
+
+@qml.qnode(dev)
+def energy(weights):
+    ansatz(weights)
     return qml.expval(hamiltonian)
 
 
 @qml.qnode(dev)
 def probabilities(weights):
     """The same circuit's measurement probabilities on the first two wires."""
-    for layer in weights:
-        for wire in range(n_wires):
-            qml.RY(layer[wire, 0], wires=wire)
-            qml.RZ(layer[wire, 1], wires=wire)
-        for wire in range(n_wires - 1):
-            qml.CNOT(wires=[wire, wire + 1])
+    ansatz(weights)
     return qml.probs(wires=[0, 1])
 
 

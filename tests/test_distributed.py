@@ -271,6 +271,9 @@ def test_a_stored_run_that_keeps_losing_workers_stops_with_a_clear_error_and_res
         with pytest.raises(dasq.StoreError, match=r"lost its workers.*dasq resume"):
             dasq.simulate(c, chunk_qubits=10, store=store, client=own)
         own.unregister_worker_plugin("dasq-kill-once")
+        # let the nannies finish restarting the killed workers: closing a cluster while a
+        # worker process is still starting can hang in distributed's shutdown (seen in CI)
+        own.wait_for_workers(2, timeout=120)
     assert dasq.info(store)["stages_done"] >= 1  # the passes before the crash are kept
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,

@@ -1,6 +1,7 @@
 """Qiskit Aer's getting-started programs on dasq: only the simulator line differs.
 
-Run: python examples/qiskit_backend.py. The same programs with
+Run: python examples/qiskit_backend.py (it needs qiskit-aer for its noise model:
+pip install ".[qiskit]" qiskit-aer). The same programs with
 ``simulator = AerSimulator()`` give the same counts up to sampling noise
 (tests/test_qiskit_backend.py runs both).
 """

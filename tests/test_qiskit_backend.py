@@ -228,6 +228,12 @@ def test_bad_options_are_refused_clearly():
         DasqBackend(method="stabilizer").run(qc)
     with pytest.raises(ValidationError, match="shots must be a positive int"):
         DasqBackend().run(qc, shots=0)
+    with pytest.raises(ValidationError, match="shots must be a positive int"):
+        DasqBackend(shots=-1)  # refused where it is given, not at run()
+    backend = DasqBackend()
+    with pytest.raises(ValidationError, match="method must be one of"):
+        backend.set_options(method="mps")
+    assert backend.options.method == "automatic"  # a refused setting leaves the options as they were
     with pytest.raises(TypeError, match="noise_model"):
         DasqBackend(noise_model="depolarizing").run(qc)
     with pytest.raises(TypeError, match="QuantumCircuit"):

@@ -321,7 +321,10 @@ class DasqBackend(BackendV2):
         )
 
     def set_options(self, **fields: Any) -> None:
+        """Aer's and dasq's options (see the module docstring); refused here, not at
+        ``run``, when a name or value is wrong."""
         _check_option_names(fields)
+        RunSettings.of({**self.options.__dict__, **fields})
         super().set_options(**fields)
 
     @property

@@ -40,6 +40,7 @@ from dasq.circuit.cirq_convert import convert
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.validation import check_dtype, is_int
 from dasq.errors import ValidationError
+from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 __all__ = ["Simulator"]
@@ -231,10 +232,12 @@ def _pauli_terms(observable: cirq.PauliSum, qubits: Sequence[cirq.Qid]) -> list[
     for string in observable:
         if cirq.is_parameterized(string.coefficient):
             raise ValidationError(f"observable coefficients must be numbers, got {string.coefficient}")
-        label = ["I"] * len(qubits)
-        for q, pauli in string.items():
-            if q not in position:
-                raise ValidationError(f"the observable acts on {q}, which the circuit and qubit order lack")
-            label[position[q]] = _PAULI[pauli]
-        terms.append(("".join(label), complex(string.coefficient)))
+        missing = [q for q in string.qubits if q not in position]
+        if missing:
+            raise ValidationError(
+                f"the observable acts on {missing[0]}, which the circuit and qubit order lack"
+            )
+        n = len(qubits)
+        paulis = {n - 1 - position[q]: _PAULI[pauli] for q, pauli in string.items()}
+        terms.append((pauli_label(paulis, n), complex(string.coefficient)))
     return terms

@@ -75,6 +75,7 @@ except ImportError:  # pragma: no cover - PennyLane before 0.45 names it Transfo
 from dasq.api import simulate
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_dtype
+from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 __all__ = ["DasqDevice"]
@@ -298,10 +299,7 @@ def _label_terms(sentence: PauliSentence, index: dict[Any, int], n: int) -> list
     """(label, coefficient) pairs over all n qubits, qubit 0 rightmost."""
     terms = []
     for word, coeff in sentence.items():
-        label = ["I"] * n
-        for wire, pauli in word.items():
-            label[n - 1 - index[wire]] = pauli
-        terms.append(("".join(label), complex(coeff)))
+        terms.append((pauli_label({index[wire]: pauli for wire, pauli in word.items()}, n), complex(coeff)))
     return terms or [("I" * n, 0j)]
 
 

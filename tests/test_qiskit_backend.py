@@ -23,7 +23,7 @@ from qiskit_aer import AerSimulator
 from qiskit_aer.noise import NoiseModel, amplitude_damping_error, depolarizing_error
 
 from dasq.errors import ValidationError
-from dasq.qiskit import DasqBackend
+from dasq.qiskit import DasqBackend, DasqJob
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -220,9 +220,9 @@ def test_job_runs_in_the_background_and_reports_status():
 def test_bad_options_are_refused_clearly():
     qc = QuantumCircuit(1)
     qc.measure_all()
-    with pytest.raises(ValidationError, match=r"unknown option.*'shotz'"):
+    with pytest.raises(TypeError, match=r"unknown option.*'shotz'"):
         DasqBackend(shotz=3)
-    with pytest.raises(ValidationError, match="precision="):
+    with pytest.raises(TypeError, match="precision="):
         DasqBackend().run(qc, dtype="complex64")
     with pytest.raises(ValidationError, match="method must be one of"):
         DasqBackend(method="stabilizer").run(qc)
@@ -238,6 +238,28 @@ def test_bad_options_are_refused_clearly():
         DasqBackend(noise_model="depolarizing").run(qc)
     with pytest.raises(TypeError, match="QuantumCircuit"):
         DasqBackend().run("OPENQASM 2.0;")
+    with pytest.raises(ValidationError, match="store= names one out-of-core run"):
+        DasqBackend(store="run.zarr").run([qc, qc])  # two circuits cannot share one store
+
+
+def test_one_circuit_runs_out_of_core_in_a_store(tmp_path):
+    qc = QuantumCircuit(3)
+    qc.h(0)
+    qc.cx(0, 1)
+    qc.cx(1, 2)
+    qc.measure_all()
+    result = DasqBackend(store=str(tmp_path / "ghz.zarr")).run(qc, shots=500, seed_simulator=1).result()
+    assert set(result.get_counts()) == {"000", "111"} and (tmp_path / "ghz.zarr").exists()
+
+
+def test_a_cancelled_job_reports_cancelled():
+    qc = QuantumCircuit(1)
+    qc.measure_all()
+    job = DasqBackend().run(qc)
+    job.result()
+    assert job.cancel() is False and job.status() is JobStatus.DONE  # a finished job stays done
+    waiting = DasqJob(DasqBackend(), "never-run", lambda: None)
+    assert waiting.status() is JobStatus.INITIALIZING
 
 
 def _example_output(text: str) -> dict[str, str]:

@@ -52,6 +52,7 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel
 from dasq.errors import ValidationError
 from dasq.state.density import DensityMatrix
+from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 __all__ = ["DasqBackend", "DasqJob"]
@@ -290,6 +291,8 @@ class DasqJob(JobV1):
             return JobStatus.RUNNING
         if not self._future.done():
             return JobStatus.QUEUED
+        if self._future.cancelled():
+            return JobStatus.CANCELLED
         return JobStatus.ERROR if self._future.exception() is not None else JobStatus.DONE
 
     def cancel(self) -> bool:
@@ -345,6 +348,11 @@ class DasqBackend(BackendV2):
         merged = {**self.options.__dict__, **options}
         settings = RunSettings.of(merged)
         experiments = [Experiment.of(qc) for qc in _bound(circuits, merged["parameter_binds"])]
+        if "store" in settings.dasq and (len(experiments) > 1 or any(e.saves for e in experiments)):
+            raise ValidationError(
+                "store= names one out-of-core run: give one circuit with no parameter_binds list of "
+                "several values and no save instructions (an out-of-core run starts from a basis state)"
+            )
         job_id = str(uuid.uuid4())
         job = DasqJob(self, job_id, lambda: self._execute(job_id, experiments, settings))
         job.submit()
@@ -368,7 +376,7 @@ def _check_option_names(options: dict[str, Any]) -> None:
     unknown = sorted(set(options) - known)
     if unknown:
         hint = " (dasq's dtype is set here by precision='single'/'double')" if "dtype" in unknown else ""
-        raise ValidationError(f"unknown option(s) {unknown}{hint}; DasqBackend takes {sorted(known)}")
+        raise TypeError(f"unknown option(s) {unknown}{hint}; DasqBackend takes {sorted(known)}")
 
 
 def _bound(circuits: list[QuantumCircuit], binds: Any) -> list[QuantumCircuit]:
@@ -446,6 +454,8 @@ def _saved(state: StateVector | DensityMatrix, save: Save) -> Any:
         return {int(i): float(p[i]) for i in np.flatnonzero(p > 1e-15)}
     if kind == "save_amplitudes":
         return np.array([state.amplitude(int(i)) for i in save.params], dtype=complex)
+    if kind == "save_amplitudes_sq" and not density:
+        return np.array([abs(state.amplitude(int(i))) ** 2 for i in save.params])
     if kind == "save_amplitudes_sq":
         p = state.probabilities()
         return np.array([p[int(i)] for i in save.params])
@@ -466,10 +476,8 @@ def _expectation(
     for label, coefficients in params:
         if coefficients[which] == 0:
             continue
-        full = ["I"] * n
-        for j, char in enumerate(reversed(label)):
-            full[n - 1 - qubits[j]] = char
-        terms.append(("".join(full), complex(coefficients[which])))
+        full = pauli_label({qubits[j]: char for j, char in enumerate(reversed(label))}, n)
+        terms.append((full, complex(coefficients[which])))
     return complex(state.expectation(terms)).real if terms else 0.0
 
 

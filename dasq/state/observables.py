@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from dasq.circuit.validation import check_pauli_label
 from dasq.errors import ValidationError
+
+
+def pauli_label(paulis: Mapping[int, str], num_qubits: int) -> str:
+    """The ``num_qubits``-qubit label with ``paulis[q]`` on qubit q and I elsewhere
+    (qubit 0 rightmost): how every adapter widens a Pauli word on some qubits."""
+    label = ["I"] * num_qubits
+    for q, pauli in paulis.items():
+        label[num_qubits - 1 - q] = pauli
+    return "".join(label)
 
 
 class PauliSum:

@@ -25,6 +25,7 @@ from dasq.circuit.classical import has_if_test
 from dasq.circuit.kinds import LinearMap
 from dasq.circuit.validation import check_readout_qubits, check_shots
 from dasq.errors import ValidationError
+from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], StateVector]
@@ -123,10 +124,8 @@ def _reduced_density_matrix(state: StateVector, targets: Sequence[int]) -> np.nd
         label = "".join(chars)  # rightmost character on targets[0]
         if set(label) == {"I"}:
             continue
-        full = ["I"] * n
-        for j, q in enumerate(targets):
-            full[n - 1 - q] = label[k - 1 - j]
-        rho += state.expectation("".join(full)) * pauli_matrix(label) / (1 << k)
+        full = pauli_label({q: label[k - 1 - j] for j, q in enumerate(targets)}, n)
+        rho += state.expectation(full) * pauli_matrix(label) / (1 << k)
     return rho
 
 

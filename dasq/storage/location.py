@@ -178,7 +178,7 @@ class FsspecDir:
         return self.url
 
     def __truediv__(self, name: str) -> FsspecDir:
-        return FsspecDir(f"{self.url}/{name}")
+        return FsspecDir(f"{self.url}/{name}", self.guard)  # a part of a store being built keeps its guard
 
     @cached_property
     def _resolved(self) -> tuple[AbstractFileSystem, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, replace
 from typing import Any
@@ -394,6 +395,12 @@ def run(
     counts, per_shot = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final)
+
+
+def simulate_settings(*set_elsewhere: str) -> tuple[str, ...]:
+    """:func:`simulate`'s keyword settings, less those a caller sets itself: what the
+    Qiskit backend, the Cirq simulator and the PennyLane device accept as options."""
+    return tuple(p for p in inspect.signature(simulate).parameters if p not in {"circuit", *set_elsewhere})
 
 
 def bound_circuit(circuit: Circuit, parameters: Any) -> Circuit:

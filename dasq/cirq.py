@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from inspect import signature
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ except ImportError:  # pragma: no cover - cirq is an optional extra
         "this needs Cirq: install dasq with the 'cirq' extra (pip install 'dasq[cirq]')"
     ) from None
 
-from dasq.api import run, simulate
+from dasq.api import run, simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.cirq_convert import convert
 from dasq.circuit.dynamic import split_terminal_measurements
@@ -46,7 +45,7 @@ from dasq.state.statevector import StateVector
 __all__ = ["Simulator"]
 
 _SET_HERE = {"density", "initial", "lazy", "parameters", "noise_model", "trajectories"}
-_OPTIONS = set(signature(simulate).parameters) - _SET_HERE - {"circuit", "seed", "dtype"}
+_OPTIONS = set(simulate_settings(*_SET_HERE, "seed", "dtype"))
 _PAULI = {cirq.X: "X", cirq.Y: "Y", cirq.Z: "Z"}
 
 

@@ -31,7 +31,6 @@ unchanged, and a Pauli word is written reversed for dasq's labels.
 from __future__ import annotations
 
 import hashlib
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -72,7 +71,7 @@ try:
 except ImportError:  # pragma: no cover - PennyLane before 0.45 names it TransformProgram
     from pennylane.transforms.core import TransformProgram as _Pipeline
 
-from dasq.api import simulate
+from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_dtype
 from dasq.state.observables import pauli_label
@@ -91,9 +90,7 @@ MAX_MATRIX_OBSERVABLE_WIRES = 6
 
 _SET_BY_DEVICE = {"circuit", "initial", "parameters", "seed"}  # the device sets these per run
 _REFUSED = {"density", "lazy", "noise_model", "trajectories"}  # PennyLane reads a computed pure state
-SIMULATE_OPTIONS = tuple(
-    p for p in inspect.signature(simulate).parameters if p not in _SET_BY_DEVICE | _REFUSED
-)
+SIMULATE_OPTIONS = simulate_settings(*_SET_BY_DEVICE, *_REFUSED)
 """The :func:`dasq.simulate` settings the device takes as keyword options."""
 
 _NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}

@@ -16,7 +16,6 @@ Options are Aer's names (``shots``, ``seed_simulator``, ``memory``, ``method``,
 
 from __future__ import annotations
 
-import inspect
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ try:
 except ImportError:  # pragma: no cover - qiskit is an optional extra
     raise ImportError(QISKIT_MISSING) from None
 
-from dasq.api import run, simulate
+from dasq.api import run, simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel
 from dasq.errors import ValidationError
@@ -85,8 +84,7 @@ UNSEGMENTED = ("measure", "reset", "if_else")  # a save after these would differ
 _SET_BY_BACKEND = (
     "density", "initial", "seed", "lazy", "parameters", "noise_model", "trajectories", "dtype", "method",
 )  # fmt: skip
-SIMULATE_SETTINGS = tuple(p for p in inspect.signature(simulate).parameters if p not in {"circuit"})
-DASQ_SETTINGS = tuple(p for p in SIMULATE_SETTINGS if p not in _SET_BY_BACKEND)
+DASQ_SETTINGS = simulate_settings(*_SET_BY_BACKEND)
 
 
 def _target() -> Target:

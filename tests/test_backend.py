@@ -206,6 +206,75 @@ def test_group_kernel_runs_on_a_tile_where_it_lies(where, dtype):
         kernel.in_tiles(tuple(free[-1:]))(frozen, 0)
 
 
+def _random_monomial(k: int, rng: np.random.Generator, unit: bool) -> np.ndarray:
+    """A random permutation of the 2^k patterns, with random phases unless ``unit``,
+    some patterns left fixed (as a CNOT ladder leaves half of them)."""
+    size = 1 << k
+    order = np.arange(size)
+    moving = rng.choice(size, size=max(2, size // 2), replace=False)
+    for cycle in np.array_split(moving, 2 if moving.size >= 4 else 1):  # two cycles where there is room
+        order[cycle] = np.roll(cycle, 1)
+    phases = np.ones(size) if unit else np.exp(2j * np.pi * rng.random(size))
+    m = np.zeros((size, size), dtype=np.complex128)
+    m[np.arange(size), order] = phases
+    return m
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("unit", [True, False])
+@pytest.mark.parametrize("qubits", [(3, 4), (5, 3, 9), (4, 5, 6, 7), (3, 10, 6, 8, 4), (7,)])
+def test_permutation_kernel_matches_the_definition(qubits, unit, dtype):
+    """A monomial group (a permutation of its target patterns, with phases or not)
+    runs as moves, not as a dense product, and gives the matrix applied by
+    definition: over the whole block, over a view that just holds its highest
+    target, and tile by tile where it lies."""
+    from dasq.backend.base import Monomial
+    from dasq.backend.cpu import PermutationKernel
+    from dasq.engine.program import tile_bases
+
+    rng = np.random.default_rng(sum(qubits) + unit)
+    L = 12
+    u = _random_monomial(len(qubits), rng, unit)
+    move = Monomial.of(u)
+    assert move is not None and move.ends[-1] == move.cycles.size
+    assert Monomial.of(random_unitary(len(qubits), rng)) is None  # a dense matrix is not one
+    kernel = CPU.compile_matrix(qubits, u, dtype)
+    assert isinstance(kernel, PermutationKernel)
+    assert kernel.unit == unit
+    atol = 1e-5 if dtype == "complex64" else 1e-12
+    block = random_state(L, rng).astype(dtype)
+    want = _by_definition(u, qubits, block.astype(np.complex128))
+    got = block.copy()
+    kernel.apply(got)
+    np.testing.assert_allclose(got, want, atol=atol)
+    small = block[: 1 << (max(qubits) + 1)].copy()  # just holds the highest target
+    kernel.apply(small)
+    np.testing.assert_allclose(
+        small, _by_definition(u, qubits, block[: small.size].astype(np.complex128)), atol=atol
+    )
+    frozen = block.copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        kernel.apply(frozen)  # to BLAS, which writes in place too
+    outside = tuple(b for b in (11, 1) if b not in qubits)
+    tile = tuple(b for b in range(L) if b not in outside)
+    got = block.copy()
+    apply = kernel.in_tiles(outside)
+    assert apply is not None
+    for base in tile_bases(tile, L):
+        apply(got, base)
+    np.testing.assert_allclose(got, want, atol=atol)
+    assert kernel.in_tiles((qubits[0],)) is None  # a target outside the tile: gathered instead
+
+
+def test_a_monomial_group_on_the_lowest_bits_keeps_the_dense_kernel():
+    """Runs of fewer than 2^3 amplitudes move slower than the dense tile computes."""
+    from dasq.backend.cpu import GroupKernel
+
+    u = _random_monomial(2, np.random.default_rng(0), unit=True)
+    assert isinstance(CPU.compile_matrix((1, 5), u, "complex64"), GroupKernel)
+
+
 def test_mapped_zeros_are_private_zeroed_pages():
     """Blocks of 4 MiB and more come from anonymous private maps: zeroed, writable,
     their views valid after the array goes, a pickle an ordinary copy, and a forked

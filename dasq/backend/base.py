@@ -54,6 +54,47 @@ class SkipKernel(Kernel):
         return lambda block, base: None
 
 
+@dataclass(frozen=True)
+class Monomial:
+    """A matrix with one nonzero per row and column (X, CNOT, SWAP and Toffoli
+    chains, with phases: a GHZ ladder's fused groups) as cycles of moves: pattern
+    ``cycles[i]`` takes ``phases[i]`` times the amplitude of ``cycles[i + 1]``, the
+    last of a cycle (``ends``: where each ends) that of its first; a cycle of one is
+    a phase. Patterns in no cycle keep their amplitudes."""
+
+    cycles: np.ndarray  # int64
+    phases: np.ndarray  # complex128, one per entry of cycles
+    ends: np.ndarray  # int64, exclusive
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> Monomial | None:
+        """The moves ``matrix`` makes, or None when it is not monomial."""
+        nonzero = np.asarray(matrix) != 0
+        if not (np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1)):
+            return None
+        source = nonzero.argmax(axis=1)
+        factor = np.asarray(matrix)[np.arange(source.size), source]
+        cycles: list[int] = []
+        ends: list[int] = []
+        seen = (source == np.arange(source.size)) & (factor == 1)  # left as they are
+        for head in range(source.size):
+            j = head
+            while not seen[j]:
+                seen[j] = True
+                cycles.append(j)
+                j = int(source[j])
+            if len(cycles) > (ends[-1] if ends else 0):
+                ends.append(len(cycles))
+        parts = (
+            np.array(cycles, dtype=np.int64),
+            factor[cycles].astype(np.complex128),
+            np.array(ends, dtype=np.int64),
+        )
+        for a in parts:
+            a.setflags(write=False)
+        return cls(*parts)
+
+
 class Backend:
     """Interface of a block backend. ``xp`` is its array namespace (numpy, cupy)."""
 

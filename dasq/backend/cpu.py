@@ -3,8 +3,8 @@
 One level of parallelism: Dask threads run blocks side by side, so kernels are
 single-threaded (numba ``nogil``) and release the GIL. Matrices on 1 to
 ``GROUP_MAX_QUBITS`` qubits (fused groups, single-qubit actions) run in numba's
-in-place group kernel (vector tiles); wider ones and controlled actions through
-BLAS (numpy.tensordot). Norms, inner products, Pauli
+in-place group kernel (vector tiles), monomial ones (CNOT/X/SWAP ladders) in its
+move kernel; wider ones and controlled actions through BLAS (numpy.tensordot). Norms, inner products, Pauli
 sums and sampling draws are single numba passes.
 
 Blocks under ``COMPILED_FROM`` amplitudes run the array code instead, and a numba
@@ -27,7 +27,7 @@ import numpy as np
 
 from dasq.backend import numba_kernels
 from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_zeros
-from dasq.backend.base import Controls, Kernel, SkipKernel, TileApply
+from dasq.backend.base import Controls, Kernel, Monomial, SkipKernel, TileApply
 from dasq.plan import relayout as algebra
 
 GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as fast as the tiles
@@ -110,15 +110,82 @@ class GroupKernel(Kernel):
         return apply
 
     def _runs_on(self, view: Any) -> bool:
-        """Whether the numba kernel can take ``view``: a plain C-contiguous, writable,
-        aligned 1-d array of its precision (anything else goes to BLAS)."""
-        return (
-            view.dtype == self.blas.tensor.dtype
-            and view.ndim == 1
-            and view.flags.c_contiguous
-            and view.flags.writeable
-            and view.flags.aligned
+        return _runs_on(view, self.blas.tensor.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class PermutationKernel(Kernel):
+    """A monomial group (``Monomial``: CNOT, X, SWAP and Toffoli chains, with phases)
+    by numba's move kernel: each moved amplitude read and written once, in
+    contiguous runs of the bits below every target (so a group with a target on bit
+    0, 1 or 2 keeps the dense kernel). A view the kernel cannot take goes to BLAS."""
+
+    targets: tuple[int, ...]  # bit b of a pattern -> block bit targets[b]
+    move: Monomial
+    phases: np.ndarray  # move.phases in the kernel's precision
+    blas: MatrixKernel
+
+    def _layout(self, outside: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
+        """(holes, offsets, run) with the bits ``outside`` a tile left to the caller."""
+        run_bits = min(numba_kernels.PERMUTATION_RUN_BITS, *self.targets, *outside)
+        holes = np.array(sorted({*range(run_bits), *self.targets, *outside}), dtype=np.int64)
+        patterns = np.arange(1 << len(self.targets))
+        offsets = np.zeros_like(patterns)
+        for b, q in enumerate(self.targets):
+            offsets |= ((patterns >> b) & 1) << q
+        return holes, offsets.astype(np.int64), 1 << run_bits
+
+    @functools.cached_property
+    def _whole(self) -> tuple[np.ndarray, np.ndarray, int]:
+        return self._layout(())
+
+    def apply(self, view: Any) -> None:
+        holes, offsets, run = self._whole
+        if not compiled(view) or view.size <= 1 << int(holes[-1]) or not _runs_on(view, self.phases.dtype):
+            self.blas.apply(view)
+            return
+        self._run(view, holes, offsets, run, 0)
+
+    def in_tiles(self, outside: Sequence[int]) -> TileApply | None:
+        """The moves over one cache tile where it lies: the bits outside the tile join
+        the holes (none of them may be a target)."""
+        if set(outside) & set(self.targets):
+            return None
+        holes, offsets, run = self._layout(tuple(outside))
+
+        def apply(block: Any, base: int) -> None:
+            if not _runs_on(block, self.phases.dtype) or block.size <= 1 << int(holes[-1]):
+                raise ValueError(
+                    "a tile is applied in place to a C-contiguous, writable 1-d block of the "
+                    "kernel's precision that holds every bit of the tile's holes"
+                )
+            self._run(block, holes, offsets, run, base)
+
+        return apply
+
+    def _run(self, block: Any, holes: np.ndarray, offsets: np.ndarray, run: int, first: int) -> None:
+        move = self.move
+        count = block.size >> holes.size
+        numba_kernels.permutation_kernel(
+            block, holes, offsets, move.cycles, self.phases, move.ends, self.unit, first, count, run
         )
+
+    @functools.cached_property
+    def unit(self) -> bool:
+        """Every phase is 1: the moves are plain copies."""
+        return bool(np.all(self.move.phases == 1))
+
+
+def _runs_on(view: Any, dtype: np.dtype) -> bool:
+    """Whether a numba kernel can take ``view`` in place: a plain C-contiguous,
+    writable, aligned 1-d array of ``dtype`` (anything else goes to BLAS)."""
+    return (
+        view.dtype == dtype
+        and view.ndim == 1
+        and view.flags.c_contiguous
+        and view.flags.writeable
+        and view.flags.aligned
+    )
 
 
 @dataclass(frozen=True)
@@ -197,7 +264,7 @@ class CPUBackend(ArrayBackend):
     def warm_up(self, dtype: str, fusion_size: int) -> int:
         """One group kernel per width and per set of targets among a vector's lane bits
         (what a kernel is compiled for, besides the precision): every one a plan of
-        groups up to ``fusion_size`` qubits can ask for."""
+        groups up to ``fusion_size`` qubits can ask for; and the permutation kernel."""
         lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
         count = 0
         for k in range(1, min(fusion_size, GROUP_MAX_QUBITS) + 1):
@@ -206,7 +273,10 @@ class CPUBackend(ArrayBackend):
                     targets = (*low, *range(lane_bits, lane_bits + k - r))
                     _ = _group_kernel(targets, np.eye(1 << k, dtype=dtype)).run  # compiles it
                     count += 1
-        return count
+        swap = np.eye(4, dtype=dtype)[[0, 2, 1, 3]]
+        kernel = self.compile_matrix((3, 4), swap, dtype)
+        kernel._run(np.zeros(1 << 5, dtype=dtype), *kernel._whole, 0)  # the permutation kernel
+        return count + 1
 
     def kernel_threads(self) -> contextlib.AbstractContextManager:
         # Dask already runs one block per thread: BLAS threads inside every Dask
@@ -262,6 +332,13 @@ class CPUBackend(ArrayBackend):
             return self.compile_diagonal(qubits, diag, dtype)
         m = matrix.astype(dtype)
         k = len(qubits)
+        targets = tuple(int(q) for q in qubits)
+        move = Monomial.of(matrix) if min(targets) >= numba_kernels.PERMUTATION_MIN_RUN_BITS else None
+        if move is not None:
+            phases = move.phases.astype(dtype)
+            phases.setflags(write=False)
+            blas = MatrixKernel(np, targets, m.reshape((2,) * (2 * k)))
+            return PermutationKernel(targets, move, phases, blas)
         if k <= GROUP_MAX_QUBITS:
             return _group_kernel(tuple(int(q) for q in qubits), m)
         return MatrixKernel(np, tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))

@@ -3,7 +3,8 @@
 One level of parallelism: Dask threads run blocks side by side, so these kernels
 are single-threaded and release the GIL. Matrices on 1 to 5 qubits run in
 ``group_kernel``, whose inner tile is LLVM vector code (near the FMA units' rate on
-groups of 4 qubits); wider ones through BLAS.
+groups of 4 qubits); wider ones through BLAS. Monomial matrices (permutations with
+phases) run in ``permutation_kernel``: moves, no sums.
 """
 
 from __future__ import annotations
@@ -303,6 +304,70 @@ def compiled_group_kernel(
         *(types.literal(v) for v in (k, lanes, schedule.rows, schedule.parts)),
     )
     return CompiledGroupKernel(group_kernel.compile(signature), k, lanes, schedule)
+
+
+PERMUTATION_RUN_BITS = 10  # at most 2^10 contiguous amplitudes moved as one run
+PERMUTATION_MIN_RUN_BITS = 3  # shorter runs (a target on bits 0-2): the dense kernel is as fast
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def permutation_kernel(  # pragma: no cover - compiled
+    state, holes, offsets, cycles, phases, ends, unit, first, count, run
+):
+    """A monomial matrix (one nonzero per row and column) applied in place: every
+    moved amplitude is read once, scaled by its phase, and written to its new place;
+    no sums over the group (a dense kernel does 2^k multiply-adds per amplitude).
+    The moved target patterns form cycles; each is rotated a run of ``run``
+    contiguous amplitudes at a time (the bits below every target), so every copy is
+    a contiguous vector loop and only one run is held aside per cycle.
+
+    state: the block, 1-d C-contiguous complex64 or complex128, written in place;
+    holes: int64, sorted bit positions left zero in every tile's base (the run's
+    bits, the targets, and bits outside a cache tile);
+    offsets: int64, offsets[h] = where target pattern h starts from a run's base;
+    cycles: int64, the moved patterns cycle after cycle: pattern cycles[i] takes the
+    amplitudes of cycles[i + 1], the last of a cycle those of its first;
+    phases: the factor of each entry of ``cycles`` (what its pattern takes is scaled by);
+    ends: int64, where each cycle ends in ``cycles`` (exclusive);
+    unit: whether every phase is 1 (plain copies, nothing multiplied);
+    first: bits set in every run's base (see ``group_kernel``);
+    count: the number of runs' bases;
+    run: 2^(the run's bits)."""
+    held = np.empty(run, dtype=state.dtype)
+    mask = 0
+    for h in range(holes.size):
+        mask |= 1 << holes[h]
+    free = 0  # the bits of the base that are not holes, counted up through the others
+    for _ in range(count):
+        base = free | first
+        free = ((free | mask) + 1) & ~mask
+        start = 0
+        for c in range(ends.size):
+            end = ends[c]
+            head = base + offsets[cycles[start]]
+            if end - start == 1:  # a fixed pattern with a phase
+                factor = phases[start]
+                for t in range(run):
+                    state[_U(head + t)] *= factor
+                start = end
+                continue
+            for t in range(run):
+                held[t] = state[_U(head + t)]
+            for i in range(start, end - 1):
+                into = base + offsets[cycles[i]]
+                frm = base + offsets[cycles[i + 1]]
+                if unit:
+                    for t in range(run):
+                        state[_U(into + t)] = state[_U(frm + t)]
+                else:
+                    factor = phases[i]
+                    for t in range(run):
+                        state[_U(into + t)] = state[_U(frm + t)] * factor
+            into = base + offsets[cycles[end - 1]]
+            factor = phases[end - 1]
+            for t in range(run):
+                state[_U(into + t)] = held[t] * factor
+            start = end
 
 
 DIAGONAL_TILE_BITS = 6  # a tile of 64 amplitudes: one row of factors per tile, read from L1

@@ -20,7 +20,6 @@ measurement instance gets its own classical register, so repeated keys,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -37,10 +36,11 @@ from dasq.api import run, simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.cirq_convert import convert
 from dasq.circuit.dynamic import split_terminal_measurements
-from dasq.circuit.validation import check_dtype, is_int
+from dasq.circuit.validation import check_dtype, is_int, random_generator
 from dasq.errors import ValidationError
 from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
+from dasq.storage.location import run_store
 
 __all__ = ["Simulator"]
 
@@ -79,16 +79,6 @@ def _initial(initial_state: Any, n: int) -> int | np.ndarray | None:
     )
 
 
-def _random_state(seed: Any) -> np.random.Generator:
-    if seed is None or is_int(seed):
-        return np.random.default_rng(seed)
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, np.random.RandomState):
-        return np.random.default_rng(seed.randint(0, 2**31))
-    raise TypeError(f"seed must be an int, None or a numpy random generator, got {type(seed).__name__}")
-
-
 class Simulator(
     cirq.SimulatesSamples,
     cirq.SimulatesAmplitudes,
@@ -112,7 +102,7 @@ class Simulator(
             if name not in _OPTIONS:
                 raise TypeError(f"Simulator got an unexpected option {name!r}; dasq's are {sorted(_OPTIONS)}")
         self._dtype = np.dtype(check_dtype(dtype))
-        self._rng = _random_state(seed)
+        self._rng = random_generator(seed)
         self._options = options
 
     def _settings(self, circuit: Circuit, initial: int | np.ndarray | None = None) -> dict[str, Any]:
@@ -123,8 +113,7 @@ class Simulator(
             settings["initial"] = initial
         if settings.get("store") is not None:
             basis = initial if is_int(initial) else 0
-            name = f"{circuit.fingerprint()[:24]}-{self._dtype.name}-{basis}.zarr"
-            settings["store"] = os.path.join(os.fspath(settings["store"]), name)
+            settings["store"] = run_store(settings["store"], circuit.fingerprint(), self._dtype.name, basis)
         return settings
 
     # ------------------------------------------------------------------ sampling

@@ -31,9 +31,9 @@ unchanged, and a Pauli word is written reversed for dasq's labels.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,9 +73,10 @@ except ImportError:  # pragma: no cover - PennyLane before 0.45 names it Transfo
 
 from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.validation import check_dtype
+from dasq.circuit.validation import check_dtype, random_generator
 from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
+from dasq.storage.location import run_store
 
 __all__ = ["DasqDevice"]
 
@@ -91,6 +92,7 @@ MAX_MATRIX_OBSERVABLE_WIRES = 6
 _SET_BY_DEVICE = {"circuit", "initial", "parameters", "seed"}  # the device sets these per run
 _REFUSED = {"density", "lazy", "noise_model", "trajectories"}  # PennyLane reads a computed pure state
 SIMULATE_OPTIONS = simulate_settings(*_SET_BY_DEVICE, *_REFUSED)
+_SIMULATE_DTYPE = inspect.signature(simulate).parameters["dtype"].default  # when the device names none
 """The :func:`dasq.simulate` settings the device takes as keyword options."""
 
 _NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}
@@ -349,9 +351,7 @@ class DasqDevice(Device):
             options["dtype"] = check_dtype(options["dtype"])
         if isinstance(seed, str) and seed == "global":  # as default.qubit: numpy's global seed decides
             seed = int(np.random.randint(0, 2**31))
-        if isinstance(seed, (str, bool)):
-            raise TypeError(f"seed must be an int, a numpy Generator, 'global' or None, got {seed!r}")
-        self._rng = np.random.default_rng(seed)
+        self._rng = random_generator(seed, "seed (or 'global')")
         self._options = dict(options)
 
     @property
@@ -521,15 +521,6 @@ def _simulated(
         run = dict(options)
         if run.get("store") is not None:
             basis = initial if isinstance(initial, int) else 0
-            run["store"] = _store_for(run["store"], f"{key[0]}-{basis}.zarr")
+            run["store"] = run_store(run["store"], key[0], run.get("dtype", _SIMULATE_DTYPE), basis)
         states[key] = simulate(circuit, initial=initial, **run)
     return states[key]
-
-
-def _store_for(store: Any, name: str) -> str | Path:
-    """The store of one circuit inside the device's ``store`` directory (a path or a URL)."""
-    if isinstance(store, str) and "://" in store:
-        return store.rstrip("/") + "/" + name
-    directory = Path(store).expanduser()
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / name

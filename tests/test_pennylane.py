@@ -367,6 +367,9 @@ def test_dasq_settings_pass_through(tmp_path):
     assert single[2].dtype == np.complex64
     _close(single, expected, atol=1e-6)
     assert len(list(tmp_path.glob("*.zarr"))) == 1  # the stored run of the one circuit
+    stored = qml.device("dasq.qubit", wires=WIRES, dtype="complex64", store=tmp_path)
+    _close(qml.QNode(_small, stored)(), expected, atol=1e-6)
+    assert len(list(tmp_path.glob("*-complex64-0.zarr"))) == 1  # another precision: a store of its own
 
 
 @pytest.mark.parametrize(

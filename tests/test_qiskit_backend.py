@@ -236,6 +236,8 @@ def test_bad_options_are_refused_clearly():
     assert backend.options.method == "automatic"  # a refused setting leaves the options as they were
     with pytest.raises(TypeError, match="noise_model"):
         DasqBackend(noise_model="depolarizing").run(qc)
+    with pytest.raises(TypeError, match="seed_simulator must be None, an int"):
+        DasqBackend(seed_simulator="seven")  # refused where it is given, not inside the job
     with pytest.raises(TypeError, match="QuantumCircuit"):
         DasqBackend().run("OPENQASM 2.0;")
     with pytest.raises(ValidationError, match="store= names one out-of-core run"):

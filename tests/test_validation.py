@@ -186,3 +186,31 @@ def test_defaults_follow_the_usable_cores_and_dask_config(monkeypatch):
         assert dasq.simulate(circuit).plan.fusion_size == 2
     with dask.config.set({"dasq.fusion-size": 0}), pytest.raises(dasq.ValidationError, match="fusion"):
         dasq.simulate(circuit)
+
+
+def test_seeds_become_numpy_generators_and_anything_else_is_refused():
+    """One reading of a user's seed for the Qiskit, Cirq and PennyLane adapters."""
+    from dasq.circuit.validation import random_generator
+
+    assert random_generator(7).integers(1 << 30) == np.random.default_rng(7).integers(1 << 30)
+    generator = np.random.default_rng(3)
+    assert random_generator(generator) is generator
+    legacy = random_generator(np.random.RandomState(5))
+    assert legacy.integers(1 << 30) == random_generator(np.random.RandomState(5)).integers(1 << 30)
+    assert isinstance(random_generator(None), np.random.Generator)
+    for bad in ("seven", 1.5, True):
+        with pytest.raises(TypeError, match="seed must be None, an int, a numpy Generator"):
+            random_generator(bad)
+
+
+def test_a_run_store_is_named_by_circuit_precision_and_basis(tmp_path):
+    from dasq.storage.location import run_store
+
+    folder = tmp_path / "runs"
+    first = run_store(folder, "ab" * 20, "complex64", 3)
+    assert folder.is_dir() and first == folder / f"{'ab' * 12}-complex64-3.zarr"
+    assert run_store(folder, "ab" * 20, "complex128", 3) != first
+    assert (
+        run_store("s3://bucket/runs/", "cd" * 20, "complex64", 0)
+        == f"s3://bucket/runs/{'cd' * 12}-complex64-0.zarr"
+    )

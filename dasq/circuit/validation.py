@@ -236,6 +236,19 @@ def check_dtype(dtype: object) -> str:
     return name
 
 
+def random_generator(seed: object, what: str = "seed") -> np.random.Generator:
+    """A numpy Generator from what a user passes as a seed (the Qiskit, Cirq and
+    PennyLane adapters draw each run's seed from it): None (fresh entropy), an int,
+    a Generator (used as it is) or a legacy RandomState (a Generator seeded from it)."""
+    if seed is None or is_int(seed):
+        return np.random.default_rng(None if seed is None else int(seed))  # type: ignore[call-overload]
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, np.random.RandomState):
+        return np.random.default_rng(seed.randint(0, 2**31))
+    raise TypeError(f"{what} must be None, an int, a numpy Generator or a numpy RandomState, got {seed!r}")
+
+
 def check_chunk_qubits(chunk_qubits: object, num_qubits: int) -> int:
     if not is_int(chunk_qubits):
         raise TypeError(f"chunk_qubits must be an int, got {chunk_qubits!r}")

@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - qiskit is an optional extra
 from dasq.api import run, simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel
+from dasq.circuit.validation import random_generator
 from dasq.errors import ValidationError
 from dasq.state.density import DensityMatrix
 from dasq.state.observables import pauli_label
@@ -147,6 +148,7 @@ class RunSettings:
         shots = options["shots"]
         if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
             raise ValidationError(f"shots must be a positive int, got {shots!r}")
+        random_generator(options["seed_simulator"], "seed_simulator")  # refused here, not in the job
         noise = _noise_model(options["noise_model"])
         if noise is not None and method == "statevector":
             raise ValidationError(
@@ -357,7 +359,7 @@ class DasqBackend(BackendV2):
         return job
 
     def _execute(self, job_id: str, experiments: list[Experiment], settings: RunSettings) -> Result:
-        rng = np.random.default_rng(settings.seed)
+        rng = random_generator(settings.seed)
         results = [_run_experiment(e, settings, int(rng.integers(0, 2**62))) for e in experiments]
         return Result(backend_name=self.name, backend_version=self.backend_version, job_id=job_id,
                       success=True, results=results, status="COMPLETED")  # fmt: skip

@@ -91,6 +91,19 @@ def is_url(store: object) -> bool:
     return isinstance(store, str) and URL_MARK in store
 
 
+def run_store(folder: str | os.PathLike[str], fingerprint: str, dtype: str, basis: int) -> str | Path:
+    """The store of one run inside ``folder`` (a directory, made if missing, or a URL),
+    named by what decides its state (the circuit's fingerprint, the precision and the
+    initial basis state), so the same run again reopens or resumes it: for adapters
+    that run many circuits under one ``store`` (Cirq sweeps, PennyLane batches)."""
+    name = f"{fingerprint[:24]}-{dtype}-{basis}.zarr"
+    if is_url(folder):
+        return str(folder).rstrip("/") + "/" + name
+    directory = Path(folder).expanduser()
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / name
+
+
 def location(store: str | os.PathLike[str] | Location) -> Location:
     """The location a ``store`` argument names: a URL (``protocol://...``) is an
     fsspec filesystem's, anything else a local path (made absolute)."""

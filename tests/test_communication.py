@@ -23,7 +23,8 @@ def _traffic(build):
     must also equal the traffic the plan predicts without building a graph."""
     c = dasq.Circuit(N)
     build(c)
-    state = dasq.simulate(c, chunk_qubits=L, method="per-operation")
+    psi = np.random.default_rng(0).normal(size=SIGMA) + 0j  # every block holds amplitudes
+    state = dasq.simulate(c, initial=psi / np.linalg.norm(psi), chunk_qubits=L, method="per-operation")
     assert {r.origin for r in state.report.records} == {0}
     rec = state.report.for_operation(0)
     assert rec.traffic == state.plan.traffic

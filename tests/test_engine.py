@@ -275,18 +275,50 @@ def test_unknown_relayout_method_is_refused():
         dasq.simulate(dasq.Circuit(3).h(0), relayout_method="teleport")
 
 
+def _aliases(state: dasq.StateVector) -> list[Alias]:
+    return [
+        v for layer in state.blocks.dask.layers.values() for v in dict(layer).values() if isinstance(v, Alias)
+    ]
+
+
 def test_blocks_a_program_leaves_alone_keep_their_key():
     c = dasq.Circuit(6).h(0, controls=(4, 5)).cz(4, 5)
-    state = dasq.simulate(c, chunk_qubits=3, method="per-operation", lazy=True)
-    aliases = [
-        v
-        for name, layer in state.blocks.dask.layers.items()
-        for v in dict(layer).values()
-        if isinstance(v, Alias)
-    ]
+    psi = np.random.default_rng(3).normal(size=64) + 0j
+    state = dasq.simulate(
+        c, initial=psi / np.linalg.norm(psi), chunk_qubits=3, method="per-operation", lazy=True
+    )
     # 8 blocks; only blocks 6 and 7 (qubits 4 and 5 set) change, for H and for CZ
-    assert len(aliases) == 6 + 6
+    assert len(_aliases(state)) == 6 + 6
     assert state.report.tasks == 2 + 2
+
+
+@pytest.mark.parametrize("basis", [0, 0b101101])
+def test_stages_after_a_basis_state_leave_its_zero_blocks_alone(basis):
+    """A basis state is zero in all blocks but one, and a block program maps zeros to
+    zeros: the stages before the first relayout run on that one block only (a block
+    permutation renames the zero blocks with it); after a relayout, every block runs."""
+    from qiskit.quantum_info import Statevector
+
+    n, L = 8, 5
+    c = dasq.Circuit(n).h(0).cx(0, 1).rz(0.4, 6, controls=(7,)).x(6).x(7).ry(0.3, 2).cx(2, 7)
+    for q in range(n):  # more targets than local qubits: a relayout
+        c.ry(0.1 * q, q)
+    plan = dasq.plan(c, chunk_qubits=L)
+    state = dasq.simulate(c, initial=basis, chunk_qubits=L)
+    first, *rest = [r for r in state.report.records if r.tasks]
+    assert first.step == "program" and first.tasks == 1 and plan.summary()["relayouts"] >= 1
+    # the first relayout (swapping pieces in place) and the stage after it: a task per
+    # block, and a swap task only between the one block with amplitudes and each block
+    # it trades pieces with, none between two zero blocks
+    k = len(next(s for s in plan.steps if s.name == "relayout").pairs)
+    assert rest and rest[0].tasks == (1 << (n - L)) + (1 << k) - 1
+    vector = np.zeros(1 << n, dtype=complex)
+    vector[basis] = 1
+    given = dasq.simulate(c, initial=vector, chunk_qubits=L)  # not known to be a basis state
+    assert next(r.tasks for r in given.report.records if r.tasks) == 1 << (n - L)
+    np.testing.assert_allclose(given.to_numpy(), state.to_numpy(), atol=1e-12)
+    want = Statevector.from_int(basis, 1 << n).evolve(c.to_qiskit()).data
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
 
 
 def test_global_phase_is_folded_into_the_last_program():

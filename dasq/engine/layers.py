@@ -120,9 +120,15 @@ def _gather_run(runner: BlockRunner, gather: Gather, block_index: int, *blocks: 
 
 
 def program_layer(
-    x: da.Array, runner: BlockRunner, index: int | str, in_place: bool = False
+    x: da.Array,
+    runner: BlockRunner,
+    index: int | str,
+    in_place: bool = False,
+    zero_blocks: frozenset[int] = frozenset(),
 ) -> tuple[da.Array, LayerCost]:
-    """One task per block that the program changes; the others keep their key.
+    """One task per block that the program changes; the others keep their key, and so
+    do ``zero_blocks``, known to hold only zeros (a program is linear inside each
+    block: the first stages after a basis state touch one block, not all of them).
 
     ``in_place``: the tasks write into their input blocks instead of copies. Only for
     blocks no one else holds or reads again: a run's own blocks, persisted step by
@@ -133,7 +139,7 @@ def program_layer(
     layer: dict = {runner_key: DataNode(runner_key, runner)}
     tasks = 0
     for c in range(num_blocks(x)):
-        if runner.changes(c):
+        if c not in zero_blocks and runner.changes(c):
             run = _run_program_in_place if in_place else _run_program
             layer[(name, c)] = Task((name, c), run, TaskRef(runner_key), c, TaskRef((x.name, c)))
             tasks += 1
@@ -245,12 +251,14 @@ def relayout_layer(
     kind: str | None = None,
     worker_of: WorkerOf = None,
     in_place: bool = False,
+    zero_blocks: frozenset[int] = frozenset(),
 ) -> tuple[da.Array, LayerCost]:
     """The relayout, and (if ``runner`` is given) the next stage's program in the same
     tasks: each new block is gathered and run by one task.
 
     ``in_place`` (blocks this run owns, in one process; see ``program_layer``): the
-    blocks exchange their pieces where they are, so no second state is built.
+    blocks exchange their pieces where they are, so no second state is built; two
+    ``zero_blocks`` (known to hold only zeros) have nothing to exchange.
 
     ``active[c]`` False: block c takes no part (a global control fails) and keeps
     its amplitudes. Methods ``tasks``/``p2p`` use Dask's rechunk (no controls).
@@ -263,7 +271,7 @@ def relayout_layer(
             cost = cost + more
         return y, cost
     if in_place and active is None:
-        return _relayout_in_place(x, gather, index, runner)
+        return _relayout_in_place(x, gather, index, runner, zero_blocks)
     token = runner.program.token() if runner is not None else ""
     kind = kind or ("relayout" if runner is None else "stage")
     name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method, gather.codec)
@@ -369,12 +377,17 @@ def _swapped_run(runner: BlockRunner, block_index: int, block: Any, *swaps: None
 
 
 def _relayout_in_place(
-    x: da.Array, gather: Gather, index: int | str, runner: BlockRunner | None
+    x: da.Array,
+    gather: Gather,
+    index: int | str,
+    runner: BlockRunner | None,
+    zero_blocks: frozenset[int] = frozenset(),
 ) -> tuple[da.Array, LayerCost]:
     """The relayout as piece swaps between the blocks themselves: one task per pair
     of blocks that trade pieces (the pairs touch disjoint pieces, so they run side by
-    side), then each block, once all its swaps are done, renamed (or run by the
-    program). Peak memory: the state and one piece per running swap."""
+    side) unless both hold only zeros, then each block, once all its swaps are done,
+    renamed (or run by the program). Peak memory: the state and one piece per
+    running swap."""
     kind = "relayout" if runner is None else "stage"
     token = runner.program.token() if runner is not None else ""
     name = layer_name(kind, index, x.name, gather.pairs, gather.controls, "in-place", gather.L, token)
@@ -390,8 +403,8 @@ def _relayout_in_place(
             if p.source == c:
                 continue
             messages += 1
-            if p.source < c:
-                continue  # the same swap, seen from the other block
+            if p.source < c or {c, p.source} <= zero_blocks:
+                continue  # the same swap, seen from the other block; zeros for zeros
             key = (f"{name}-swap", c, p.source)
             # new c's piece p.target is old source's piece mine(c) = p.source_piece, and
             # new source's piece p.source_piece is old c's piece p.target

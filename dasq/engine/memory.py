@@ -223,6 +223,7 @@ class StepContext:
     in_place: bool
     measurements: list[tuple[int, int]]
     num_blocks: int = 1
+    zero_blocks: frozenset[int] = frozenset()  # blocks known to hold only zeros
 
     @classmethod
     def alone(cls, index: int | str, L: int) -> StepContext:
@@ -258,6 +259,9 @@ class MemoryExecutor:
     progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
     owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)
     relayout_codec: PieceCodec | None = None  # pieces that cross workers travel encoded
+    # blocks of run()'s input known to hold only zeros (a basis state's all but one): a
+    # block program maps zeros to zeros, so they keep their keys until a step mixes blocks
+    zero_blocks: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
@@ -294,6 +298,7 @@ class MemoryExecutor:
             x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
         walk = list(plan.walk())
+        zero = self.zero_blocks
         i = 0
         while i < len(walk):
             index, step, L = walk[i]
@@ -303,14 +308,16 @@ class MemoryExecutor:
             if method == "p2p":
                 _quiet_p2p_notices()
             worker_of = placement.worker_of if placement is not None else None
-            ctx = StepContext(index, L, method, worker_of, in_place, result.measurements, num_blocks)
+            ctx = StepContext(index, L, method, worker_of, in_place, result.measurements, num_blocks, zero)
             following = walk[i + 1][1] if i + 1 < len(walk) else None
             if isinstance(following, BlockProgram) and self._folds(step, method):
                 self._relayout_then_program(step, following, result, plan.num_qubits, ctx)  # type: ignore[arg-type]
+                zero = frozenset()
                 i += 1
             else:
                 result.blocks, cost = self.layer(step, result.blocks, ctx)
                 self._record(result, index, step, plan.num_qubits, L, cost, worker_of)
+                zero = step.zero_blocks_after(zero, num_blocks) if zero else zero
             if not self.lazy:
                 # dasq's layers are minimal already; dask.array's own (rechunks) gain from
                 # its blockwise fusion
@@ -340,6 +347,7 @@ class MemoryExecutor:
             runner=runner,
             worker_of=ctx.worker_of,
             in_place=ctx.swaps_in_place,
+            zero_blocks=ctx.zero_blocks,
         )
         self._record(
             result, ctx.index, step, n, ctx.L, LayerCost(cost.traffic, 0, cost.across), ctx.worker_of
@@ -423,7 +431,7 @@ def _program_layer(
     ex: MemoryExecutor, step: BlockProgram, x: da.Array, ctx: StepContext
 ) -> tuple[da.Array, LayerCost]:
     runner = BlockRunner(step, ctx.L, ex.backend, ex.cache_qubits)
-    return layers.program_layer(x, runner, ctx.index, ctx.in_place)
+    return layers.program_layer(x, runner, ctx.index, ctx.in_place, ctx.zero_blocks)
 
 
 def _relayout_layer(
@@ -437,7 +445,14 @@ def _relayout_layer(
     if method in ("tasks", "p2p") and (step.controls or active is not None):
         method = "packed"  # a controlled relayout is not a rechunk
     return layers.relayout_layer(
-        x, gather, ctx.index, method, active, worker_of=ctx.worker_of, in_place=ctx.swaps_in_place
+        x,
+        gather,
+        ctx.index,
+        method,
+        active,
+        worker_of=ctx.worker_of,
+        in_place=ctx.swaps_in_place,
+        zero_blocks=ctx.zero_blocks,
     )
 
 

@@ -73,17 +73,19 @@ def evolve(
     )
     owned = blocks is None  # a basis state made here: the stages may write into its blocks
     on_cluster = not options.lazy and scheduler_client(options.client) is not None
+    zero: frozenset[int] = frozenset()
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         run_token = uuid.uuid4().hex if on_cluster else ""
         blocks = layers.basis_state(num_qubits, chunk_qubits, position, dtype, backend, run_token)
+        zero = frozenset(range(layers.num_blocks(blocks))) - {position >> chunk_qubits}
     else:
         blocks = layers.on_backend(blocks, backend)
     # a cluster computes while the graphs are still being built: distributed's own
     # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
     steps_bar = options.progress and not on_cluster
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
-    run = _executor(options, rng, on_step, owns_input=owned).run(plan, blocks)
+    run = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero).run(plan, blocks)
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
 
 
@@ -112,6 +114,7 @@ def _executor(
     rng: np.random.Generator,
     on_step: Callable[[int, int], Any] | None,
     owns_input: bool = False,
+    zero_blocks: frozenset[int] = frozenset(),
 ) -> MemoryExecutor:
     return MemoryExecutor(
         get_backend(options.backend),
@@ -124,6 +127,7 @@ def _executor(
         progress=options.progress,
         owns_input=owns_input,
         relayout_codec=options.relayout_codec,
+        zero_blocks=zero_blocks,
     )
 
 

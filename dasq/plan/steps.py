@@ -80,6 +80,11 @@ class Step:
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         return Traffic()
 
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+        """The blocks known to hold only zeros after the step, given those before it
+        (a basis state's all but one): by default none, as the step mixes blocks."""
+        return frozenset()
+
     def chunk_qubits_after(self, L: int) -> int:
         return L
 
@@ -166,6 +171,10 @@ class BlockProgram(Step):
     digest: str = field(default="", compare=False)
 
     name: ClassVar[str] = "program"
+
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+        """A program is linear inside each block: zeros stay zeros."""
+        return zero
 
     def __post_init__(self) -> None:
         if not self.digest:
@@ -310,6 +319,10 @@ class Permute(Step):
         if self.global_order is None:
             return c
         return sum(((c >> q) & 1) << p for q, p in enumerate(self.global_order))
+
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+        """Blocks renamed: a zero block is zero under its new name."""
+        return frozenset(c for c in range(num_blocks) if self.source_block(c) in zero)
 
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         renamed = sum(1 for c in range(1 << (num_qubits - L)) if self.source_block(c) != c)

@@ -177,7 +177,8 @@ def _table(text: str, after: str) -> list[list[str]]:
 
 def test_the_speed_summary_quotes_the_inmemory_results():
     results = json.loads((ROOT / "benchmarks" / "results" / "inmemory.json").read_text())
-    ratio = {(r["circuit"], r["dtype"]): r["ratio_dasq_to_fastest_peer"] for r in results["rows"]}
+    rows24 = [r for r in results["rows"] if r["qubits"] == 24]  # the summary's table is at 24 qubits
+    ratio = {(r["circuit"], r["dtype"]): r["ratio_dasq_to_fastest_peer"] for r in rows24}
     names = {"QFT": "qft", "random": "random", "quantum volume": "qv", "GHZ": "ghz"}
     text = (DOCS / "benchmarks.md").read_text()
     assert results["machine"]["commit"] in text[: text.index("| circuit |")]

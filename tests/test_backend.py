@@ -281,6 +281,8 @@ def test_mapped_zeros_are_private_zeroed_pages():
 
     from dasq.backend.arrays import MAPPED_FROM_BYTES, mapped_zeros
 
+    lazy = mapped_zeros(MAPPED_FROM_BYTES // 8, "complex64", populate=False)
+    assert lazy.flags.writeable and not lazy.any()
     big = mapped_zeros(MAPPED_FROM_BYTES // 8, "complex64")
     assert big.flags.writeable and big.dtype == np.complex64 and not big.any()
     big[:] = 1

@@ -321,6 +321,37 @@ def test_stages_after_a_basis_state_leave_its_zero_blocks_alone(basis):
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
 
 
+def test_relayouts_carry_the_zero_blocks_they_gather_only_zeros_into():
+    """After a relayout of k of the global qubits, a basis state's amplitudes lie in
+    2^k blocks; the next relayout swaps pieces only where one side holds any."""
+    from qiskit.quantum_info import Statevector
+
+    n, L = 8, 4  # 16 blocks
+    c = dasq.Circuit(n)
+    for q in range(4):
+        c.h(q)
+    c.cx(0, 4)
+    for q in range(4):
+        c.ry(0.3, q)
+    c.cx(1, 4).cx(4, 2)
+    for q in range(4):
+        c.ry(0.2, q)
+    c.cx(2, 5).cx(5, 3).cx(3, 6)
+    for q in range(n):
+        c.ry(0.1 * q, q)
+    plan = dasq.plan(c, chunk_qubits=L)
+    assert [len(r.pairs) for r in plan.relayouts] == [1, 3, 1]
+    state = dasq.simulate(c, chunk_qubits=L)
+    tasks = [r.tasks for r in state.report.records if r.tasks]
+    # a task per block in each stage after a relayout, plus its swaps: 1 (the basis
+    # block with its partner); then, in groups of 8 blocks, the 2 blocks with
+    # amplitudes swap with the other 6 and with each other (13, not 2 x 28); then
+    # 8 blocks hold amplitudes, one per pair of the last relayout
+    assert tasks == [1, 16 + 1, 16 + 13, 16 + 8]
+    want = Statevector.from_int(0, 1 << n).evolve(c.to_qiskit()).data
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
 def test_global_phase_is_folded_into_the_last_program():
     c = dasq.Circuit(4, global_phase=0.7).h(0).cx(0, 3)
     state = dasq.simulate(c, chunk_qubits=2)

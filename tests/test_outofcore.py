@@ -116,6 +116,34 @@ def test_the_relayout_is_folded_into_reads_one_read_and_one_write_per_stage(tmp_
     assert len(state.report.records) == len(stages)
 
 
+def test_passes_after_a_basis_state_skip_the_pieces_of_zero_blocks(tmp_path, monkeypatch):
+    """A basis state is zero in all blocks but one and a program keeps zeros zero: the
+    first pass runs one block, and the pass after it reads only the pieces that come
+    from that block (a block gathered only from zero blocks is written, not run)."""
+    from dasq.engine import stream
+
+    reads: dict[int, int] = {}
+    read = stream.st.read_amplitudes
+
+    def counted(*args, **kwargs):
+        stage = args[7]
+        reads[stage] = reads.get(stage, 0) + 1
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(stream.st, "read_amplitudes", counted)
+    c = random_circuit(10, 4, seed=8)
+    state = dasq.simulate(c, initial=345, store=tmp_path / "s.zarr", **ooc(5))
+    relayouts = state.plan.relayouts
+    assert len(relayouts) >= 2 and len(relayouts[0].pairs) == 10 - 5
+    # pass 1: each of the 2^k blocks that gather a piece from the basis state's block
+    # reads that piece alone; all 2^5 blocks hold amplitudes after it (k = 5), so
+    # pass 2 reads every piece
+    assert reads[1] == 1 << 5
+    assert reads[2] == 1 << (5 + len(relayouts[1].pairs))
+    want = dasq.simulate(c, initial=345).to_numpy()
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
 def test_empty_circuit_stores_the_basis_state(tmp_path):
     state = dasq.simulate(dasq.Circuit(5), initial=6, store=tmp_path / "s.zarr", **ooc(3))
     want = np.zeros(32)

@@ -29,7 +29,7 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 MAPPED_FROM_BYTES = 4 << 20  # numpy asks for transparent huge pages from about here on
 
 
-def mapped_zeros(size: int, dtype: Any) -> np.ndarray:
+def mapped_zeros(size: int, dtype: Any, populate: bool = True) -> np.ndarray:
     """Zeros in an anonymous private map of their own, its pages written in when it is
     made (``MAP_POPULATE`` on Linux), given back to the system when the array goes;
     below ``MAPPED_FROM_BYTES``, numpy's. For state blocks, ``to_numpy``'s output
@@ -38,14 +38,16 @@ def mapped_zeros(size: int, dtype: Any) -> np.ndarray:
     buffers in the allocator's heap stay in the process's resident memory. Why
     populated: 4 KiB pages written in up front cost the same every time, while a
     page first read by a kernel and then written costs the zero page, then a
-    copy-on-write fault and a TLB shootdown between threads."""
+    copy-on-write fault and a TLB shootdown between threads. ``populate=False`` for an
+    array whose every page is written before it is read (``to_numpy``'s output): its
+    pages then fault in where the writing tasks are, on all their threads at once."""
     nbytes = size * np.dtype(dtype).itemsize
     if nbytes < MAPPED_FROM_BYTES:
         return np.zeros(size, dtype=dtype)
     if not hasattr(mmap, "MAP_PRIVATE"):  # Windows: an anonymous map is private there
         return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype)
     # private (a forked process must not share our writes); fileno -1: anonymous
-    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+    flags = mmap.MAP_PRIVATE | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
     return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=dtype)
 
 

@@ -386,8 +386,8 @@ def _relayout_in_place(
     """The relayout as piece swaps between the blocks themselves: one task per pair
     of blocks that trade pieces (the pairs touch disjoint pieces, so they run side by
     side) unless both hold only zeros, then each block, once all its swaps are done,
-    renamed (or run by the program). Peak memory: the state and one piece per
-    running swap."""
+    renamed (or run by the program, unless it gathered only zeros). Peak memory: the
+    state and one piece per running swap."""
     kind = "relayout" if runner is None else "stage"
     token = runner.program.token() if runner is not None else ""
     name = layer_name(kind, index, x.name, gather.pairs, gather.controls, "in-place", gather.L, token)
@@ -419,8 +419,9 @@ def _relayout_in_place(
             )
             swaps_of[c].append(TaskRef(key))
             swaps_of[p.source].append(TaskRef(key))
+    zero_after = algebra.zero_blocks_after(zero_blocks, gather.pairs, gather.L, num_blocks(x))
     for c, swaps in swaps_of.items():
-        if runner is not None:
+        if runner is not None and c not in zero_after:  # a program maps zeros to zeros
             task = Task((name, c), _swapped_run, TaskRef(f"{name}-program"), c, TaskRef((x.name, c)), *swaps)
         else:
             task = Task((name, c), _swapped, TaskRef((x.name, c)), *swaps)

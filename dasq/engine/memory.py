@@ -312,12 +312,12 @@ class MemoryExecutor:
             following = walk[i + 1][1] if i + 1 < len(walk) else None
             if isinstance(following, BlockProgram) and self._folds(step, method):
                 self._relayout_then_program(step, following, result, plan.num_qubits, ctx)  # type: ignore[arg-type]
-                zero = frozenset()
+                zero = step.zero_blocks_after(zero, num_blocks, L)  # the program keeps them
                 i += 1
             else:
                 result.blocks, cost = self.layer(step, result.blocks, ctx)
                 self._record(result, index, step, plan.num_qubits, L, cost, worker_of)
-                zero = step.zero_blocks_after(zero, num_blocks) if zero else zero
+                zero = step.zero_blocks_after(zero, num_blocks, L) if zero else zero
             if not self.lazy:
                 # dasq's layers are minimal already; dask.array's own (rechunks) gain from
                 # its blockwise fusion

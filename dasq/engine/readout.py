@@ -160,7 +160,7 @@ def host_array(x: da.Array, L: int, layout: Sequence[int], backend: Backend) -> 
     out = f"{name}-out"
     placement = f"{name}-placement"
     layer: dict = {
-        out: Task(out, mapped_zeros, 1 << len(layout), str(x.dtype)),
+        out: Task(out, mapped_zeros, 1 << len(layout), str(x.dtype), False),  # written before read
         placement: DataNode(placement, host_placement(layout, L)),
     }
     placed = []

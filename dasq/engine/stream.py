@@ -145,6 +145,22 @@ class BlockWork:
     store_id: str = ""
     source_crcs: np.ndarray | None = None  # the manifest's checksum of every chunk of ``source``
     source_stage: int = 0  # the stage that wrote ``source``
+    # blocks of ``source`` (of the basis state when None) known to hold only zeros:
+    # their pieces are not read, and a block gathered only from them is not run
+    zero_sources: frozenset[int] = frozenset()
+
+    def piece_bytes(self) -> int:
+        return (np.dtype(self.dtype).itemsize << self.L) >> len(self.pairs)
+
+    def zero_after(self, nblocks: int) -> frozenset[int]:
+        """The blocks this pass writes as zeros (a program maps zeros to zeros)."""
+        return algebra.zero_blocks_after(self.zero_sources, self.pairs, self.L, nblocks)
+
+    def bytes_read(self, nblocks: int) -> int:
+        if self.source is None:
+            return 0
+        pieces = (p for c in range(nblocks) for p in algebra.pieces(c, self.pairs, self.L))
+        return sum(p.source not in self.zero_sources for p in pieces) * self.piece_bytes()
 
 
 @dataclass(frozen=True)
@@ -162,15 +178,20 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     stats = np.zeros(STATS)
     backend = work.runner.backend
     size = 1 << work.L
+    sources = algebra.pieces(c, work.pairs, work.L)
+    only_zeros = all(p.source in work.zero_sources for p in sources)
     if work.source is None:
         position = work.basis_position
         block = backend.basis_block(
             size, position & (size - 1) if position >> work.L == c else -1, work.dtype
         )
     else:
-        block = backend.empty(size, work.dtype)
+        skipped = any(p.source in work.zero_sources for p in sources)
+        block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
         piece = size >> len(work.pairs)
-        for p in algebra.pieces(c, work.pairs, work.L):
+        for p in sources:
+            if p.source in work.zero_sources:
+                continue
             data = st.read_amplitudes(
                 work.store,
                 work.source,
@@ -182,8 +203,8 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
                 work.source_stage,
             )
             block[p.target * piece : (p.target + 1) * piece] = backend.from_host(data, work.dtype)
-        stats[4] = block.nbytes
-    out = backend.to_host(work.runner(block, c))
+            stats[4] += data.nbytes
+    out = backend.to_host(block if only_zeros else work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
         host = get_backend("cpu")  # ``out`` is on the host now, whatever ran the stage
@@ -231,6 +252,9 @@ class StreamExecutor:
         L, n = m.chunk_qubits, m.num_qubits
         nblocks = 1 << (n - L)
         records = []
+        # blocks of the current array known to hold only zeros: a basis state's all but
+        # one, then what each pass leaves; unknown (none) after a resume
+        zero: frozenset[int] = frozenset()
         for s in range(m.stages_done, len(passes)):
             one = passes[s]
             target = st.ARRAYS[0] if s == 0 else next(a for a in st.ARRAYS if a != m.current)
@@ -247,6 +271,7 @@ class StreamExecutor:
                 store_id=m.store_id,
                 source_crcs=st.current_crcs(m) if s else None,
                 source_stage=s,
+                zero_sources=zero if s else _basis_zeros(m.basis, plan.initial_layout, L, nblocks),
             )
             start = time.perf_counter()
             self.lock.verify()
@@ -269,6 +294,7 @@ class StreamExecutor:
             m.stages_done = s + 1
             m.current = target
             m.chunk_crc32c = chunks.encode_crcs(crcs)
+            zero = work.zero_after(nblocks)
             m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
             m.stage_seconds.append(time.perf_counter() - start)
             if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
@@ -290,7 +316,7 @@ class StreamExecutor:
         keys = [(name, c) for c in range(nblocks)]
         for c, key in enumerate(keys):
             graph[key] = Task(key, run_block, TaskRef(work_key), c)
-        nbytes = (2 if work.source else 1) * (nblocks << work.L) * np.dtype(work.dtype).itemsize
+        nbytes = work.bytes_read(nblocks) + (nblocks << work.L) * np.dtype(work.dtype).itemsize
         bar = _progress_bar(label, nblocks, nbytes) if self.progress else None
         total = np.zeros(STATS)
         per_block = 1 << (work.L - self.manifest.storage_qubits)
@@ -340,6 +366,11 @@ def _lost_workers(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - distributed is a dependency
         return False
     return isinstance(exc, KilledWorker)
+
+
+def _basis_zeros(index: int, layout: tuple[int, ...], L: int, nblocks: int) -> frozenset[int]:
+    """Every block of basis state ``index`` but the one holding its amplitude."""
+    return frozenset(range(nblocks)) - {_position(index, layout) >> L}
 
 
 def _position(index: int, layout: tuple[int, ...]) -> int:

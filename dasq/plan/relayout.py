@@ -44,6 +44,15 @@ def pieces(c: int, pairs: Pairs, L: int) -> tuple[Piece, ...]:
     return tuple(out)
 
 
+def zero_blocks_after(zero: frozenset[int], pairs: Pairs, L: int, num_blocks: int) -> frozenset[int]:
+    """The blocks a relayout leaves holding only zeros, given those that did before:
+    new block c gathers a piece from every block that differs from it in the swapped
+    global bits (itself included), so it is zero when all of those are."""
+    if not zero:
+        return zero
+    return frozenset(c for c in range(num_blocks) if all(p.source in zero for p in pieces(c, pairs, L)))
+
+
 def is_contiguous(pairs: Pairs, L: int) -> bool:
     """True when the local positions are the top bits L-k..L-1 in pair order."""
     k = len(pairs)

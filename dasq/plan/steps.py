@@ -80,9 +80,10 @@ class Step:
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         return Traffic()
 
-    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int, L: int) -> frozenset[int]:
         """The blocks known to hold only zeros after the step, given those before it
-        (a basis state's all but one): by default none, as the step mixes blocks."""
+        (a basis state's all but one), for blocks of 2^L amplitudes: by default none,
+        as the step mixes blocks."""
         return frozenset()
 
     def chunk_qubits_after(self, L: int) -> int:
@@ -126,6 +127,9 @@ class Relayout(Step):
 
     def folds_into_reads(self) -> bool:
         return not self.controls and not self.global_controls
+
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int, L: int) -> frozenset[int]:
+        return algebra.zero_blocks_after(zero, self.pairs, L, num_blocks)
 
     def traffic(self, num_qubits: int, L: int) -> Traffic:
         k = len(self.pairs)
@@ -172,7 +176,7 @@ class BlockProgram(Step):
 
     name: ClassVar[str] = "program"
 
-    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int, L: int) -> frozenset[int]:
         """A program is linear inside each block: zeros stay zeros."""
         return zero
 
@@ -320,7 +324,7 @@ class Permute(Step):
             return c
         return sum(((c >> q) & 1) << p for q, p in enumerate(self.global_order))
 
-    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int) -> frozenset[int]:
+    def zero_blocks_after(self, zero: frozenset[int], num_blocks: int, L: int) -> frozenset[int]:
         """Blocks renamed: a zero block is zero under its new name."""
         return frozenset(c for c in range(num_blocks) if self.source_block(c) in zero)
 

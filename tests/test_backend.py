@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from reference import random_state, random_unitary
 
-from dasq.backend import numba_kernels
+from dasq.backend import vector_layout
 from dasq.backend.registry import get_backend
 from dasq.plan.relayout import transpositions, write_order
 
@@ -148,7 +148,7 @@ def test_group_kernel_matches_the_definition(k, where, dtype):
     block = random_state(GROUP_L, rng).astype(dtype)
     kernel = CPU.compile_matrix(qubits, u, dtype)
     assert isinstance(kernel, GroupKernel)
-    lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
+    lane_bits = vector_layout.vector_amplitudes(dtype).bit_length() - 1
     at = kernel.layout
     lane_targets = sorted(q for q in qubits if q < lane_bits)
     assert at.lanes == sum((q + 1) << (4 * e) for e, q in enumerate(lane_targets))
@@ -304,7 +304,7 @@ def test_mapped_zeros_are_private_zeroed_pages():
 def test_tile_schedules_keep_eight_fma_chains():
     """Outputs per pass and partial sums: AVX2 (two registers per vector) sums two
     output vectors at a time, AVX-512 four; a tile of one vector splits its sums."""
-    from dasq.backend.numba_kernels import TileSchedule, tile_schedule
+    from dasq.backend.vector_layout import TileSchedule, tile_schedule
 
     assert tile_schedule(16, wide=False) == TileSchedule(rows=2, parts=1)
     assert tile_schedule(16, wide=True) == TileSchedule(rows=4, parts=1)
@@ -317,18 +317,17 @@ def test_tile_schedules_keep_eight_fma_chains():
 )
 def test_vector_width_follows_the_cpu_numba_compiles_for(monkeypatch, features, wide):
     """NUMBA_CPU_FEATURES (a cache built for an older CPU, say) decides the width,
-    not the host's: AVX-512 code is only what numba is told it may emit."""
-    from numba.core import config
+    not the host's: AVX-512 code is only what numba is told it may emit. Read from
+    the environment, as numba reads it, without importing numba."""
+    from dasq.backend import vector_layout
 
-    from dasq.backend import numba_kernels
-
-    monkeypatch.setattr(config, "CPU_FEATURES", features)
-    numba_kernels.wide_vectors.cache_clear()
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", features)
+    vector_layout.wide_vectors.cache_clear()
     try:
-        assert numba_kernels.wide_vectors() is wide
+        assert vector_layout.wide_vectors() is wide
         assert CPU.preferred_fusion_size() == (4 if wide else 3)
     finally:
-        numba_kernels.wide_vectors.cache_clear()
+        vector_layout.wide_vectors.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
@@ -338,7 +337,8 @@ def test_every_tile_schedule_matches_the_definition(rows, parts, where, dtype):
     """Each order of the tile's sums (any host's schedule, an uneven last pass, passes
     that end inside a set of outputs exchanged together) computes the same matrix
     product."""
-    from dasq.backend.numba_kernels import TileSchedule, compiled_group_kernel
+    from dasq.backend.numba_kernels import compiled_group_kernel
+    from dasq.backend.vector_layout import TileSchedule
 
     rng = np.random.default_rng(rows * 5 + parts + len(where))
     for k in (3, 4):

@@ -39,6 +39,20 @@ def test_the_first_dasq_run_of_a_small_circuit_compiles_no_kernel(tmp_path: Path
     assert compiled == [], f"kernels compiled for a 5-qubit circuit: {compiled}"
 
 
+def test_a_small_circuits_run_does_not_import_numba() -> None:
+    """numba costs a third of a second to import; a run on numpy's array code (and the
+    sampling that follows it) has no use for it."""
+    script = (
+        "import sys\n"
+        "from dasq import cli\n"
+        f"assert cli.main(['run', {str(ROOT / 'examples' / 'ghz.qasm')!r}, '--shots', '300']) == 0\n"
+        "print(sorted(m for m in sys.modules if m == 'numba' or m.startswith('dasq.backend.numba')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]", out.stdout
+
+
 def _circuit(n: int, depth: int, seed: int) -> dasq.Circuit:
     rng = np.random.default_rng(seed)
     c = dasq.Circuit(n)

@@ -178,7 +178,7 @@ def test_defaults_follow_the_usable_cores_and_dask_config(monkeypatch):
     from dasq.backend import cpu
 
     for wide, fusion in ((True, 4), (False, 3)):  # the CPU backend's, by the host's vectors
-        monkeypatch.setattr(cpu.numba_kernels, "wide_vectors", lambda wide=wide: wide)
+        monkeypatch.setattr(cpu.vector_layout, "wide_vectors", lambda wide=wide: wide)
         assert dasq.plan(circuit).fusion_size == fusion
         assert dasq.simulate(circuit).plan.fusion_size == fusion
     with dask.config.set({"dasq.fusion-size": 2}):

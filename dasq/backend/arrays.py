@@ -9,16 +9,18 @@ are built on the host and moved to the namespace's memory with ``small``.
 
 from __future__ import annotations
 
+import functools
 import math
 import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from dasq.backend import numba_kernels
 from dasq.backend.base import Backend, Controls, Kernel
+from dasq.backend.vector_layout import FIRST_CHECK
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -27,6 +29,16 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 MAPPED_FROM_BYTES = 4 << 20  # numpy asks for transparent huge pages from about here on
+
+
+@functools.cache
+def compiled_kernels() -> ModuleType:
+    """``numba_kernels``, imported when a block first needs a compiled kernel: numba
+    costs a third of a second to import, which a small circuit's run (numpy's array
+    code throughout) never pays."""
+    from dasq.backend import numba_kernels
+
+    return numba_kernels
 
 
 def mapped_zeros(size: int, dtype: Any, populate: bool = True) -> np.ndarray:
@@ -126,10 +138,10 @@ def poisson_counts(m: np.ndarray, u: np.ndarray, h: np.ndarray) -> np.ndarray:
     IEEE doubles, and numpy's legacy generator, which numba's ``np.random`` follows,
     for large means."""
     if m.size >= FEW_DRAWS:
-        return numba_kernels.poisson_counts(m, u, h)
+        return compiled_kernels().poisson_counts(m, u, h)
     out = np.empty(m.size, dtype=np.int64)
     for i, (mean, uniform, hashed) in enumerate(zip(m.tolist(), u.tolist(), h.tolist())):
-        if mean > numba_kernels.FIRST_CHECK:
+        if mean > FIRST_CHECK:
             out[i] = np.random.RandomState(hashed & 0xFFFFFFFF).poisson(mean)
             continue
         v, p = 1.0 - uniform, math.exp(-mean)
@@ -260,7 +272,7 @@ class ArrayBackend(Backend):
         outer: tuple[np.ndarray, np.ndarray],
     ) -> None:
         source = np.ascontiguousarray(self.to_host(block))
-        numba_kernels.scatter_bits(source, out, base, tile[0], tile[1], outer[0], outer[1])
+        compiled_kernels().scatter_bits(source, out, base, tile[0], tile[1], outer[0], outer[1])
 
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:
         """One transpose copy. Bits that keep their neighbours move together as one

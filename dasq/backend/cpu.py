@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from dasq.backend import numba_kernels
-from dasq.backend.arrays import ArrayBackend, MatrixKernel, mapped_zeros
+from dasq.backend import vector_layout
+from dasq.backend.arrays import ArrayBackend, MatrixKernel, compiled_kernels, mapped_zeros
 from dasq.backend.base import Controls, Kernel, Monomial, SkipKernel, TileApply
 from dasq.plan import relayout as algebra
 
@@ -57,7 +57,7 @@ class DiagonalKernel(Kernel):
         if not compiled(view):
             CPU.apply_diagonal(view, view.size.bit_length() - 1, self.qubits.tolist(), self.table, ())
             return
-        numba_kernels.apply_diagonal(view, self.qubits, self.table)
+        compiled_kernels().apply_diagonal(view, self.qubits, self.table)
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,11 +72,11 @@ class GroupKernel(Kernel):
     blas: MatrixKernel
 
     @functools.cached_property
-    def run(self) -> numba_kernels.CompiledGroupKernel:
+    def run(self) -> Any:
         """The numba kernel of this precision, width and layout: compiled (or loaded
         from numba's cache) when a block first needs it, not when the plan is built."""
         dtype = self.blas.tensor.dtype.name
-        return numba_kernels.compiled_group_kernel(dtype, len(self.blas.qubits), self.layout.lanes)
+        return compiled_kernels().compiled_group_kernel(dtype, len(self.blas.qubits), self.layout.lanes)
 
     def apply(self, view: Any) -> None:
         small = not compiled(view) or view.size <= 1 << int(self.layout.holes[-1])
@@ -127,7 +127,7 @@ class PermutationKernel(Kernel):
 
     def _layout(self, outside: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
         """(holes, offsets, run) with the bits ``outside`` a tile left to the caller."""
-        run_bits = min(numba_kernels.PERMUTATION_RUN_BITS, *self.targets, *outside)
+        run_bits = min(vector_layout.PERMUTATION_RUN_BITS, *self.targets, *outside)
         holes = np.array(sorted({*range(run_bits), *self.targets, *outside}), dtype=np.int64)
         patterns = np.arange(1 << len(self.targets))
         offsets = np.zeros_like(patterns)
@@ -166,7 +166,7 @@ class PermutationKernel(Kernel):
     def _run(self, block: Any, holes: np.ndarray, offsets: np.ndarray, run: int, first: int) -> None:
         move = self.move
         count = block.size >> holes.size
-        numba_kernels.permutation_kernel(
+        compiled_kernels().permutation_kernel(
             block, holes, offsets, move.cycles, self.phases, move.ends, self.unit, first, count, run
         )
 
@@ -235,7 +235,7 @@ def group_coefficients(layout: GroupLayout, m: np.ndarray) -> np.ndarray:
 
 def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
     dtype = m.dtype
-    layout = _group_layout(qubits, numba_kernels.vector_amplitudes(dtype))
+    layout = _group_layout(qubits, vector_layout.vector_amplitudes(dtype))
     c = group_coefficients(layout, m)
     real = c.real.copy()
     imag = c.imag.copy()
@@ -259,13 +259,13 @@ class CPUBackend(ArrayBackend):
     xp = np
 
     def preferred_fusion_size(self) -> int:
-        return WIDE_VECTOR_FUSION_SIZE if numba_kernels.wide_vectors() else NARROW_VECTOR_FUSION_SIZE
+        return WIDE_VECTOR_FUSION_SIZE if vector_layout.wide_vectors() else NARROW_VECTOR_FUSION_SIZE
 
     def warm_up(self, dtype: str, fusion_size: int) -> int:
         """One group kernel per width and per set of targets among a vector's lane bits
         (what a kernel is compiled for, besides the precision): every one a plan of
         groups up to ``fusion_size`` qubits can ask for; and the permutation kernel."""
-        lane_bits = numba_kernels.vector_amplitudes(dtype).bit_length() - 1
+        lane_bits = vector_layout.vector_amplitudes(dtype).bit_length() - 1
         count = 0
         for k in range(1, min(fusion_size, GROUP_MAX_QUBITS) + 1):
             for r in range(min(k, lane_bits) + 1):
@@ -299,7 +299,7 @@ class CPUBackend(ArrayBackend):
             super().permute_bits_in_place(block, order)
             return
         for low, high in algebra.transpositions(order):
-            numba_kernels.swap_bits(block, low, high)
+            compiled_kernels().swap_bits(block, low, high)
 
     # ------------------------------------------------------------ actions
     def apply_dense(
@@ -316,7 +316,7 @@ class CPUBackend(ArrayBackend):
     ) -> None:
         if targets and not controls and block.flags.c_contiguous and compiled(block):  # rz, phase runs
             table = np.asarray(values).astype(block.dtype, copy=False)
-            numba_kernels.apply_diagonal(block, np.array(targets, dtype=np.int64), table)
+            compiled_kernels().apply_diagonal(block, np.array(targets, dtype=np.int64), table)
             return
         super().apply_diagonal(block, L, targets, values, controls)
 
@@ -333,7 +333,7 @@ class CPUBackend(ArrayBackend):
         m = matrix.astype(dtype)
         k = len(qubits)
         targets = tuple(int(q) for q in qubits)
-        move = Monomial.of(matrix) if min(targets) >= numba_kernels.PERMUTATION_MIN_RUN_BITS else None
+        move = Monomial.of(matrix) if min(targets) >= vector_layout.PERMUTATION_MIN_RUN_BITS else None
         if move is not None:
             phases = move.phases.astype(dtype)
             phases.setflags(write=False)
@@ -347,12 +347,12 @@ class CPUBackend(ArrayBackend):
     def norm2(self, block: Any) -> float:
         if not compiled(block):
             return super().norm2(block)
-        return float(numba_kernels.norm2(np.ascontiguousarray(block)))
+        return float(compiled_kernels().norm2(np.ascontiguousarray(block)))
 
     def vdot(self, a: Any, b: Any) -> complex:
         if not compiled(a):
             return super().vdot(a, b)
-        return complex(numba_kernels.vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
+        return complex(compiled_kernels().vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
         out = np.zeros(1 << len(positions))
@@ -367,7 +367,7 @@ class CPUBackend(ArrayBackend):
             return
         local = [(j, q) for j, q in enumerate(positions) if q < L]
         base = sum(1 << j for j, q in enumerate(positions) if q >= L and (block_index >> (q - L)) & 1)
-        numba_kernels.add_marginal(
+        compiled_kernels().add_marginal(
             np.ascontiguousarray(block),
             np.array([q for _, q in local], dtype=np.int64),
             np.array([j for j, _ in local], dtype=np.int64),
@@ -379,7 +379,7 @@ class CPUBackend(ArrayBackend):
         if not compiled(own):
             return super().pauli_group(own, src, flip, masks, weights)
         return complex(
-            numba_kernels.pauli_group(
+            compiled_kernels().pauli_group(
                 np.ascontiguousarray(own), np.ascontiguousarray(src), int(flip), masks, weights
             )
         )
@@ -389,7 +389,7 @@ class CPUBackend(ArrayBackend):
     ) -> tuple[np.ndarray, np.ndarray]:
         if not compiled(block):
             return super().poisson_draws(block, block_part, local_tables, lam, key)
-        return numba_kernels.poisson_draws(
+        return compiled_kernels().poisson_draws(
             np.ascontiguousarray(block), np.uint64(block_part), local_tables, float(lam), int(key)
         )
 

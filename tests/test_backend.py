@@ -330,6 +330,19 @@ def test_vector_width_follows_the_cpu_numba_compiles_for(monkeypatch, features, 
         vector_layout.wide_vectors.cache_clear()
 
 
+def test_the_hosts_vector_width_is_the_one_llvm_sees(monkeypatch):
+    """numpy's dispatch table answers for the host (no llvmlite import at start-up);
+    numba compiles for what LLVM sees, so the two must agree."""
+    import llvmlite.binding as llvm
+
+    monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)
+    vector_layout.wide_vectors.cache_clear()
+    try:
+        assert vector_layout.wide_vectors() is bool(llvm.get_host_cpu_features().get("avx512f"))
+    finally:
+        vector_layout.wide_vectors.cache_clear()
+
+
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("rows, parts", [(1, 1), (2, 1), (4, 1), (3, 2), (16, 2)])
 @pytest.mark.parametrize("where", ["all high", "with bit 0", "straddling the lanes", "inside one vector"])

@@ -33,9 +33,8 @@ MAPPED_FROM_BYTES = 4 << 20  # numpy asks for transparent huge pages from about 
 
 @functools.cache
 def compiled_kernels() -> ModuleType:
-    """``numba_kernels``, imported when a block first needs a compiled kernel: numba
-    costs a third of a second to import, which a small circuit's run (numpy's array
-    code throughout) never pays."""
+    """``numba_kernels``, imported when a block first needs a compiled kernel: a small
+    circuit's run (numpy's array code throughout) then never pays numba's import."""
     from dasq.backend import numba_kernels
 
     return numba_kernels

@@ -1,9 +1,10 @@
 """What the CPU kernels' tiles and runs look like, without numba: vector widths,
 tile schedules, lane exchanges, run lengths and sampling thresholds.
 
-The backend and the planner read these at start-up; numba itself (a third of a
-second to import) is imported only when a block first needs a compiled kernel
-(``arrays.compiled_kernels``), so a small circuit's run never imports it.
+The backend and the planner read these at start-up; numba itself, slow to import
+beside the rest of a small run, is imported only when a block first needs a compiled
+kernel (``arrays.compiled_kernels``), so a small circuit's run never imports it
+(benchmarks/README.md, cold suite).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def wide_vectors() -> bool:
     CPU, say), in which case those. Read from the environment as numba reads it, so
     that asking does not import numba. The host's features come from numpy's runtime
     dispatch table, which checks the CPU and the operating system as LLVM does (and
-    costs nothing: llvmlite's binding takes 0.15 s to import), else from LLVM."""
+    costs nothing, where llvmlite's binding is slow to import), else from LLVM."""
     named = os.environ.get("NUMBA_CPU_FEATURES")
     if named:
         return "+avx512f" in named.split(",")

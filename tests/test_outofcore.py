@@ -81,20 +81,20 @@ def test_random_circuits_match_the_dense_reference_out_of_core(case, data):
         np.testing.assert_allclose(state.to_numpy(), want, atol=1e-10)
 
 
-# each codec and each precision once (each run writes thousands of tiny chunk files)
+# each codec and each precision once (each pass writes hundreds of tiny chunk files)
 @pytest.mark.parametrize(
     ("compression", "dtype"), [(None, "complex64"), ("zstd", "complex128"), ("blosc", "complex64")]
 )
 def test_out_of_core_equals_in_memory(tmp_path, dtype, compression):
-    c = random_circuit(11, 6, seed=3)
+    c = random_circuit(10, 5, seed=3)
     want = dasq.simulate(c, dtype=dtype).to_numpy()
     state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(6, dtype), dtype=dtype, compression=compression)
-    assert state.chunk_qubits <= 6 and state.plan.summary()["relayouts"] >= 1
+    assert state.chunk_qubits <= 6 and state.plan.summary()["relayouts"] >= 2
     tol = 1e-12 if dtype == "complex128" else 1e-5
     np.testing.assert_allclose(state.to_numpy(), want, atol=tol)
     # every read-out streams from the store
     assert state.probabilities([0, 3]) == pytest.approx(dasq.simulate(c).probabilities([0, 3]), abs=10 * tol)
-    assert state.expectation("Z" * 11) == pytest.approx(dasq.simulate(c).expectation("Z" * 11), abs=10 * tol)
+    assert state.expectation("Z" * 10) == pytest.approx(dasq.simulate(c).expectation("Z" * 10), abs=10 * tol)
     assert dasq.info(tmp_path / "s.zarr")["codec"]["compression"] == compression
 
 

@@ -153,23 +153,36 @@ def poisson_counts(m: np.ndarray, u: np.ndarray, h: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _target_axes_first(qubits: tuple[int, ...], L: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The block's (2,)*L view and the axis order that puts ``qubits`` first, the
+    most significant first (a matrix's row index reads its qubits that way)."""
+    k = len(qubits)
+    axes = tuple(L - 1 - qubits[k - 1 - i] for i in range(k))
+    return (2,) * L, axes + tuple(a for a in range(L) if a not in axes)
+
+
 @dataclass(frozen=True, eq=False)
 class MatrixKernel(Kernel):
-    """A 2^k x 2^k matrix by tensordot (BLAS, cuBLAS) on the block viewed as (2,)*L:
-    the path for groups wider than a backend's own kernels."""
+    """A 2^k x 2^k matrix by one matrix product (BLAS, cuBLAS) on the block with the
+    targets' axes first: the path for groups wider than a backend's own kernels and
+    for blocks too small for them (where tensordot's argument handling would cost
+    several times the product)."""
 
     xp: Any
     qubits: tuple[int, ...]
-    tensor: Any  # the matrix as a (2,)*2k tensor, in the namespace's memory
+    matrix: Any  # 2^k x 2^k, in the namespace's memory
 
     def apply(self, view: Any) -> None:
-        xp = self.xp
-        L = view.size.bit_length() - 1
-        k = len(self.qubits)
-        tensor = view.reshape((2,) * L)
-        axes = [L - 1 - self.qubits[k - 1 - i] for i in range(k)]
-        res = xp.tensordot(self.tensor, tensor, axes=(list(range(k, 2 * k)), axes))
-        tensor[...] = xp.moveaxis(res, list(range(k)), axes)
+        shape, order = _target_axes_first(self.qubits, view.size.bit_length() - 1)
+        _matrix_on_axes(view.reshape(shape), order, self.matrix)
+
+
+def _matrix_on_axes(tensor: Any, order: Sequence[int], matrix: Any) -> None:
+    """``matrix`` applied in place to the first axes of ``tensor.transpose(order)``."""
+    targets_first = tensor.transpose(order)
+    product = matrix @ targets_first.reshape(matrix.shape[0], -1)
+    targets_first[...] = product.reshape(targets_first.shape)
 
 
 class ArrayBackend(Backend):
@@ -197,14 +210,12 @@ class ArrayBackend(Backend):
     def apply_dense(
         self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
     ) -> None:
-        xp = self.xp
         view = block.reshape((2,) * L)[_fixed_index(L, controls)]
         k = len(targets)
         pinned = [b for b, _ in controls]
         axes = [_view_axis(targets[k - 1 - i], L, pinned) for i in range(k)]
-        m = self.small(matrix, block.dtype).reshape((2,) * (2 * k))
-        res = xp.tensordot(m, view, axes=(list(range(k, 2 * k)), axes))
-        view[...] = xp.moveaxis(res, list(range(k)), axes)
+        order = axes + [a for a in range(view.ndim) if a not in axes]
+        _matrix_on_axes(view, order, self.small(matrix, block.dtype))
 
     def apply_diagonal(
         self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls

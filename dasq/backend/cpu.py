@@ -4,7 +4,7 @@ One level of parallelism: Dask threads run blocks side by side, so kernels are
 single-threaded (numba ``nogil``) and release the GIL. Matrices on 1 to
 ``GROUP_MAX_QUBITS`` qubits (fused groups, single-qubit actions) run in numba's
 in-place group kernel (vector tiles), monomial ones (CNOT/X/SWAP ladders) in its
-move kernel; wider ones and controlled actions through BLAS (numpy.tensordot). Norms, inner products, Pauli
+move kernel; wider ones and controlled actions through BLAS (one matrix product). Norms, inner products, Pauli
 sums and sampling draws are single numba passes.
 
 Blocks under ``COMPILED_FROM`` amplitudes run the array code instead, and a numba
@@ -75,7 +75,7 @@ class GroupKernel(Kernel):
     def run(self) -> Any:
         """The numba kernel of this precision, width and layout: compiled (or loaded
         from numba's cache) when a block first needs it, not when the plan is built."""
-        dtype = self.blas.tensor.dtype.name
+        dtype = self.blas.matrix.dtype.name
         return compiled_kernels().compiled_group_kernel(dtype, len(self.blas.qubits), self.layout.lanes)
 
     def apply(self, view: Any) -> None:
@@ -110,7 +110,7 @@ class GroupKernel(Kernel):
         return apply
 
     def _runs_on(self, view: Any) -> bool:
-        return _runs_on(view, self.blas.tensor.dtype)
+        return _runs_on(view, self.blas.matrix.dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,7 +241,7 @@ def _group_kernel(qubits: tuple[int, ...], m: np.ndarray) -> GroupKernel:
     imag = c.imag.copy()
     for a in (real, imag):
         a.setflags(write=False)
-    return GroupKernel(layout, real, imag, MatrixKernel(np, qubits, m.reshape((2,) * (2 * len(qubits)))))
+    return GroupKernel(layout, real, imag, MatrixKernel(np, qubits, m))
 
 
 @functools.cache
@@ -337,11 +337,11 @@ class CPUBackend(ArrayBackend):
         if move is not None:
             phases = move.phases.astype(dtype)
             phases.setflags(write=False)
-            blas = MatrixKernel(np, targets, m.reshape((2,) * (2 * k)))
+            blas = MatrixKernel(np, targets, m)
             return PermutationKernel(targets, move, phases, blas)
         if k <= GROUP_MAX_QUBITS:
             return _group_kernel(tuple(int(q) for q in qubits), m)
-        return MatrixKernel(np, tuple(int(q) for q in qubits), m.reshape((2,) * (2 * k)))
+        return MatrixKernel(np, tuple(int(q) for q in qubits), m)
 
     # ------------------------------------------------------------ reductions
     def norm2(self, block: Any) -> float:

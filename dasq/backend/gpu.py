@@ -2,7 +2,7 @@
 
 The array code is ``arrays``' (the namespace is cupy); fused groups of up to
 ``MAX_GROUP_QUBITS`` qubits and diagonal runs are the CUDA kernels of
-``cuda_kernels``, wider groups cuBLAS through ``tensordot``. Reductions run on the
+``cuda_kernels``, wider groups cuBLAS (one matrix product). Reductions run on the
 device and only their results come to the host. ``GPU_TWIN`` is the same class on
 numpy with the kernels' numpy twins: what the tests run on machines without a GPU.
 """
@@ -116,8 +116,7 @@ class GPUBackend(ArrayBackend):
             return self.compile_diagonal(qubits, diag, dtype)
         k = len(qubits)
         if k > cuda_kernels.MAX_GROUP_QUBITS:
-            tensor = self.small(matrix, dtype).reshape((2,) * (2 * k))
-            return MatrixKernel(self.xp, tuple(int(q) for q in qubits), tensor)
+            return MatrixKernel(self.xp, tuple(int(q) for q in qubits), self.small(matrix, dtype))
         # the kernel's matrix acts on element j = bits of the group in ``qubits`` order
         members = np.arange(1 << k)
         offsets = sum(((members >> i) & 1) << int(q) for i, q in enumerate(qubits))

@@ -227,18 +227,17 @@ class BlockRunner:
         self.backend = backend
         self.cache_qubits = cache_qubits if backend.cache_blocking else L  # None: by the dtype
         self._global_bits = [g.global_bits(L) for g in program.groups]
-        self._runs: dict[str, tuple[CacheRun, ...]] = {}
+        self._runs: dict[Any, tuple[CacheRun, ...]] = {}
         self._kernels: dict[tuple, Kernel | TiledDiagonal] = {}
         self._tile_appliers: dict[tuple, TileApply | None] = {}
         self._held = threading.local()  # each thread's scratch tile, kept for the stage
 
     def runs(self, dtype: Any) -> tuple[CacheRun, ...]:
         """The stage's cache runs for blocks of ``dtype`` (the tile's bytes are fixed)."""
-        key = str(dtype)
-        runs = self._runs.get(key)
+        runs = self._runs.get(dtype)  # keyed by the dtype itself: its str() is slow
         if runs is None:
             width = self.cache_qubits if self.cache_qubits is not None else default_cache_qubits(dtype)
-            runs = self._runs[key] = cache_runs(self.program.groups, self.L, width)
+            runs = self._runs[dtype] = cache_runs(self.program.groups, self.L, width)
         return runs
 
     def __getstate__(self) -> dict:
@@ -330,7 +329,7 @@ class BlockRunner:
         appliers = []
         for i in run.members:
             signature = tuple((block_index >> b) & 1 for b in self._global_bits[i])
-            key = (i, signature, str(dtype), run.tile)
+            key = (i, signature, dtype, run.tile)
             if key not in self._tile_appliers:
                 self._tile_appliers[key] = self._kernel(i, block_index, dtype).in_tiles(outside)
             apply = self._tile_appliers[key]
@@ -345,7 +344,7 @@ class BlockRunner:
         """Group i's kernel in block ``block_index`` (its global bits resolved), on its
         own positions or, inside a tile, on their ranks among the tile's bits."""
         signature = tuple((block_index >> b) & 1 for b in self._global_bits[i])
-        key = (i, signature, str(dtype), tile)
+        key = (i, signature, dtype, tile)
         kern = self._kernels.get(key)
         if kern is None:
             group = self.program.groups[i]

@@ -305,6 +305,114 @@ def test_mapped_zeros_are_private_zeroed_pages():
         assert shared[0] == 0
 
 
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def test_recycled_blocks_come_back_only_when_no_view_is_left():
+    """A block's map is handed out again only once every array over it is gone (a
+    view kept alive keeps its data); ``zeros`` from a reused map are zeros."""
+    from dasq.backend.arrays import MAPPED_FROM_BYTES
+    from dasq.backend.recycled import BlockPool
+
+    pool = BlockPool(idle_seconds=5)
+    size = MAPPED_FROM_BYTES // 8
+    block = pool.empty(size, "complex64")
+    assert block.flags.writeable and block.size == size and block.dtype == np.complex64
+    block[:] = 7
+    first = _address(block)
+    view = block.reshape(2, -1).T[5:9]
+    del block
+    assert pool.pooled_bytes() == 0  # the view still holds the map
+    other = pool.empty(size, "complex64")
+    assert _address(other) != first
+    other[:] = 3
+    np.testing.assert_array_equal(view, np.full((4, 2), 7, np.complex64))
+    del view
+    assert pool.pooled_bytes() == size * 8
+    again = pool.zeros(size, "complex64")
+    assert _address(again) == first and not again.any()
+    assert pool.pooled_bytes() == 0
+    small = pool.empty(16, "complex128")  # under MAPPED_FROM_BYTES: numpy's, never pooled
+    del small
+    assert pool.pooled_bytes() == 0
+    del again
+    pool.clear()
+    assert pool.pooled_bytes() == 0
+
+
+def test_recycled_blocks_never_raise_the_peak_and_idle_maps_go_back():
+    """Blocks dropped and made again reuse the same maps (no new memory), sizes apart;
+    maps idle for ``idle_seconds`` are unmapped."""
+    import time
+
+    from dasq.backend.arrays import MAPPED_FROM_BYTES
+    from dasq.backend.recycled import BlockPool
+
+    pool = BlockPool(idle_seconds=0.05)
+    size = MAPPED_FROM_BYTES // 16
+    blocks = [pool.empty(size, "complex128") for _ in range(3)]
+    wider = pool.empty(2 * size, "complex128")
+    seen = {_address(b) for b in blocks}
+    del blocks, wider
+    assert pool.pooled_bytes() == 5 * size * 16
+    blocks = [pool.empty(size, "complex128") for _ in range(3)]
+    assert {_address(b) for b in blocks} == seen
+    del blocks
+    deadline = time.monotonic() + 10
+    while pool.pooled_bytes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.pooled_bytes() == 0
+
+
+def test_the_cpu_backend_makes_blocks_from_its_pool(monkeypatch):
+    """New and assembled blocks are the pool's; scratch tiles are not pooled."""
+    from dasq.backend import cpu
+    from dasq.backend.arrays import MAPPED_FROM_BYTES
+    from dasq.backend.recycled import BlockPool
+
+    HOST_BLOCKS = BlockPool(idle_seconds=60)
+    monkeypatch.setattr(cpu, "HOST_BLOCKS", HOST_BLOCKS)
+    size = MAPPED_FROM_BYTES // 8
+    block = CPU.basis_block(size, 3, "complex64")
+    assert block[3] == 1 and np.count_nonzero(block) == 1
+    address = _address(block)
+    del block
+    assert HOST_BLOCKS.pooled_bytes() == size * 8
+    again = CPU.basis_block(size, 5, "complex64")
+    assert _address(again) == address and again[5] == 1 and np.count_nonzero(again) == 1
+    del again
+    assert HOST_BLOCKS.pooled_bytes() == size * 8
+    tile = CPU.scratch(size, "complex64")
+    HOST_BLOCKS.clear()
+    del tile
+    assert HOST_BLOCKS.pooled_bytes() == 0
+
+
+def test_a_forked_child_starts_with_an_empty_pool():
+    """The pool's lock, maps and timer are the parent's threads' business: a child
+    made by fork starts with none of them (and can pool and trim its own)."""
+    import os
+
+    from dasq.backend.arrays import MAPPED_FROM_BYTES
+    from dasq.backend.recycled import BlockPool
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    pool = BlockPool(idle_seconds=60)
+    block = pool.empty(MAPPED_FROM_BYTES // 8, "complex64")
+    del block
+    assert pool.pooled_bytes() > 0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, str(pool.pooled_bytes()).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 64) == b"0"
+    pool.clear()
+
+
 def test_tile_schedules_keep_eight_fma_chains():
     """Outputs per pass and partial sums: AVX2 (two registers per vector) sums two
     output vectors at a time, AVX-512 four; a tile of one vector splits its sums."""

@@ -28,6 +28,7 @@ import numpy as np
 from dasq.backend import vector_layout
 from dasq.backend.arrays import ArrayBackend, MatrixKernel, compiled_kernels, mapped_zeros
 from dasq.backend.base import Controls, Kernel, Monomial, SkipKernel, TileApply
+from dasq.backend.recycled import HOST_BLOCKS
 from dasq.plan import relayout as algebra
 
 GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as fast as the tiles
@@ -283,13 +284,18 @@ class CPUBackend(ArrayBackend):
         # thread would oversubscribe the cores
         return _blas_controller().limit(limits=1, user_api="blas")
 
-    # New blocks (basis states, assembled relayouts) and scratch tiles in 4 KiB pages of
-    # their own (``mapped_zeros``): a steady first touch, given back when dropped, not
-    # left in the resident heap. They come zeroed: ``empty`` is ``zeros`` here.
+    # New blocks (basis states, assembled relayouts) in maps of their own, used again
+    # when dropped (``recycled``: a block's pages are faulted in once per process, not
+    # once per relayout); scratch tiles in 4 KiB pages of their own (``mapped_zeros``),
+    # held per thread for a stage.
     def empty(self, size: int, dtype: str) -> Any:
-        return mapped_zeros(size, dtype)
+        return HOST_BLOCKS.empty(size, dtype)
 
-    zeros = scratch = empty
+    def zeros(self, size: int, dtype: str) -> Any:
+        return HOST_BLOCKS.zeros(size, dtype)
+
+    def scratch(self, size: int, dtype: str) -> Any:
+        return mapped_zeros(size, dtype)
 
     def permute_bits_in_place(self, block: Any, order: Sequence[int]) -> None:
         """Bit swaps in place: no second block, and each swap reads and writes only

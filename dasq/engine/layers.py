@@ -185,14 +185,16 @@ class Gather:
         return self.backend.pack(block, self.L, self._bits(piece.source_piece))
 
     def assemble(self, block_index: int, own: Any, cut: Sequence[tuple[algebra.Piece, Any]]) -> Any:
-        """New block ``block_index`` from its own block and the pieces cut from the others."""
+        """New block ``block_index`` from its own block and the pieces cut from the
+        others (``None``: a piece of a block known to hold only zeros, which did not
+        travel; contiguous relayouts only)."""
         if self.contiguous:
             size = 1 << (self.L - len(self.pairs))
             out = self.backend.empty(1 << self.L, own.dtype)
             mine = algebra.pieces(block_index, self.pairs, self.L)[0].source_piece
             out[mine * size : (mine + 1) * size] = own[mine * size : (mine + 1) * size]
             for piece, data in cut:
-                out[piece.target * size : (piece.target + 1) * size] = data
+                out[piece.target * size : (piece.target + 1) * size] = 0 if data is None else data
             return out
         out = own.copy()
         for piece, data in cut:
@@ -207,13 +209,20 @@ class Gather:
         return self.assemble(block_index, own, cut)
 
 
+ZERO_PIECE = -2  # a recipe's position for a piece of a block known to hold only zeros
+
+
 def _gather_bundles(gather: Gather, block_index: int, recipe: tuple, own: Any, *inputs: Any) -> Any:
     """New block ``block_index`` from its own block and, for each piece of ``recipe``
-    (piece, input, position), the source block it is cut from here (position -1) or
-    its place in a bundle that arrived (decoded if it travelled encoded)."""
+    (piece, input, position), the source block it is cut from here (position -1),
+    its place in a bundle that arrived (decoded if it travelled encoded), or zeros
+    (``ZERO_PIECE``: nothing was cut or sent)."""
     blocks = (own, *inputs)
     cut = []
     for piece, i, position in recipe:
+        if position == ZERO_PIECE:
+            cut.append((piece, None))
+            continue
         if position < 0:
             cut.append((piece, gather.cut(piece, blocks[i])))
             continue
@@ -272,9 +281,14 @@ def relayout_layer(
         return y, cost
     if in_place and active is None:
         return _relayout_in_place(x, gather, index, runner, zero_blocks)
+    if active is not None or not gather.contiguous:
+        zero_blocks = frozenset()  # zeros are skipped only where pieces are plain slices
     token = runner.program.token() if runner is not None else ""
     kind = kind or ("relayout" if runner is None else "stage")
-    name = layer_name(kind, index, x.name, gather.pairs, gather.controls, active, token, method, gather.codec)
+    zeros = tuple(sorted(zero_blocks))
+    name = layer_name(
+        kind, index, x.name, gather.pairs, gather.controls, active, token, method, gather.codec, zeros
+    )
     gather_key = f"{name}-gather"
     layer: dict = {gather_key: DataNode(gather_key, gather)}
     head: list = [TaskRef(gather_key)]
@@ -291,9 +305,14 @@ def relayout_layer(
         if active is not None and not active[c]:
             layer[(name, c)] = Alias((name, c), (x.name, c))
             continue
-        others = [p for p in algebra.pieces(c, gather.pairs, gather.L) if p.source != c]
+        pieces = algebra.pieces(c, gather.pairs, gather.L)
+        others = [p for p in pieces if p.source != c]
         messages += len(others)
         moved += len(others) * piece
+        if zero_blocks and all(p.source in zero_blocks for p in pieces):
+            layer[(name, c)] = Alias((name, c), (x.name, c))  # gathered only from zeros: zeros
+            continue
+        others = [p for p in others if p.source not in zero_blocks]  # zeros are not sent
         across += piece * sum(_crosses(worker_of, p.source, c) for p in others)
         if method == "views":  # whole source blocks: the task slices its pieces
             args = [TaskRef((x.name, p.source)) for p in algebra.pieces(c, gather.pairs, gather.L)]
@@ -304,7 +323,9 @@ def relayout_layer(
             if worker_of is None or _crosses(worker_of, p.source, c):
                 wanted.setdefault((p.source, owner(c)), []).append((p, c))
     if method != "views":
-        tasks += _bundled_gathers(x, layer, name, gather, head, runner is not None, wanted, worker_of, active)
+        tasks += _bundled_gathers(
+            x, layer, name, gather, head, runner is not None, wanted, worker_of, active, zero_blocks
+        )
     cost = LayerCost(Traffic(messages, moved, 0), tasks, across)
     return _array(name, layer, x, x.chunks, x._meta), cost
 
@@ -319,6 +340,7 @@ def _bundled_gathers(
     wanted: dict[tuple[int, int], list[tuple[algebra.Piece, int]]],
     worker_of: WorkerOf,
     active: Sequence[bool] | None,
+    zero_blocks: frozenset[int] = frozenset(),
 ) -> int:
     """The packed relayout's tasks: one per source block and destination worker cuts
     the pieces that worker's blocks take from it (a bundle: one message, not one per
@@ -326,7 +348,9 @@ def _bundled_gathers(
     blocks still compute), and one task per new block assembles it from its own
     block, the bundles and, on its own worker, the source blocks themselves (sliced
     there: nothing travels). In one process (no ``worker_of``) each block is its own
-    destination: a bundle is one piece. Returns the tasks added."""
+    destination: a bundle is one piece. Pieces of ``zero_blocks`` are neither cut nor
+    sent: the new block writes zeros there, and a new block gathered only from them
+    keeps its key (it is zeros too). Returns the tasks added."""
     gather_key = f"{name}-gather"
     recipes: dict[int, list] = {}  # new block -> (piece, input key, position in a bundle or -1)
     tasks = 0
@@ -348,10 +372,15 @@ def _bundled_gathers(
     for c in range(num_blocks(x)):
         if active is not None and not active[c]:
             continue
+        pieces = algebra.pieces(c, gather.pairs, gather.L)
+        if zero_blocks and all(p.source in zero_blocks for p in pieces):
+            continue  # an alias already
         inputs: list = [(x.name, c)]
         recipe = []
-        for p in algebra.pieces(c, gather.pairs, gather.L):
-            if p.source != c and worker_of is not None and not _crosses(worker_of, p.source, c):
+        for p in pieces:
+            if p.source != c and p.source in zero_blocks:
+                recipe.append((p, 0, ZERO_PIECE))
+            elif p.source != c and worker_of is not None and not _crosses(worker_of, p.source, c):
                 inputs.append((x.name, p.source))  # on this worker: sliced from the source block here
                 recipe.append((p, len(inputs) - 1, -1))
         for p, key, position in recipes.get(c, ()):

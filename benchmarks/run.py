@@ -691,7 +691,8 @@ def _graph_child(args: argparse.Namespace) -> None:
     c = circuits.to_dasq(circuits.random(12, depth=24))
     # an old checkout from before the relayout methods (7a6fa58) is run its own way;
     # a newer one runs the default relayout, as "dasq views" does
-    old = args.contender == "dasq-old" and "relayout_method" not in inspect.signature(dasq.simulate).parameters
+    has_methods = "relayout_method" in inspect.signature(dasq.simulate).parameters
+    old = args.contender == "dasq-old" and not has_methods
     kwargs = {} if args.contender == "dasq-old" else {"relayout_method": args.method}
     dasq.simulate(circuits.to_dasq(circuits.random(8, depth=4)), chunk_qubits=4, **kwargs).norm()  # warm up
     # timed with no Dask callback watching (one would send every task through Dask's

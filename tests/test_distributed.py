@@ -170,7 +170,10 @@ def test_p2p_relayouts_on_a_cluster_report_bytes_and_agree_with_threads(client):
 def test_pieces_of_zero_blocks_do_not_travel(client):
     """A run from a basis state: its first relayout sends only the pieces of the one
     block that is not zeros (each new block writes zeros where the others' pieces
-    go), the bytes received say so, and the state is the threads' state."""
+    go), and the state is the threads' state. The count is the layer's own: the bytes
+    workers receive also hold whole blocks that Dask placed away from their worker
+    now and then (placement is a loose restriction), which is noise at this size; the
+    layer's tasks are checked in the test below."""
     n, L = 16, 12
     c = dasq.Circuit(n)
     for q in range(n):
@@ -184,7 +187,7 @@ def test_pieces_of_zero_blocks_do_not_travel(client):
     # the 8 new blocks on the other worker take one piece each from block 0, the rest is zeros
     assert relayout.across_workers == 8 * piece
     assert relayout.traffic.amplitudes_moved == 16 * 15 * piece  # the plan's count is unchanged
-    assert 8 * piece * 16 <= relayout.received_bytes < 2 * 8 * piece * 16
+    assert relayout.received_bytes >= 8 * piece * 16
     with dask.config.set(scheduler="threads"):
         threaded = dasq.simulate(c, chunk_qubits=L)
     np.testing.assert_allclose(on_cluster.to_numpy(), threaded.to_numpy(), atol=1e-12)
@@ -192,7 +195,8 @@ def test_pieces_of_zero_blocks_do_not_travel(client):
 
 def test_a_relayout_gathered_only_from_zero_blocks_keeps_their_keys():
     """Blocks known to hold only zeros: a new block whose every piece comes from them
-    is one of them, under its old key, with no task (views and packed alike)."""
+    is one of them, under its old key, with no task (views and packed alike), and
+    packed relayouts cut pieces from the other blocks only."""
     from dasq.backend.registry import get_backend
     from dasq.engine import layers
 
@@ -207,6 +211,8 @@ def test_a_relayout_gathered_only_from_zero_blocks_keeps_their_keys():
         # blocks 0 and 1 trade pieces (block 0 holds the 1); blocks 2 and 3 hold zeros only
         assert layer[(moved.name, 2)].target == (blocks.name, 2)
         assert layer[(moved.name, 3)].target == (blocks.name, 3)
+        cut_from = {key[1] for key in layer if isinstance(key, tuple) and key[0] == f"{moved.name}-piece"}
+        assert cut_from == (set() if method == "views" else {0})
         assert cost.traffic.amplitudes_moved == 4 * (1 << (L - 1))
         out = np.concatenate(dask.compute(*moved.to_delayed().ravel(), scheduler="sync"))
         expected = np.zeros(1 << n, complex)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import dask
@@ -242,23 +243,41 @@ def test_same_seed_same_counts_on_a_cluster_and_on_threads(client):
 class KillOnce(WorkerPlugin):
     """Kills its worker's process (no cleanup, as a crash would) when the worker has
     finished its ``after``-th task named ``prefix``..., once: the marker file says it
-    happened. ``every``: kill at every such task from then on (a task that crashes
-    whichever worker runs it)."""
+    happened (made with O_EXCL, so two workers there at once do not both die).
+    ``every``: kill at every such task from then on (a task that crashes whichever
+    worker runs it). ``together``: that many workers die, each waiting (up to 10 s)
+    until all of them got there, so the cluster has no worker left for a moment."""
 
     name = "dasq-kill-once"
 
-    def __init__(self, marker: str, after: int, prefix: str = "dasq-stage-", every: bool = False) -> None:
+    def __init__(
+        self, marker: str, after: int, prefix: str = "dasq-stage-", every: bool = False, together: int = 1
+    ) -> None:
         self.marker, self.after, self.prefix, self.every = marker, after, prefix, every
+        self.together = together
 
     def setup(self, worker):
         self.done = 0
+
+    def _take_a_slot(self) -> bool:
+        for k in range(self.together):
+            path = self.marker if k == 0 else f"{self.marker}.{k}"
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                return True
+            except FileExistsError:
+                continue
+        return False
 
     def transition(self, key, start, finish, **kwargs):
         name = key[0] if isinstance(key, tuple) else key
         if start == "executing" and str(name).startswith(self.prefix):
             self.done += 1
-            if self.done == self.after and not os.path.exists(self.marker):
-                Path(self.marker).write_text("killed")
+            if self.done == self.after and self._take_a_slot():
+                last = self.marker if self.together == 1 else f"{self.marker}.{self.together - 1}"
+                deadline = time.monotonic() + 10
+                while not os.path.exists(last) and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 os._exit(1)
             if self.every and os.path.exists(self.marker):
                 os._exit(1)
@@ -285,6 +304,31 @@ def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
         assert len(state.plan.stages) > 1
         got = state.to_numpy()
     assert marker.exists()  # a worker died during the run (its third stage task of 16 blocks x stages)
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_every_worker_killed_at_once_still_gives_the_right_state(tmp_path):
+    # No worker is left for a moment: the placed tasks of the lost blocks find no worker
+    # and, once the nannies bring new ones, must run there (a loose restriction to the
+    # dead addresses would otherwise keep them waiting forever: stranded.py).
+    rng = np.random.default_rng(5)
+    c = dasq.Circuit(14)
+    for _ in range(6):
+        for q in range(14):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        for q in range(0, 13, 2):
+            c.cx(q, (q + 3) % 14)
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    marker = tmp_path / "killed"
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as own,
+    ):
+        own.register_plugin(KillOnce(str(marker), after=3, together=2))
+        state = dasq.simulate(c, chunk_qubits=10, client=own)
+        got = state.to_numpy()
+        own.wait_for_workers(2, timeout=120)  # closing while a nanny restarts its worker can hang
+    assert marker.exists() and Path(f"{marker}.1").exists()  # both workers died
     np.testing.assert_allclose(got, expected, atol=1e-10)
 
 

@@ -269,9 +269,10 @@ class MemoryExecutor:
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         cluster = None if self.lazy else scheduler_client(self.client)
         if cluster is not None:
-            from dasq.engine import transfers  # distributed's: imported where a cluster runs
+            from dasq.engine import stranded, transfers  # distributed's: imported where a cluster runs
 
             transfers.install(cluster)
+            stranded.install(cluster)
             widths = {L for _, _, L in plan.walk()}
             p2p = any(self.method_for(1 << (plan.num_qubits - L)) == "p2p" for L in widths)
             p2p_before = transfers.p2p_sent(cluster) if p2p else None

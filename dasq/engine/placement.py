@@ -7,7 +7,8 @@ the network. The planner keeps the qubits it needs again soonest on the lowest
 global bits (plan/planner.py), so most relayouts stay inside workers.
 
 The placement is a loose restriction (``allow_other_workers``): when a worker is
-lost its blocks are recomputed on another, never waited for.
+lost its blocks are recomputed on another, never waited for (stranded.py covers
+the case distributed misses: every worker lost at once).
 """
 
 from __future__ import annotations

@@ -141,6 +141,27 @@ def test_host_placement_sends_every_stored_amplitude_to_its_logical_index(n, L, 
     np.testing.assert_array_equal(got, raw[stored])
 
 
+def test_host_placement_leaves_out_tiles_of_zeros():
+    """to_numpy's array is a fresh map of zeros: a tile of zeros is not written (its
+    pages are never faulted in); every other tile is, zeros inside it included."""
+    n, L = 12, 9
+    rng = np.random.default_rng(7)
+    layout = tuple(int(p) for p in rng.permutation(n))
+    raw = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    raw[: 1 << L] = 0  # block 0: zeros only
+    raw[(1 << L) + 5] = 0  # block 1: one zero among amplitudes
+    stored = np.array([sum(((i >> q) & 1) << p for q, p in enumerate(layout)) for i in range(1 << n)])
+    placement = readout.host_placement(layout, L)
+    got = np.full(1 << n, np.nan, dtype=complex)
+    backend = get_backend("cpu")
+    for c in range(1 << (n - L)):
+        block = raw[c << L : (c + 1) << L]
+        backend.scatter_to_host(block, got, placement.bases[c], placement.tile, placement.outer)
+    from_zero_block = stored < (1 << L)
+    assert np.isnan(got[from_zero_block]).all()  # never written
+    np.testing.assert_array_equal(got[~from_zero_block], raw[stored][~from_zero_block])
+
+
 def test_lazy_keeps_the_graph_and_computes_the_same_state():
     c = brickwork(8, 3, seed=2)
     lazy = dasq.simulate(c, chunk_qubits=5, lazy=True)

@@ -210,7 +210,8 @@ class Backend:
         """``block`` written into the host array ``out`` with its bits renamed: source
         offset ``tile[0][i] + (outer[0] summed over the set bits of o)`` goes to ``base +
         tile[1][i] + (outer[1] likewise)``. A tile holds the lowest bits of both orders,
-        so reads and writes go in runs while the tile is in cache."""
+        so reads and writes go in runs while the tile is in cache. ``out`` holds zeros
+        where nothing is written: a tile of zeros may be left out."""
         raise NotImplementedError
 
     def permute_bits(self, block: Any, order: Sequence[int]) -> Any:

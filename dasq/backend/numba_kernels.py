@@ -428,7 +428,11 @@ def scatter_bits(source, out, base, tile_source, tile_out, outer_source, outer_o
     tile_source: int64, tile_source[i] = the offset of a tile's amplitude i from the tile's start;
     tile_out: int64, tile_out[i] = the same amplitude's offset from the tile's start in ``out``;
     outer_source: int64, 1 << the stored bit, for each bit outside the tile (tile o's offset in ``source``);
-    outer_out: int64, 1 << the logical qubit of the same bits (tile o's offset in ``out``)."""
+    outer_out: int64, 1 << the logical qubit of the same bits (tile o's offset in ``out``).
+
+    A tile of zeros is not written: ``out`` holds zeros already (a fresh map), and its
+    pages that only zeros would go to are then never faulted in (a basis state's or
+    GHZ's blocks of zeros). A tile with an amplitude is found at its first one."""
     tile = tile_source.size
     for o in range(source.size // tile):
         s0 = 0
@@ -437,6 +441,13 @@ def scatter_bits(source, out, base, tile_source, tile_out, outer_source, outer_o
             if (o >> b) & 1:
                 s0 += outer_source[b]
                 d0 += outer_out[b]
+        zeros = True
+        for i in range(tile):
+            if source[s0 + tile_source[i]] != 0:
+                zeros = False
+                break
+        if zeros:
+            continue
         for i in range(tile):
             out[d0 + tile_out[i]] = source[s0 + tile_source[i]]
 

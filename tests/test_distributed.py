@@ -283,16 +283,22 @@ class KillOnce(WorkerPlugin):
                 os._exit(1)
 
 
-def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
-    # Dask recomputes what the dead worker held from the graph's lineage; the nanny
-    # restarts the worker. The answer must be the threaded one, never a wrong state.
-    rng = np.random.default_rng(3)
+def _layered(seed: int, layers: int, cx_step: int) -> dasq.Circuit:
+    """14 qubits: layers of random one-qubit gates, then CNOTs q -> q + cx_step."""
+    rng = np.random.default_rng(seed)
     c = dasq.Circuit(14)
-    for _ in range(6):
+    for _ in range(layers):
         for q in range(14):
             c.u(*rng.uniform(-3, 3, 3), q)
         for q in range(0, 13, 2):
-            c.cx(q, (q + 5) % 14)
+            c.cx(q, (q + cx_step) % 14)
+    return c
+
+
+def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
+    # Dask recomputes what the dead worker held from the graph's lineage; the nanny
+    # restarts the worker. The answer must be the threaded one, never a wrong state.
+    c = _layered(seed=3, layers=6, cx_step=5)
     expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
     marker = tmp_path / "killed"
     with (  # ":0": this second cluster's HTTP server takes a free port, not the first one's
@@ -311,13 +317,7 @@ def test_every_worker_killed_at_once_still_gives_the_right_state(tmp_path):
     # No worker is left for a moment: the placed tasks of the lost blocks find no worker
     # and, once the nannies bring new ones, must run there (a loose restriction to the
     # dead addresses would otherwise keep them waiting forever: stranded.py).
-    rng = np.random.default_rng(5)
-    c = dasq.Circuit(14)
-    for _ in range(6):
-        for q in range(14):
-            c.u(*rng.uniform(-3, 3, 3), q)
-        for q in range(0, 13, 2):
-            c.cx(q, (q + 3) % 14)
+    c = _layered(seed=5, layers=6, cx_step=3)
     expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
     marker = tmp_path / "killed"
     with (
@@ -336,14 +336,7 @@ STORED_L = 9  # 32 blocks: three passes over the store
 
 
 def _stored_circuit() -> dasq.Circuit:
-    rng = np.random.default_rng(4)
-    c = dasq.Circuit(14)
-    for _ in range(3):
-        for q in range(14):
-            c.u(*rng.uniform(-3, 3, 3), q)
-        for q in range(0, 13, 2):
-            c.cx(q, (q + 7) % 14)
-    return c
+    return _layered(seed=4, layers=3, cx_step=7)
 
 
 def test_a_worker_killed_during_a_stored_run_still_gives_the_right_state(tmp_path):

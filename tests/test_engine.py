@@ -123,6 +123,17 @@ def test_to_numpy_writes_each_block_once_into_logical_order(scheduler):
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
 
 
+def _scattered(raw: np.ndarray, layout: tuple[int, ...], L: int) -> np.ndarray:
+    """Every block of ``raw`` (stored order) scattered by the backend into NaNs."""
+    placement = readout.host_placement(layout, L)
+    got = np.full(raw.size, np.nan, dtype=raw.dtype)
+    backend = get_backend("cpu")
+    for c in range(raw.size >> L):
+        block = raw[c << L : (c + 1) << L]
+        backend.scatter_to_host(block, got, placement.bases[c], placement.tile, placement.outer)
+    return got
+
+
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize(("n", "L"), [(3, 1), (9, 3), (12, 7), (14, 12), (8, 8)])
 def test_host_placement_sends_every_stored_amplitude_to_its_logical_index(n, L, dtype):
@@ -132,12 +143,7 @@ def test_host_placement_sends_every_stored_amplitude_to_its_logical_index(n, L, 
     layout = tuple(int(p) for p in rng.permutation(n))
     raw = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(dtype)
     stored = [sum(((i >> q) & 1) << p for q, p in enumerate(layout)) for i in range(1 << n)]
-    placement = readout.host_placement(layout, L)
-    got = np.full(1 << n, np.nan, dtype=dtype)
-    backend = get_backend("cpu")
-    for c in range(1 << (n - L)):
-        block = raw[c << L : (c + 1) << L]
-        backend.scatter_to_host(block, got, placement.bases[c], placement.tile, placement.outer)
+    got = _scattered(raw, layout, L)
     np.testing.assert_array_equal(got, raw[stored])
 
 
@@ -151,12 +157,7 @@ def test_host_placement_leaves_out_tiles_of_zeros():
     raw[: 1 << L] = 0  # block 0: zeros only
     raw[(1 << L) + 5] = 0  # block 1: one zero among amplitudes
     stored = np.array([sum(((i >> q) & 1) << p for q, p in enumerate(layout)) for i in range(1 << n)])
-    placement = readout.host_placement(layout, L)
-    got = np.full(1 << n, np.nan, dtype=complex)
-    backend = get_backend("cpu")
-    for c in range(1 << (n - L)):
-        block = raw[c << L : (c + 1) << L]
-        backend.scatter_to_host(block, got, placement.bases[c], placement.tile, placement.outer)
+    got = _scattered(raw, layout, L)
     from_zero_block = stored < (1 << L)
     assert np.isnan(got[from_zero_block]).all()  # never written
     np.testing.assert_array_equal(got[~from_zero_block], raw[stored][~from_zero_block])

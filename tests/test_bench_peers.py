@@ -87,3 +87,18 @@ def test_a_peer_is_refused_a_precision_it_does_not_have() -> None:
         peers.run("qulacs", circuits.ghz(3), "complex64", 1, 0)
     with pytest.raises(ValueError, match="unknown contender"):
         peers.run("quest", circuits.ghz(3), "complex64", 1, 0)
+
+
+def test_the_warm_up_runs_dasqs_compiled_kernels_on_several_blocks() -> None:
+    """At the warm-up's size dasq runs numba's kernels (not numpy's code) in more than
+    one block, so the timed run that follows loads no kernel from numba's cache."""
+    import dask
+
+    import dasq
+    from benchmarks.run import WARM_UP_QUBITS
+    from dasq.backend.cpu import COMPILED_FROM
+
+    with dask.config.set(num_workers=2):
+        plan = dasq.plan(circuits.to_dasq(circuits.qft(WARM_UP_QUBITS)))
+    assert plan.chunk_qubits < WARM_UP_QUBITS
+    assert 1 << plan.chunk_qubits >= COMPILED_FROM

@@ -196,6 +196,7 @@ def make_request(circuit: Any, given: dict[str, Any]) -> Request:
     else:
         refuse_channels(circuit)
     given["dtype"] = v.check_dtype(given["dtype"])
+    given["client"] = v.check_client(given["client"])
     given["relayout_codec"] = PieceCodec.chosen(
         given.pop("relayout_compression"), given.pop("relayout_keep_bits"), given["dtype"]
     )
@@ -519,6 +520,7 @@ def warm_up(
     from dasq.engine.warmup import warm_cluster
     from dasq.engine.warmup import warm_up as warm_here
 
+    client = v.check_client(client)
     if isinstance(dtypes, str):
         dtypes = (dtypes,)
     chosen = tuple(v.check_dtype(d) for d in dtypes)

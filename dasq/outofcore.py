@@ -15,7 +15,7 @@ from dasq import _config
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.record import circuit_from_record, circuit_to_record
-from dasq.circuit.validation import check_memory_limit
+from dasq.circuit.validation import check_client, check_memory_limit
 from dasq.engine import stream
 from dasq.engine.report import Report
 from dasq.errors import StoreError, ValidationError
@@ -161,6 +161,7 @@ def resume(
     "gpu"; default dask config ``dasq.device``, else "cpu"), as in :func:`dasq.simulate`.
     """
     device = _config.device_name(device)
+    client = check_client(client)
     path = location(store)
     Manifest.read(path)  # a clear error for a path that is not a store, before locking it
     with path.writer() as lock:

@@ -93,11 +93,24 @@ def test_circuit_size_errors():
         ({"initial": "zero"}, TypeError, "initial must be"),
         ({"density": True, "chunk_qubits": 7}, ValueError, "between 0 and 6"),  # Choi vector: 2N qubits
         ({"store": 5}, TypeError, "store must be a path"),
+        ({"client": "tcp://127.0.0.1:8786"}, TypeError, r"pass distributed\.Client\('tcp://127"),
+        ({"client": [1]}, TypeError, "client must be a distributed.Client or None, got list"),
     ],
 )
 def test_simulate_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         dasq.simulate(dasq.Circuit(3).h(0), **kwargs)
+
+
+def test_other_entry_points_refuse_what_is_not_a_client(tmp_path):
+    with pytest.raises(TypeError, match="got list"):
+        dasq.warm_up(["complex64"])  # the dtypes given where the client goes
+    store = tmp_path / "s.zarr"
+    dasq.simulate(dasq.Circuit(3).h(0), store=store)
+    with pytest.raises(TypeError, match="got str"):
+        dasq.StateVector.from_zarr(store, client="tcp://127.0.0.1:8786")
+    with pytest.raises(TypeError, match="got str"):
+        dasq.resume(store, client="tcp://127.0.0.1:8786")
 
 
 def test_simulate_rejects_non_circuits():

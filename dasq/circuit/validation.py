@@ -286,6 +286,21 @@ def check_choice(value: object, choices: Sequence[str], what: str) -> str:
     return str(value)
 
 
+def check_client(client: object) -> object:
+    """None (Dask's default client, else threads) or a ``distributed.Client``: a
+    scheduler's address, or anything else, gets one TypeError naming what to pass."""
+    if client is None:
+        return None
+    from distributed import Client  # imported where a client is given: it takes a quarter second
+
+    if not isinstance(client, Client):
+        hint = ""
+        if isinstance(client, str):
+            hint = f"; for a scheduler's address pass distributed.Client({client!r})"
+        raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}{hint}")
+    return client
+
+
 def check_memory_limit(memory_limit: object) -> int:
     """Bytes from an int or a string such as "4GiB" / "512 MB"."""
     from dask.utils import parse_bytes

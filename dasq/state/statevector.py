@@ -21,7 +21,7 @@ from dasq import _config
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.validation import check_index, check_readout_qubits, check_shots
+from dasq.circuit.validation import check_client, check_index, check_readout_qubits, check_shots
 from dasq.engine import layers, readout, stream
 from dasq.engine.memory import compute, resolve_relayout_method, runs_in_this_process
 from dasq.engine.report import Report
@@ -373,6 +373,7 @@ class StateVector:
     @classmethod
     def from_zarr(cls, path: str | os.PathLike[str], *, client: Any = None) -> StateVector:
         """The state in a dasq store (saved, or a completed run), read lazily block by block."""
+        client = check_client(client)
         where = st.location(path)  # a path, or an fsspec URL
         manifest = st.open_store(where)
         if not manifest.complete:

@@ -531,3 +531,80 @@ def test_full_probabilities_hold_one_result_not_one_per_block():
     reordered = np.zeros(1 << n)
     reordered[sum(((index >> q) & 1) << j for j, q in enumerate(order))] = want
     np.testing.assert_allclose(state.probabilities(order), reordered, atol=1e-15)
+
+
+def test_a_stage_leaves_tiles_of_zeros_alone(monkeypatch):
+    """A block program is linear, so a tile that holds only zeros stays as it is: the
+    first stage of a CNOT ladder from |0> runs its kernels on the one tile with an
+    amplitude, and ends in the reference's state."""
+    from dasq.engine import program
+
+    n, tile = 15, 12
+    c = dasq.Circuit(n).h(0)
+    for q in range(tile - 1):
+        c.cx(q, q + 1)
+    c.ry(0.3, 5).h(7)
+    stage = next(s for s in dasq.plan(c, chunk_qubits=n).steps if s.name == "program")
+    runner = BlockRunner(stage, n, get_backend("cpu"), cache_qubits=tile)
+    assert any(r.contiguous for r in runner.runs(np.dtype(complex)))
+    starts = set()
+    at = program._at
+    monkeypatch.setattr(program, "_at", lambda kernel, base: (starts.add(base), at(kernel, base))[1])
+    block = np.zeros(1 << n, dtype=complex)
+    block[0] = 1
+    got = runner(block, 0)
+    assert starts == {0}  # the first tile only
+    want = dasq.simulate(c, chunk_qubits=4, method="per-operation").to_numpy()  # numpy's code, no skips
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    zeros = np.zeros(1 << n, dtype=complex)
+    zeros.flags.writeable = False  # a block of zeros is returned as it is, never written
+    assert runner(zeros, 0) is zeros
+
+
+def test_a_backend_tells_zeros_by_their_bits(monkeypatch):
+    from conftest import DEFAULT_COMPILED_FROM
+
+    from dasq.backend import cpu as cpu_module
+
+    cpu = get_backend("cpu")
+    block = np.zeros(1 << 13, dtype=np.complex64)
+    assert cpu.holds_only_zeros(block)
+    for where in (0, 63, 64, (1 << 13) - 1):
+        block[where] = 1e-30j
+        assert not cpu.holds_only_zeros(block)
+        block[where] = 0
+    block[5] = -0.0  # equal to zero, but not zero bits: treated as an amplitude (work is only spared)
+    assert not cpu.holds_only_zeros(block)
+    monkeypatch.setattr(cpu_module, "COMPILED_FROM", DEFAULT_COMPILED_FROM)
+    assert not cpu.holds_only_zeros(np.zeros(16, dtype=complex))  # numpy's code: never asked
+    assert not cpu.holds_only_zeros(np.zeros(1 << 14, dtype=complex)[::2])  # not contiguous
+    assert not get_backend("gpu-twin").holds_only_zeros(np.zeros(1 << 13, dtype=complex))
+
+
+def test_blocks_of_zeros_that_get_only_zeros_are_never_faulted_in(monkeypatch):
+    """GHZ: after its first stage one block holds both amplitudes; of the seven swaps
+    of the relayout that follows, only the one that moves an amplitude writes into a
+    block of zeros (faulting its pages in first); the state is Qiskit's."""
+    from qiskit.quantum_info import Statevector
+
+    from dasq.backend.cpu import CPUBackend
+
+    n, L = 15, 12
+    c = dasq.Circuit(n).h(0)
+    for q in range(n - 1):
+        c.cx(q, q + 1)
+    assert [len(r.pairs) for r in dasq.plan(c, chunk_qubits=L).relayouts] == [3]
+    faulted = []
+    fault_in = CPUBackend.fault_in
+    monkeypatch.setattr(CPUBackend, "fault_in", lambda self, block: (faulted.append(1), fault_in(self, block)))
+    state = dasq.simulate(c, chunk_qubits=L)
+    assert len(faulted) == 1
+    want = Statevector.from_int(0, 1 << n).evolve(c.to_qiskit()).data
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+    dense = dasq.Circuit(n)
+    for q in range(n):
+        dense.h(q)
+    faulted.clear()
+    state = dasq.simulate(dense, chunk_qubits=L)
+    assert len(faulted) == 7  # every block of zeros gets amplitudes
+    np.testing.assert_allclose(state.to_numpy(), np.full(1 << n, 2 ** (-n / 2)), atol=1e-12)

@@ -137,6 +137,10 @@ class Backend:
             out[hot] = 1
         return out
 
+    def fault_in(self, block: Any) -> None:
+        """Make the memory of a block of ``basis_block``'s zeros ready to be written
+        piece by piece (where its pages are made lazily). Nothing to do elsewhere."""
+
     def from_host(self, array: Any, dtype: str) -> Any:
         """A block of this backend from a host array (or another backend's block)."""
         if hasattr(array, "get") and not isinstance(array, np.ndarray):  # a device array
@@ -238,6 +242,12 @@ class Backend:
     # ------------------------------------------------------------ reductions (results on the host)
     def norm2(self, block: Any) -> float:
         raise NotImplementedError
+
+    def holds_only_zeros(self, view: Any) -> bool:
+        """Whether ``view`` (a contiguous block or tile) is certainly all zeros, so that
+        linear work on it may be left out. False where asking costs more than it
+        spares: a GPU would wait for the device at every tile."""
+        return False
 
     def vdot(self, a: Any, b: Any) -> complex:
         raise NotImplementedError

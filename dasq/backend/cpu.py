@@ -28,7 +28,7 @@ import numpy as np
 from dasq.backend import vector_layout
 from dasq.backend.arrays import ArrayBackend, MatrixKernel, compiled_kernels, mapped_zeros
 from dasq.backend.base import Controls, Kernel, Monomial, SkipKernel, TileApply
-from dasq.backend.recycled import HOST_BLOCKS
+from dasq.backend.recycled import HOST_BLOCKS, fault_in
 from dasq.plan import relayout as algebra
 
 GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as fast as the tiles
@@ -294,6 +294,17 @@ class CPUBackend(ArrayBackend):
     def zeros(self, size: int, dtype: str) -> Any:
         return HOST_BLOCKS.zeros(size, dtype)
 
+    def basis_block(self, size: int, hot: int, dtype: str) -> Any:
+        # a block without the 1 may stay zeros for the whole run (GHZ: all but two of
+        # them): its pages are faulted in when it is first given a piece with an
+        # amplitude (``fault_in``), else only read, as the shared page of zeros
+        if hot >= 0:
+            return super().basis_block(size, hot, dtype)
+        return HOST_BLOCKS.zeros(size, dtype, fault_in=False)
+
+    def fault_in(self, block: Any) -> None:
+        fault_in(block)
+
     def scratch(self, size: int, dtype: str) -> Any:
         return mapped_zeros(size, dtype)
 
@@ -350,6 +361,11 @@ class CPUBackend(ArrayBackend):
         return MatrixKernel(np, tuple(int(q) for q in qubits), m)
 
     # ------------------------------------------------------------ reductions
+    def holds_only_zeros(self, view: Any) -> bool:
+        if not compiled(view) or not view.flags.c_contiguous:
+            return False
+        return bool(compiled_kernels().all_zero(view.view(np.uint64)))
+
     def norm2(self, block: Any) -> float:
         if not compiled(block):
             return super().norm2(block)

@@ -487,6 +487,25 @@ def add_marginal(state, qubits, slots, base, out):  # pragma: no cover - compile
             out[high | pattern[t]] += re * re + im * im
 
 
+@numba.njit(nogil=True, cache=True)
+def all_zero(words):  # pragma: no cover - compiled
+    """Whether every word of ``words`` (a block's bytes as 1-d uint64) is zero: read
+    in runs of 64 whose OR is tested once per run, so zeros are scanned at memory
+    speed and a tile with an amplitude stops at the run that holds it. A negative
+    zero counts as not zero: the test is on bits, and it only ever spares work."""
+    n = words.size
+    for start in range(0, n - n % 64, 64):
+        acc = np.uint64(0)
+        for i in range(start, start + 64):
+            acc |= words[i]
+        if acc != 0:
+            return False
+    for i in range(n - n % 64, n):  # noqa: SIM110 - a loop numba compiles
+        if words[i] != 0:
+            return False
+    return True
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def norm2(state):  # pragma: no cover - compiled
     """sum |a_i|^2 accumulated in float64 (BLAS's complex64 dot keeps a float32 sum,

@@ -17,6 +17,7 @@ distributed's serialisation does that).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -59,19 +60,21 @@ class BlockPool:
         for blocks that are written whole before they are read."""
         return self._array(size, dtype, clear=False)
 
-    def zeros(self, size: int, dtype: Any) -> np.ndarray:
+    def zeros(self, size: int, dtype: Any, fault_in: bool = True) -> np.ndarray:
         """Zeros: a reused map is cleared at memory speed, far under the cost of
-        faulting fresh pages in; a new one comes zeroed."""
-        return self._array(size, dtype, clear=True)
+        faulting fresh pages in; a new one comes zeroed, its pages written in unless
+        ``fault_in`` is False (for a block that may never be written: see
+        ``fault_in``, the function)."""
+        return self._array(size, dtype, clear=True, populate=fault_in)
 
-    def _array(self, size: int, dtype: Any, clear: bool) -> np.ndarray:
+    def _array(self, size: int, dtype: Any, clear: bool, populate: bool = True) -> np.ndarray:
         nbytes = size * np.dtype(dtype).itemsize
         if nbytes < MAPPED_FROM_BYTES or not hasattr(mmap, "MAP_PRIVATE"):  # numpy's memory
             return mapped_zeros(size, dtype)
         with self._lock:
             free = self._free.get(nbytes)
             reused = free.pop()[1] if free else None
-        out = np.frombuffer(reused if reused is not None else _new_map(nbytes), dtype=dtype)
+        out = np.frombuffer(reused if reused is not None else _new_map(nbytes, populate), dtype=dtype)
         if reused is not None and clear:
             out.fill(0)
         # out.base is numpy's memoryview of the map, which every view of ``out`` keeps alive
@@ -117,9 +120,31 @@ class BlockPool:
                 self._timer.start()
 
 
-def _new_map(nbytes: int) -> mmap.mmap:
-    """A private anonymous map with its pages written in (see ``mapped_zeros``)."""
-    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0))
+def _new_map(nbytes: int, populate: bool = True) -> mmap.mmap:
+    """A private anonymous map with its pages written in (see ``mapped_zeros``), or
+    made as they are first touched."""
+    flags = mmap.MAP_PRIVATE | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+    return mmap.mmap(-1, nbytes, flags=flags)
+
+
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14; Python names it from 3.13
+
+
+def fault_in(block: np.ndarray) -> None:
+    """Write in the pages of a block made with ``zeros(..., fault_in=False)`` before
+    it is written piece by piece: one call into the kernel instead of a fault per
+    page, and no page first read as the shared page of zeros and then copied on its
+    first write (a fault and a TLB shootdown between threads each). Leaves the
+    contents as they are, so tasks that write other pieces of the block may run
+    meanwhile. Nothing to do for other memory, or where the kernel cannot."""
+    base = block
+    while isinstance(base, np.ndarray):  # a view's base is the block's array
+        base = base.base
+    owner = base.obj if isinstance(base, memoryview) else None
+    if not isinstance(owner, mmap.mmap) or not hasattr(owner, "madvise"):
+        return
+    with contextlib.suppress(OSError):  # a kernel before 5.14: pages fault in as touched
+        owner.madvise(MADV_POPULATE_WRITE)
 
 
 HOST_BLOCKS = BlockPool()  # one per process: a Dask worker's tasks share it

@@ -397,6 +397,18 @@ def _swap(gather: Gather, a: Any, piece_a: int, b: Any, piece_b: int) -> None:
     gather.swap(a, piece_a, b, piece_b)
 
 
+def _swap_with_zeros(gather: Gather, live: Any, piece_live: int, zeros: Any, piece_zeros: int) -> None:
+    """A swap with a block known to hold only zeros: nothing to do when the live
+    piece holds only zeros too (GHZ's pieces), so the zeros' pages may never be
+    written; else they are written in first (``Backend.fault_in``), then swapped."""
+    if gather.contiguous:
+        size = 1 << (gather.L - len(gather.pairs))
+        if gather.backend.holds_only_zeros(live[piece_live * size : (piece_live + 1) * size]):
+            return
+    gather.backend.fault_in(zeros)
+    gather.swap(live, piece_live, zeros, piece_zeros)
+
+
 def _swapped(block: Any, *swaps: None) -> Any:
     return block
 
@@ -437,15 +449,14 @@ def _relayout_in_place(
             key = (f"{name}-swap", c, p.source)
             # new c's piece p.target is old source's piece mine(c) = p.source_piece, and
             # new source's piece p.source_piece is old c's piece p.target
-            layer[key] = Task(
-                key,
-                _swap,
-                TaskRef(gather_key),
-                TaskRef((x.name, c)),
-                p.target,
-                TaskRef((x.name, p.source)),
-                p.source_piece,
-            )
+            mine, theirs = ((x.name, c), p.target), ((x.name, p.source), p.source_piece)
+            swap = _swap
+            if c in zero_blocks:
+                swap, mine, theirs = _swap_with_zeros, theirs, mine
+            elif p.source in zero_blocks:
+                swap = _swap_with_zeros
+            args = (TaskRef(mine[0]), mine[1], TaskRef(theirs[0]), theirs[1])
+            layer[key] = Task(key, swap, TaskRef(gather_key), *args)
             swaps_of[c].append(TaskRef(key))
             swaps_of[p.source].append(TaskRef(key))
     zero_after = algebra.zero_blocks_after(zero_blocks, gather.pairs, gather.L, num_blocks(x))

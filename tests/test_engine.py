@@ -596,7 +596,9 @@ def test_blocks_of_zeros_that_get_only_zeros_are_never_faulted_in(monkeypatch):
     assert [len(r.pairs) for r in dasq.plan(c, chunk_qubits=L).relayouts] == [3]
     faulted = []
     fault_in = CPUBackend.fault_in
-    monkeypatch.setattr(CPUBackend, "fault_in", lambda self, block: (faulted.append(1), fault_in(self, block)))
+    monkeypatch.setattr(
+        CPUBackend, "fault_in", lambda self, block: (faulted.append(1), fault_in(self, block))
+    )
     state = dasq.simulate(c, chunk_qubits=L)
     assert len(faulted) == 1
     want = Statevector.from_int(0, 1 << n).evolve(c.to_qiskit()).data

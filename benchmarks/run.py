@@ -11,6 +11,7 @@
     python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
     python benchmarks/run.py cold --reps 5
+    python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
 
 Each timed run happens in a fresh subprocess (so its peak RSS is its own),
 contenders alternate A B C A B C, medians and ratios to the fastest peer are
@@ -50,6 +51,12 @@ def suite_cluster(args: argparse.Namespace) -> dict:
 
 def suite_cold(args: argparse.Namespace) -> dict:
     from benchmarks.cold import suite_cold as run_suite
+
+    return run_suite(args)
+
+
+def suite_scaling(args: argparse.Namespace) -> dict:
+    from benchmarks.scaling import suite_scaling as run_suite
 
     return run_suite(args)
 
@@ -226,8 +233,8 @@ def checkout_commit() -> str | None:
             text=True,
             check=True,
         ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):  # not a git checkout: an installed copy
-        return None
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: a copy, named by its sender
+        return os.environ.get("DASQ_BENCH_COMMIT")
     return head + ("+changes" if changed else "")
 
 
@@ -1366,6 +1373,13 @@ def main() -> None:
     cs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
     cs.add_argument("--output", default="cluster", help="results/OUTPUT.json")
     cs.add_argument("--scheduler-only", action="store_true")
+    sc = sub.add_parser("scaling")
+    sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")
+    sc.add_argument("--circuits", nargs="+", default=["qft", "random", "qv"])
+    sc.add_argument("--dtypes", nargs="+", default=["complex128"])
+    sc.add_argument("--reps", type=int, default=3)
+    sc.add_argument("--output", default="scaling", help="results/OUTPUT.json")
     for name in ("inmemory", "relayout", "planning"):
         s = sub.add_parser(name)
         s.add_argument("--qubits", type=int, nargs="+", default=[20, 24])
@@ -1440,6 +1454,7 @@ def main() -> None:
         "memory": suite_memory,
         "cluster": suite_cluster,
         "cold": suite_cold,
+        "scaling": suite_scaling,
     }
     payload = suites[args.suite](args)
     print("wrote", write(getattr(args, "output", args.suite), payload))

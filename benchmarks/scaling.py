@@ -33,12 +33,13 @@ def suite_scaling(args: argparse.Namespace) -> dict:
     from benchmarks.run import machine, write
     from dasq.engine.warmup import PLUGIN_NAME
 
+    odd = [W for W in args.workers if W < 1 or W & (W - 1)]
+    if odd:
+        raise ValueError(f"--workers must be powers of two (so N = base + log2 W), got {odd}")
     rows: list[dict] = []
     payload: dict[str, Any] = {"suite": "scaling", "machine": machine(), "rows": rows}
     dasq.warm_up()  # this process, for the threads side
     for W in args.workers:
-        if W & (W - 1):
-            raise ValueError(f"--workers must be powers of two, got {W}")
         n = args.base_qubits + W.bit_length() - 1
         t = time.perf_counter()
         cluster = LocalCluster(

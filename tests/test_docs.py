@@ -200,3 +200,26 @@ def test_the_scaling_table_quotes_the_cluster_results():
         quoted = [float(threads), float(cluster), float(ratio), float(first)]
         columns = ("threads_median", "cluster_median", "warm_ratio", "first_ratio")
         assert quoted == [round(r[k], 2) for k in columns], (circuit, qubits)
+
+
+def test_the_weak_scaling_table_quotes_the_scaling_results():
+    results = json.loads((ROOT / "benchmarks" / "results" / "scaling.json").read_text())
+    by = {(r["circuit"], r["workers"]): r for r in results["rows"]}
+    names = {"QFT": "qft", "random (depth 20)": "random", "quantum volume": "qv"}
+    text = (DOCS / "guide" / "clusters.md").read_text()
+    section = text[text.index("### Weak scaling") :]
+    assert results["machine"]["commit"] in section[: section.index("| circuit |")]
+    rows = _table(section, "### Weak scaling")
+    assert len(rows) == len(by)
+    columns = (
+        "qubits",
+        "blocks",
+        "threads_median",
+        "cluster_median",
+        "cluster_over_threads",
+        "efficiency",
+        "threads_efficiency",
+    )
+    for circuit, workers, *quoted in rows:
+        r = by[names[circuit], int(workers)]
+        assert [float(q) for q in quoted] == [round(r[k], 2) for k in columns], (circuit, workers)

@@ -7,9 +7,12 @@ Per circuit, in one process:
 - the cluster starts with the ``dasq.worker`` preload (every worker compiles or
   loads the kernels as it starts); its start and each worker's warm-up are
   reported apart from the runs;
-- the first run on that fresh cluster, then ``--reps`` rounds of one circuit on
-  threads, then on the cluster, each round another circuit (the cluster never runs
-  one twice: it could hand back a result it still holds);
+- the first run on that fresh cluster, then ``--warm-rounds`` untimed rounds (the
+  VM under these benchmarks hands memory that no process has touched lately back to
+  its host, and the first state-sized allocations after that take several times a
+  warm run on either side; ``warm_up_rounds_seconds`` keeps them), then ``--reps`` rounds of
+  one circuit on threads, then on the cluster, each round another circuit (the
+  cluster never runs one twice: it could hand back a result it still holds);
 - overlap: the same cluster run once more with a barrier after every step (each
   step waits for the one before to finish everywhere), against the pipelined run;
 - every relayout of the plan alone on the cluster (dasq's packed layer from placed
@@ -239,7 +242,8 @@ def suite_cluster(args: argparse.Namespace) -> dict:
     for n in args.qubits:
         for name in args.circuits:
             for dtype in args.dtypes:
-                circuits = [dasq.Circuit.from_qiskit(_variant(name, n, i)) for i in range(args.reps + 2)]
+                count = args.reps + args.warm_rounds + 2
+                circuits = [dasq.Circuit.from_qiskit(_variant(name, n, i)) for i in range(count)]
                 t = time.perf_counter()
                 cluster = LocalCluster(
                     n_workers=args.workers,
@@ -254,10 +258,13 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                 L = state.chunk_qubits
                 plan = state.plan
                 same_on_threads = _run(circuits[0], dtype, None, L)[0]  # warm threads, same circuit
+                warm_rounds = []
+                for circuit in circuits[1 : 1 + args.warm_rounds]:  # untimed: see the module's notes
+                    warm_rounds.append([_run(circuit, dtype, None, L)[0], _run(circuit, dtype, client, L)[0]])
                 threads, on_cluster = [], []
-                for i in range(args.reps):  # round i: one circuit on both (threads keep no keys)
-                    threads.append(_run(circuits[1 + i], dtype, None, L)[0])
-                    seconds, state = _run(circuits[1 + i], dtype, client, L)
+                for circuit in circuits[1 + args.warm_rounds : -1]:  # one circuit on both (threads: no keys)
+                    threads.append(_run(circuit, dtype, None, L)[0])
+                    seconds, state = _run(circuit, dtype, client, L)
                     on_cluster.append(seconds)
                 received = [
                     {"index": r.index, "received_bytes": r.received_bytes, "across_workers": r.across_workers}
@@ -285,6 +292,7 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                     "cluster_start_seconds": start_seconds,
                     "worker_warm_up_seconds": sorted(warm.values()),
                     "first_run_seconds": first,
+                    "warm_up_rounds_seconds": warm_rounds,  # [threads, cluster] per untimed round
                     "threads_seconds": threads,
                     "cluster_seconds": on_cluster,
                     "threads_median": t_threads,

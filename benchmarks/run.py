@@ -1370,6 +1370,7 @@ def main() -> None:
     cs.add_argument("--dtypes", nargs="+", default=["complex128"])
     cs.add_argument("--workers", type=int, default=2)
     cs.add_argument("--reps", type=int, default=3)
+    cs.add_argument("--warm-rounds", type=int, default=1, help="untimed rounds after the first run")
     cs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
     cs.add_argument("--output", default="cluster", help="results/OUTPUT.json")
     cs.add_argument("--scheduler-only", action="store_true")

@@ -115,6 +115,22 @@ def test_to_qiskit_round_trip():
     np.testing.assert_allclose(dasq.simulate(back, chunk_qubits=1).to_numpy(), want, atol=1e-10)
 
 
+def test_a_long_circuit_lists_its_first_operations_and_counts_the_rest():
+    from dasq.circuit.circuit import DRAW_MAX_OPERATIONS, LIST_MAX_OPERATIONS
+
+    c = dasq.Circuit(2)
+    for i in range(DRAW_MAX_OPERATIONS + 37):  # too long to draw, so the notebook lists it too
+        c.rz(0.001 * i, i % 2)
+    hidden = DRAW_MAX_OPERATIONS + 37 - LIST_MAX_OPERATIONS
+    text = str(c)
+    assert text.count("\n") == LIST_MAX_OPERATIONS + 1  # the size line, the operations, the rest
+    assert text.splitlines()[-1].strip() == f"... {hidden} more (all in circuit.operations)"
+    assert f"{hidden} more" in c._repr_html_()
+    assert len(c.operations) == DRAW_MAX_OPERATIONS + 37
+    short = dasq.Circuit(2).h(0)
+    assert "more" not in str(short) and str(short).count("\n") == 1
+
+
 def test_circuit_container_and_display():
     c = dasq.Circuit(3).h(0).cx(0, 1).barrier().x(2).measure(2)
     assert len(c) == 5 and c.num_qubits == 3

@@ -66,6 +66,7 @@ def _accepts_parameters(method: Any) -> Any:
 
 DRAW_MAX_QUBITS = 40  # larger circuits are listed, not drawn (a drawing no one can read)
 DRAW_MAX_OPERATIONS = 300
+LIST_MAX_OPERATIONS = 200  # str() and the notebook list this many, then say how many more
 
 
 class Circuit:
@@ -261,8 +262,13 @@ class Circuit:
 
     # ----------------------------------------------------------------- display
     def __str__(self) -> str:
+        """The size, then one operation per line: the first ``LIST_MAX_OPERATIONS`` of a
+        long circuit (a QASM file's thousands would bury the terminal), then how many
+        more ``circuit.operations`` holds."""
         lines = [f"Circuit({self._num_qubits} qubits, {len(self)} operations, depth {self.depth()})"]
-        lines += [f"  {i:>4}: {op.describe()}" for i, op in enumerate(self._ops)]
+        lines += [f"  {i:>4}: {op.describe()}" for i, op in enumerate(self._ops[:LIST_MAX_OPERATIONS])]
+        if len(self) > LIST_MAX_OPERATIONS:
+            lines.append(f"  ... {len(self) - LIST_MAX_OPERATIONS} more (all in circuit.operations)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -271,7 +277,7 @@ class Circuit:
     def draw(self) -> str:
         """The circuit as text: Qiskit's drawing when qiskit is installed and the
         circuit is small enough to read (at most 40 qubits, 300 operations), else
-        one operation per line (``str(circuit)``)."""
+        one operation per line (``str(circuit)``, the first 200)."""
         drawing = self._qiskit_drawing()
         return str(self) if drawing is None else drawing
 
@@ -303,9 +309,10 @@ class Circuit:
             return f"{head}<pre style='line-height: 1.1'>{html.escape(drawing)}</pre>"
         rows = "".join(
             f"<tr><td>{i}</td><td>{html.escape(op.describe())}</td></tr>"
-            for i, op in enumerate(self._ops[:200])
+            for i, op in enumerate(self._ops[:LIST_MAX_OPERATIONS])
         )
-        more = f"<p>... {len(self) - 200} more</p>" if len(self) > 200 else ""
+        hidden = len(self) - LIST_MAX_OPERATIONS
+        more = f"<p>... {hidden} more (all in circuit.operations)</p>" if hidden > 0 else ""
         return f"{head}<table>{rows}</table>{more}"
 
     # ----------------------------------------------------------------- generic builders

@@ -6,6 +6,7 @@ read a final state, sweep a parameter and compute expectation values. With
 the marked line, the same program runs on qsim (tests/test_cirq_simulator.py
 checks that both print the same results).
 
+    pip install ".[cirq]"    # Cirq, beside dasq
     python examples/cirq_simulator.py
 """
 

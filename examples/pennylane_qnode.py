@@ -4,6 +4,9 @@ Only the device name is dasq's: name default.qubit or lightning.qubit instead an
 the script runs unchanged (tests/test_pennylane.py checks that default.qubit prints
 the same numbers). The QNode's gradient comes from PennyLane's parameter shift,
 which runs the shifted circuits on the device.
+
+    pip install ".[pennylane]"    # PennyLane, beside dasq
+    python examples/pennylane_qnode.py
 """
 
 import pennylane as qml

@@ -211,8 +211,18 @@ def _cli_words(message: str) -> str:
     )
 
 
+TOP_OUTCOMES = 32  # outcomes printed by default: a near-uniform state has thousands
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--top",
+        type=NON_NEGATIVE,
+        default=TOP_OUTCOMES,
+        help="print the N most frequent outcomes and how many more there were; 0 prints all "
+        "(--json always has all)",
+    )
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -400,8 +410,16 @@ def _report(
             )
         )
         return
-    for label, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked[: args.top] if args.top else ranked
+    for label, n in shown:
         print(f"{label} {n}")
+    if len(shown) < len(ranked):
+        rest = ranked[len(shown) :]
+        print(
+            f"... {len(rest)} more outcomes ({sum(n for _, n in rest)} shots): "
+            "--top 0 prints all, --json gives all"
+        )
     for k, v in expectations.items():
         print(f"<{k}> = {v}")
     if state is not None and state.store is not None and state.storage_fidelity < 1:

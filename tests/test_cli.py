@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -22,6 +23,24 @@ def test_run_prints_counts(capsys):
     lines = capsys.readouterr().out.split()
     counts = dict(zip(lines[::2], map(int, lines[1::2])))
     assert set(counts) == {"00000", "11111"} and sum(counts.values()) == 1000
+
+
+def test_run_prints_the_most_frequent_outcomes_and_counts_the_rest(tmp_path, capsys):
+    # 8 qubits in uniform superposition: 256 outcomes, nearly all seen in 4096 shots
+    qasm = tmp_path / "uniform.qasm"
+    qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[8];\nh q;\n')
+    assert main(["run", str(qasm), "--shots", "4096", "--seed", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 33
+    shown = [(label, int(n)) for label, n in (line.split() for line in lines[:32])]
+    assert [n for _, n in shown] == sorted((n for _, n in shown), reverse=True)
+    more, shots = map(int, re.match(r"\.\.\. (\d+) more outcomes \((\d+) shots\)", lines[32]).groups())
+    assert shots + sum(n for _, n in shown) == 4096
+    assert main(["run", str(qasm), "--shots", "4096", "--seed", "2", "--top", "0"]) == 0
+    everything = capsys.readouterr().out.splitlines()
+    assert len(everything) == 32 + more and everything[:32] == lines[:32]
+    assert main(["run", str(qasm), "--shots", "4096", "--seed", "2", "--top", "3", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["counts"]) == 32 + more
 
 
 def test_run_json_has_the_documented_fields(capsys):

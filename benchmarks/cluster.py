@@ -13,6 +13,9 @@ Per circuit, in one process:
   warm run on either side; ``warm_up_rounds_seconds`` keeps them), then ``--reps`` rounds of
   one circuit on threads, then on the cluster, each round another circuit (the
   cluster never runs one twice: it could hand back a result it still holds);
+- where the time goes: one more warm run under Dask's task stream (each worker's busy
+  seconds, compute by kind of task, transfers, the gaps between a worker's steps)
+  and the same circuit on threads under Dask's profiler;
 - overlap: the same cluster run once more with a barrier after every step (each
   step waits for the one before to finish everywhere), against the pipelined run;
 - every relayout of the plan alone on the cluster (dasq's packed layer from placed
@@ -26,6 +29,7 @@ Then scheduler seconds per task: a relayout folded into a stage, 16 qubits in 25
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from typing import Any
@@ -173,6 +177,72 @@ def _relayout_alone(client, n: int, L: int, pairs, dtype: str, reps: int) -> dic
     }
 
 
+def _layer_of(key) -> tuple[str, str]:
+    """(step, kind) of a task key: a block task of a stage ("stage": its relayout's
+    assembling and the stage's program), a relayout's bundle cut on its source
+    ("piece"), the fetch of a bundle on its destination ("recv"), else "other"."""
+    name = key[0] if isinstance(key, tuple) else str(key)
+    parts = name.split("-")
+    if len(parts) < 4 or parts[0] != "dasq":
+        return "", "other"
+    kind = parts[4] if len(parts) > 4 else parts[1]
+    return parts[2], kind if kind in ("stage", "piece", "recv") else "other"
+
+
+def _breakdown(circuit, dtype: str, client, L: int) -> dict:
+    """One warm run on the cluster under Dask's task stream, and the same circuit on
+    threads under Dask's profiler: where each side's time goes. Per worker, the gap
+    between its last stage task of one step and its first of the next (cutting the
+    last bundles, the scheduler's round trip, fetching them, waiting for the other
+    worker) is what threads do not pay."""
+    from dask.diagnostics import Profiler
+    from distributed import get_task_stream
+
+    import dasq
+
+    with get_task_stream(client=client) as stream:
+        start = time.time()
+        dasq.simulate(circuit, dtype=dtype, client=client, chunk_qubits=L).norm()
+        wall = time.time() - start
+    busy: dict[str, float] = {}
+    compute: dict[str, float] = {}
+    transfer = 0.0
+    spans: dict[tuple[str, str], list[float]] = {}  # (worker, step) -> first start, last stop
+    for task in stream.data:
+        step, kind = _layer_of(task["key"])
+        for part in task["startstops"]:
+            seconds = part["stop"] - part["start"]
+            if part["action"] != "compute":
+                transfer += seconds
+                continue
+            busy[task["worker"]] = busy.get(task["worker"], 0.0) + seconds
+            compute[kind] = compute.get(kind, 0.0) + seconds
+            if kind == "stage":
+                span = spans.setdefault((task["worker"], step), [part["start"], part["stop"]])
+                span[0], span[1] = min(span[0], part["start"]), max(span[1], part["stop"])
+    gaps = []
+    for worker in busy:
+        ordered = sorted(v for (w, _), v in spans.items() if w == worker)
+        gaps += [b[0] - a[1] for a, b in itertools.pairwise(ordered)]
+    with Profiler() as profiler:
+        start = time.time()
+        dasq.simulate(circuit, dtype=dtype, chunk_qubits=L).norm()
+        threads_wall = time.time() - start
+    threads_compute: dict[str, float] = {}
+    for r in profiler.results:
+        kind = _layer_of(r.key)[1]
+        threads_compute[kind] = threads_compute.get(kind, 0.0) + r.end_time - r.start_time
+    return {
+        "cluster_wall_seconds": wall,
+        "worker_busy_seconds": sorted(busy.values()),
+        "cluster_compute_seconds": compute,
+        "transfer_seconds": transfer,
+        "step_gaps_seconds": sorted(gaps),
+        "threads_wall_seconds": threads_wall,
+        "threads_compute_seconds": threads_compute,
+    }
+
+
 def _scheduler_per_task(client, blocks_list, reps: int) -> list[dict]:
     """Seconds per task of a run whose graph is many tiny tasks: 16 qubits in
     ``blocks`` blocks, Hadamards on 4 global qubits (a relayout over in-worker qubits
@@ -242,7 +312,7 @@ def suite_cluster(args: argparse.Namespace) -> dict:
     for n in args.qubits:
         for name in args.circuits:
             for dtype in args.dtypes:
-                count = args.reps + args.warm_rounds + 2
+                count = args.reps + args.warm_rounds + 3  # the first run, the rounds, breakdown, barrier
                 circuits = [dasq.Circuit.from_qiskit(_variant(name, n, i)) for i in range(count)]
                 t = time.perf_counter()
                 cluster = LocalCluster(
@@ -262,7 +332,8 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                 for circuit in circuits[1 : 1 + args.warm_rounds]:  # untimed: see the module's notes
                     warm_rounds.append([_run(circuit, dtype, None, L)[0], _run(circuit, dtype, client, L)[0]])
                 threads, on_cluster = [], []
-                for circuit in circuits[1 + args.warm_rounds : -1]:  # one circuit on both (threads: no keys)
+                timed = circuits[1 + args.warm_rounds : 1 + args.warm_rounds + args.reps]
+                for circuit in timed:  # one circuit on both (threads: no keys)
                     threads.append(_run(circuit, dtype, None, L)[0])
                     seconds, state = _run(circuit, dtype, client, L)
                     on_cluster.append(seconds)
@@ -272,6 +343,7 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                     if r.traffic.amplitudes_moved
                 ]
                 del state
+                breakdown = _breakdown(circuits[-2], dtype, client, L)
                 barrier = _barrier_run(circuits[-1], dtype, client, L)
                 relayouts = [
                     _relayout_alone(client, n, L, step.pairs, dtype, args.reps)
@@ -303,6 +375,7 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                     "barrier_seconds": barrier,
                     "overlap_saved": barrier - t_cluster,
                     "received": received,
+                    "breakdown": breakdown,
                     "relayouts_alone": relayouts,
                 }
                 rows.append(row)

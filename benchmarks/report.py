@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -219,6 +220,31 @@ def cluster(d: dict) -> str:
             f"| {r['first_run_seconds']:.2f} | {r['first_ratio']:.2f} | {r['barrier_seconds']:.2f} "
             f"| {warm} | {spread} |"
         )
+    if any("breakdown" in r for r in d["rows"]):
+        out += [
+            "",
+            "| circuit | qubits | threads s | cluster s | stage tasks s (threads / cluster) "
+            "| cutting + fetch tasks s | transfers s | busy s per worker | idle s per worker "
+            "| gaps between steps ms (median / sum per worker) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in d["rows"]:
+            b = r.get("breakdown")
+            if b is None:
+                continue
+            on_cluster, on_threads = b["cluster_compute_seconds"], b["threads_compute_seconds"]
+            busy = b["worker_busy_seconds"]
+            idle = "/".join(f"{b['cluster_wall_seconds'] - x:.2f}" for x in busy)
+            gaps = b["step_gaps_seconds"]
+            gap = f"{statistics.median(gaps) * 1e3:.0f} / {sum(gaps) / len(busy) * 1e3:.0f}" if gaps else "-"
+            out.append(
+                f"| {r['circuit']} | {r['qubits']} | {b['threads_wall_seconds']:.2f} "
+                f"| {b['cluster_wall_seconds']:.2f} "
+                f"| {on_threads.get('stage', 0):.2f} / {on_cluster.get('stage', 0):.2f} "
+                f"| {on_cluster.get('piece', 0) + on_cluster.get('recv', 0):.2f} "
+                f"| {b['transfer_seconds']:.2f} "
+                f"| {'/'.join(f'{x:.2f}' for x in busy)} | {idle} | {gap} |"
+            )
     if d.get("scheduler"):
         out += [
             "",

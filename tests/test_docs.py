@@ -189,6 +189,27 @@ def test_the_speed_summary_quotes_the_inmemory_results():
         assert float(c128) == round(ratio[names[circuit], "complex128"], 2), circuit
 
 
+def test_the_memory_floor_claims_quote_the_inmemory_results():
+    results = json.loads((ROOT / "benchmarks" / "results" / "inmemory.json").read_text())
+    rows = results["rows"]
+
+    def peer_over_floor(r):
+        return r["median_seconds"][r["fastest_peer"]] / r["memory_limit_seconds"]
+
+    def span(ratios):
+        return f"{min(ratios):.1f}-{max(ratios):.1f}x"
+
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    claim = " ".join(text[text.index("No\n  simulator reaches it") :].split()[:40])
+    assert f"the fastest peer of each row took {span([peer_over_floor(r) for r in rows])}" in claim
+    for peer, dtype in (("qsim", "complex64"), ("qulacs", "complex128")):
+        same = [peer_over_floor(r) for r in rows if r["dtype"] == dtype]
+        assert all(r["fastest_peer"] == peer for r in rows if r["dtype"] == dtype)
+        assert f"{peer} {span(same)} in {dtype}" in claim
+    assert all(r["ratio_dasq_to_memory_floor"] < peer_over_floor(r) for r in rows)
+    assert f"in all {len(rows)} rows" in claim
+
+
 def test_the_scaling_table_quotes_the_cluster_results():
     results = json.loads((ROOT / "benchmarks" / "results" / "cluster.json").read_text())
     by = {(r["circuit"], r["qubits"]): r for r in results["rows"]}
@@ -200,6 +221,18 @@ def test_the_scaling_table_quotes_the_cluster_results():
         quoted = [float(threads), float(cluster), float(ratio), float(first)]
         columns = ("threads_median", "cluster_median", "warm_ratio", "first_ratio")
         assert quoted == [round(r[k], 2) for k in columns], (circuit, qubits)
+    text = " ".join((DOCS / "guide" / "clusters.md").read_text().split())
+    assert f"(commit {results['machine']['commit']};" in text
+    # what limits scaling: the profiled run of each row
+    profiled = [r["breakdown"] for r in results["rows"]]
+    stage = [b["cluster_compute_seconds"]["stage"] / b["threads_compute_seconds"]["stage"] for b in profiled]
+    assert f"computed for {min(stage):.2f}-{max(stage):.2f}x as long as the threads'" in text
+    qv = by["qv", 26]["breakdown"]
+    idle = {round(qv["cluster_wall_seconds"] - busy, 1) for busy in qv["worker_busy_seconds"]}
+    assert idle == {3.3} and f"idle 3.3 s of {qv['cluster_wall_seconds']:.1f} s" in text
+    best = by["random", 26]
+    rounds = [c / t for c, t in zip(best["cluster_seconds"], best["threads_seconds"])]
+    assert f"{best['warm_ratio']:.2f}x, whose rounds ranged {min(rounds):.2f}-{max(rounds):.2f}x" in text
 
 
 def test_the_weak_scaling_table_quotes_the_scaling_results():

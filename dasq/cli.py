@@ -226,7 +226,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
-        default=None,
+        default=argparse.SUPPRESS,  # unset: on for stored runs in a terminal (the help says so)
         help="progress bar (default: on for stored runs in a terminal)",
     )
 
@@ -366,7 +366,7 @@ def _dashboard() -> str | None:
 
 
 def _progress(args: argparse.Namespace, stored: bool) -> bool:
-    if args.progress is not None:
+    if hasattr(args, "progress"):
         return bool(args.progress)
     return stored and sys.stderr.isatty()
 

@@ -39,8 +39,9 @@ def main() -> None:
     state = dasq.simulate(qft(n), dtype="complex64", store=store, memory_limit=limit, progress=True)
     facts = dasq.info(store)
     print(
-        f"{n} qubits in {store}: {facts['stages_total']} stages, blocks of 2^{facts['chunk_qubits']}, "
-        f"{facts['size_on_disk'] / 2**30:.2f} GiB on disk, seconds per stage {facts['stage_seconds']}"
+        f"{n} qubits in {store}: stages {facts['stages_total']}, blocks of 2^{facts['chunk_qubits']}, "
+        f"{facts['size_on_disk'] / 2**30:.2f} GiB on disk, seconds per stage when the store was written "
+        f"{[round(t, 2) for t in facts['stage_seconds']]}"
     )
     x = sum(1 << q for q in range(0, n, 3))
     k = 12345 % (1 << n)

@@ -156,7 +156,9 @@ def test_version_and_help_with_defaults(capsys):
             assert len(line.split(None, 2)) >= 2, line
     with pytest.raises(SystemExit):
         main(["run", "--help"])
-    assert "(default: 1024)" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 1024)" in text
+    assert "(default: None)" not in text and text.count("(default: on for stored runs in a terminal)") == 1
 
 
 def test_workers_print_where_the_dashboard_is(capsys):

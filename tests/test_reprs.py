@@ -86,3 +86,11 @@ def test_plots_draw_the_distribution_and_the_plan():
     )
     with pytest.raises(dasq.ValidationError, match="too many bars"):
         dasq.plot_probabilities(dasq.simulate(dasq.Circuit(7).h(0)))
+
+
+def test_a_plan_counts_in_words_that_agree_with_the_count():
+    one = str(dasq.plan(dasq.Circuit(5).h(0))).splitlines()[0]
+    assert "1 operation on 5 qubits" in one and "1 step, 1 stage, 0 relayouts, 0 amplitudes moved" in one
+    many = dasq.plan(_circuit(), chunk_qubits=3)
+    head = str(many).splitlines()[0]
+    assert f"{len(many.steps)} steps, {len(many.stages)} stages" in head

@@ -461,12 +461,13 @@ class PhysicalPlan:
     def __str__(self) -> str:
         s = self.summary()
         head = (
-            f"plan ({self.method}): {s['operations']} operations on {self.num_qubits} qubits, "
-            f"blocks of 2^{self.chunk_qubits}: {len(self.steps)} steps, {s['stages']} stages, "
-            f"{s['relayouts']} relayouts, {s['amplitudes_moved']} amplitudes moved"
+            f"plan ({self.method}): {_many(s['operations'], 'operation')} on {self.num_qubits} qubits, "
+            f"blocks of 2^{self.chunk_qubits}: {_many(len(self.steps), 'step')}, "
+            f"{_many(s['stages'], 'stage')}, {_many(s['relayouts'], 'relayout')}, "
+            f"{_many(s['amplitudes_moved'], 'amplitude')} moved"
         )
         if self.swaps_absorbed:
-            head += f", {self.swaps_absorbed} SWAPs absorbed"
+            head += f", {_many(self.swaps_absorbed, 'SWAP')} absorbed"
         lines = [head]
         lines += [f"  {i:>3} {step.describe(self.num_qubits, L)}" for i, step, L in self.walk()]
         return "\n".join(lines)
@@ -484,9 +485,10 @@ class PhysicalPlan:
                 f"<tr><td>{i}</td><td>{step.name}</td><td>{t.amplitudes_moved}</td><td>{what}</td></tr>"
             )
         return (
-            f"<b>dasq.PhysicalPlan</b> ({self.method}): {s['operations']} operations on {self.num_qubits} "
-            f"qubits, blocks of 2<sup>{self.chunk_qubits}</sup>: {s['stages']} stages, {s['relayouts']} "
-            f"relayouts, {s['amplitudes_moved']} amplitudes moved"
+            f"<b>dasq.PhysicalPlan</b> ({self.method}): {_many(s['operations'], 'operation')} on "
+            f"{self.num_qubits} qubits, blocks of 2<sup>{self.chunk_qubits}</sup>: "
+            f"{_many(s['stages'], 'stage')}, {_many(s['relayouts'], 'relayout')}, "
+            f"{_many(s['amplitudes_moved'], 'amplitude')} moved"
             "<table><tr><th>step</th><th>kind</th><th>moved</th><th>what</th></tr>"
             f"{''.join(rows)}</table>"
         )
@@ -496,3 +498,8 @@ class PhysicalPlan:
             f"<dasq.PhysicalPlan {self.method}: {len(self.steps)} steps on {self.num_qubits} qubits, "
             f"blocks of 2^{self.chunk_qubits}>"
         )
+
+
+def _many(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless it is one ("1 stage", "2 stages")."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

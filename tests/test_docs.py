@@ -200,12 +200,12 @@ def test_the_memory_floor_claims_quote_the_inmemory_results():
         return f"{min(ratios):.1f}-{max(ratios):.1f}x"
 
     text = (ROOT / "benchmarks" / "README.md").read_text()
-    claim = " ".join(text[text.index("No\n  simulator reaches it") :].split()[:40])
+    claim = " ".join(text[text.index("No\n  simulator reaches it") :].split()[:60])
     assert f"the fastest peer of each row took {span([peer_over_floor(r) for r in rows])}" in claim
-    for peer, dtype in (("qsim", "complex64"), ("qulacs", "complex128")):
-        same = [peer_over_floor(r) for r in rows if r["dtype"] == dtype]
-        assert all(r["fastest_peer"] == peer for r in rows if r["dtype"] == dtype)
-        assert f"{peer} {span(same)} in {dtype}" in claim
+    for dtype in ("complex64", "complex128"):
+        same = [r for r in rows if r["dtype"] == dtype]
+        who = " or ".join(sorted({r["fastest_peer"] for r in same}))
+        assert f"{who} {span([peer_over_floor(r) for r in same])} in {dtype}" in claim
     assert all(r["ratio_dasq_to_memory_floor"] < peer_over_floor(r) for r in rows)
     assert f"in all {len(rows)} rows" in claim
 

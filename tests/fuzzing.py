@@ -1,0 +1,24 @@
+"""Settings shared by the fuzz suites (tests/test_fuzz_*.py, marker ``fuzz``).
+
+CI runs a small number of examples per property on every ``.ci/run``. The long
+profile is the same properties with many more examples, run by hand:
+
+    DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz -p no:randomly
+
+(about ten minutes on the 2-core development machine; docs/guarantees.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+FUZZ_EXAMPLES = int(os.environ.get("DASQ_FUZZ_EXAMPLES", "25"))
+
+FUZZ = settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=None,  # every run explores afresh; a failure prints its example
+)

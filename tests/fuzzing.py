@@ -3,7 +3,7 @@
 CI runs a small number of examples per property on every ``.ci/run``. The long
 profile is the same properties with many more examples, run by hand:
 
-    DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz -p no:randomly
+    DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz
 
 (about ten minutes on the 2-core development machine; docs/guarantees.md).
 """

@@ -363,7 +363,7 @@ def run(
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
-    shots = v.check_shots(shots)
+    shots = v.check_shots(shots, memory=memory)
     if options.get("lazy"):
         raise ValidationError("run() does not take lazy=True; use simulate()")
     if options.get("trajectories") is not None:
@@ -393,9 +393,9 @@ def run(
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
 
     branches = run_branches(program, circuit.num_qubits, shots, start, rng)
-    counts, per_shot = sample_branches(branches, program, circuit.registers, rng, memory)
+    counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
-    return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final)
+    return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)
 
 
 def simulate_settings(*set_elsewhere: str) -> tuple[str, ...]:

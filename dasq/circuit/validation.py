@@ -274,9 +274,22 @@ def check_basis(index: object, num_qubits: int) -> int:
     return check_index(index, num_qubits, "initial basis state")
 
 
-def check_shots(shots: object) -> int:
+MAX_SHOTS = 2**63 - 1  # counts are int64; drawing them takes the same time at any number of shots
+MAX_MEMORY_SHOTS = 10_000_000  # per-shot outcomes (memory=True) are kept one key per shot
+
+
+def check_shots(shots: object, memory: bool = False) -> int:
+    """Shots as an int in 0..MAX_SHOTS (at most MAX_MEMORY_SHOTS when every shot's
+    outcome is kept), refused before any work."""
     if not is_int(shots) or shots < 0:  # type: ignore[operator]
         raise ValidationError(f"shots must be a non-negative int, got {shots!r}")
+    if shots > MAX_SHOTS:  # type: ignore[operator]
+        raise ValidationError(f"shots must be at most 2^63 - 1 = {MAX_SHOTS}, got {shots}")
+    if memory and shots > MAX_MEMORY_SHOTS:  # type: ignore[operator]
+        raise ValidationError(
+            f"memory=True keeps every shot's outcome: at most {MAX_MEMORY_SHOTS:,} shots, got {shots:,}; "
+            "counts (memory=False) take any number of shots"
+        )
     return int(shots)  # type: ignore[call-overload]
 
 

@@ -415,9 +415,12 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
             data[save.label] = _saved(state, save)
     branches = 1
     if experiment.measures:
-        result = run(segments[-1], settings.shots, seed=seed, memory=True, initial=state, **options)
-        values, counts = np.unique(result.shot_values, return_counts=True)
-        data["counts"] = {hex(int(v)): int(c) for v, c in zip(values, counts)}
+        result = run(
+            segments[-1], settings.shots, seed=seed, memory=settings.memory, initial=state, **options
+        )
+        assert result.outcomes is not None
+        outcomes = result.outcomes
+        data["counts"] = {hex(int(v)): int(c) for v, c in zip(outcomes.values, outcomes.counts)}
         if settings.memory:
             data["memory"] = [hex(int(v)) for v in result.shot_values]
         branches = result.branches

@@ -26,7 +26,7 @@ from dasq.engine.memory import persist
 from dasq.errors import ValidationError
 from dasq.plan.choi import choi_circuit
 from dasq.state.observables import PauliSum
-from dasq.state.statevector import MAX_MARGINAL_QUBITS, SHOTS_PER_PASS, StateVector, labelled_counts
+from dasq.state.statevector import MAX_MARGINAL_QUBITS, StateVector, labelled_counts
 
 
 class DensityMatrix:
@@ -196,25 +196,14 @@ class DensityMatrix:
         amplitudes = np.sqrt(np.clip(self._diagonal(), 0.0, None)).astype(np.complex128)
         tables, _ = readout.layout_tables(range(self._n), self._n)
         cpu = get_backend("cpu")
-        found = []
-        for batch, start in enumerate(range(0, shots, SHOTS_PER_PASS)):
-            n_shots, k = min(SHOTS_PER_PASS, shots - start), key + 1000 * batch
-            lam = readout.poisson_mean(n_shots)
-            for attempt in range(8):
-                kept = readout.keep_shots(
-                    [cpu.poisson_draws(amplitudes, 0, tables, lam, k + attempt)], n_shots, k + attempt
-                )
-                if kept is not None:
-                    found.append(kept)
-                    break
-                lam *= 2
-            else:
-                raise ValidationError(f"cannot sample: the trace is {self.trace():.3g}, not 1")
-        if not found:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        indices, inverse = np.unique(np.concatenate([i for i, _ in found]), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=indices.size)
-        return indices, counts.astype(np.int64)
+
+        def draw_pass(lam: float, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+            return [cpu.poisson_draws(amplitudes, 0, tables, lam, k)]
+
+        drawn = readout.sample_shots(draw_pass, shots, key)
+        if drawn is None:
+            raise ValidationError(f"cannot sample: the trace is {self.trace():.3g}, not 1")
+        return drawn
 
     def expectation(self, observable: Any) -> float | complex:
         """Tr(H rho) for a Pauli sum H (PauliSum, label, list of (label, coeff) or a

@@ -20,6 +20,7 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import ClassicalRegister, IfElse, count_keys
 from dasq.circuit.dynamic import ShotProgram
 from dasq.circuit.kinds import Measure, Reset
+from dasq.engine.readout import total_by_value
 from dasq.errors import ValidationError
 from dasq.state.statevector import StateVector
 
@@ -38,6 +39,15 @@ class Branch:
 
 
 @dataclass(frozen=True)
+class Outcomes:
+    """The classical values the shots ended in (bit b: clbit b), ascending, and how
+    many shots ended in each: what counts are made of, at any number of shots."""
+
+    values: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True)
 class Result:
     """What ``dasq.run`` returns. ``counts``: Qiskit Aer's keys (registers last to first,
     spaces between them); ``memory``: one key per shot, in shot order (when asked);
@@ -51,6 +61,7 @@ class Result:
     branches: int
     shot_values: np.ndarray | None = None  # per shot: the classical bits as one int (bit b: clbit b)
     state: StateVector | None = None
+    outcomes: Outcomes | None = None  # every distinct classical value drawn, with its count
 
     @property
     def memory(self) -> list[str] | None:
@@ -150,9 +161,10 @@ def sample_branches(
     registers: Sequence[ClassicalRegister],
     rng: np.random.Generator,
     keep_memory: bool,
-) -> tuple[dict[str, int], np.ndarray | None]:
-    """Counts (and per-shot classical values) of the terminal measurements of every
-    branch, readout errors applied to the bits they record."""
+) -> tuple[dict[str, int], np.ndarray | None, Outcomes]:
+    """Counts (and per-shot classical values, and the distinct values with their
+    counts) of the terminal measurements of every branch, readout errors applied to
+    the bits they record."""
     terminal = program.terminal
     values_seen, counts_seen = [], []
     for branch in branches:
@@ -172,13 +184,14 @@ def sample_branches(
         counts_seen.append(counts)
     every = np.concatenate(values_seen) if values_seen else np.zeros(0, np.int64)
     weights = np.concatenate(counts_seen) if counts_seen else np.zeros(0, np.int64)
-    values, inverse = np.unique(every, return_inverse=True)
-    totals = np.bincount(inverse, weights=weights, minlength=values.size).astype(np.int64)
+    values, totals = total_by_value(every, weights)
     keys = count_keys(values, registers)
     counts_by_key = {k: int(c) for k, c in zip(keys, totals) if c}
+    drawn = totals > 0
+    outcomes = Outcomes(values[drawn], totals[drawn])
     if not keep_memory:
-        return counts_by_key, None
-    return counts_by_key, rng.permutation(np.repeat(values, totals))
+        return counts_by_key, None, outcomes
+    return counts_by_key, rng.permutation(np.repeat(values, totals)), outcomes
 
 
 def _readout_flips(

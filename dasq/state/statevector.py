@@ -34,7 +34,6 @@ from dasq.storage.chunks import encode_crcs
 from dasq.storage.manifest import Manifest
 
 MAX_MARGINAL_QUBITS = 30
-SHOTS_PER_PASS = 500_000_000  # numpy's hypergeometric draws need fewer than 10^9 draws in all
 
 
 def labelled_counts(indices: np.ndarray, counts: np.ndarray, qubits: Sequence[int]) -> dict[str, int]:
@@ -42,8 +41,7 @@ def labelled_counts(indices: np.ndarray, counts: np.ndarray, qubits: Sequence[in
     outcomes = np.zeros(indices.shape, dtype=np.int64)
     for j, q in enumerate(qubits):
         outcomes |= ((indices >> q) & 1) << j
-    values, inverse = np.unique(outcomes, return_inverse=True)
-    totals = np.bincount(inverse, weights=counts, minlength=values.size)
+    values, totals = readout.total_by_value(outcomes, counts)
     return {format(int(v), f"0{len(qubits)}b"): int(c) for v, c in zip(values, totals)}
 
 
@@ -279,8 +277,9 @@ class StateVector:
 
     def sample_counts(self, shots: int, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(basis-state indices ascending, how many of ``shots`` drew each), drawn from
-        |amplitude|^2 in one pass, each block drawing where it lives; memory grows with
-        the distinct outcomes, not the shots.
+        |amplitude|^2 in one pass (a few above 5*10^8 shots: time does not grow with
+        the shots), each block drawing where it lives; memory grows with the distinct
+        outcomes, not the shots.
 
         Every amplitude draws a Poisson count keyed by its logical index and the seed,
         and the surplus draws are removed in logical order, so a seed fixes the
@@ -288,26 +287,16 @@ class StateVector:
         that differ by rounding between two runs)."""
         shots = check_shots(shots)
         key = int(np.random.default_rng(seed).integers(0, 2**62))
-        found = []
-        for batch, start in enumerate(range(0, shots, SHOTS_PER_PASS)):  # independent passes
-            found.append(self._sample_pass(min(SHOTS_PER_PASS, shots - start), key + 1000 * batch))
-        if not found:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        indices, inverse = np.unique(np.concatenate([i for i, _ in found]), return_inverse=True)
-        counts = np.bincount(inverse, weights=np.concatenate([c for _, c in found]), minlength=indices.size)
-        return indices, counts.astype(np.int64)
+        drawn = readout.sample_shots(self._draw_pass, shots, key)
+        if drawn is None:
+            raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")
+        return drawn
 
-    def _sample_pass(self, shots: int, key: int) -> tuple[np.ndarray, np.ndarray]:
-        lam = readout.poisson_mean(shots)
-        for attempt in range(8):
-            draws = readout.poisson_draws(
-                self._blocks, self._L, self._layout, lam, key + attempt, self.backend
-            )
-            kept = readout.keep_shots(self._compute(*draws), shots, key + attempt)
-            if kept is not None:
-                return kept
-            lam *= 2  # only a state with a norm far below 1 gets here
-        raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")
+    def _draw_pass(self, lam: float, key: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One pass of keyed Poisson draws over every block, where each block lives."""
+        return self._compute(
+            *readout.poisson_draws(self._blocks, self._L, self._layout, lam, key, self.backend)
+        )
 
     def expectation(self, observable: Any) -> float | complex:
         """⟨psi|H|psi⟩ for a Pauli sum H (PauliSum, label, list of (label, coeff) or a

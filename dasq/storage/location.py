@@ -4,7 +4,7 @@ Everything dasq reads and writes in a store goes through the small interface bel
 and the two kinds differ only where their guarantees differ:
 
 - ``LocalDir`` (any path): a small file is replaced by write, fsync, rename and
-  fsync of the directory (``write_atomic``); one writer at a time by ``flock``
+  fsync of the directory (dasq.storage.contained); one writer at a time by ``flock``
   (dasq.storage.lock).
 - ``FsspecDir`` (a URL ``protocol://...``: ``s3://bucket/run.zarr``,
   ``gs://bucket/run.zarr``, ``memory://run.zarr``): every object is written by
@@ -26,7 +26,7 @@ too), fsspec's config files, or the filesystem's own sources (``AWS_PROFILE``,
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dasq.storage.contained import Contained
 from dasq.storage.lease import Lease, LeaseTerms
 from dasq.storage.lock import StoreLock, is_locked
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from zarr.abc.store import Store
 
 URL_MARK = "://"
+LOCAL_PROTOCOLS = ("file", "local")  # fsspec's names for this machine's filesystem
+MAX_FILE = 1 << 62  # tails() reads 4 bytes of a file of any size
 
 
 class WriterLock(Protocol):
@@ -67,7 +70,7 @@ class Location(Protocol):
 
     def __truediv__(self, name: str) -> Location: ...
 
-    def zarr_store(self) -> Store: ...
+    def zarr_store(self, chunk_limit: int | None = None) -> Store: ...
 
     def read_bytes(self, key: str) -> bytes: ...
 
@@ -78,6 +81,8 @@ class Location(Protocol):
     def exists(self, key: str = "") -> bool: ...
 
     def size(self) -> int: ...
+
+    def check(self) -> None: ...
 
     def writer(self) -> WriterLock: ...
 
@@ -115,15 +120,18 @@ def location(store: str | os.PathLike[str] | Location) -> Location:
         )
     if is_url(store):
         assert isinstance(store, str)
-        if store.startswith("file" + URL_MARK):
-            return LocalDir(Path(store[len("file" + URL_MARK) :]).expanduser().absolute())
+        protocol, rest = store.split(URL_MARK, 1)
+        if protocol in LOCAL_PROTOCOLS:  # contained like any local path, never through fsspec
+            return LocalDir(Path(rest).expanduser().absolute())
         return FsspecDir(store.rstrip("/"))
     return LocalDir(Path(store).expanduser().absolute())
 
 
 @dataclass(frozen=True)
 class LocalDir:
-    """A store in a directory of the local (or a POSIX-locking shared) filesystem."""
+    """A store in a directory of the local (or a POSIX-locking shared) filesystem.
+    Every file below ``path`` is reached through dasq.storage.contained: never
+    through a link, only regular files, never waiting on one."""
 
     path: Path
 
@@ -133,45 +141,54 @@ class LocalDir:
     def __truediv__(self, name: str) -> LocalDir:
         return LocalDir(self.path / name)
 
-    def zarr_store(self) -> Store:
-        import zarr
+    @property
+    def files(self) -> Contained:
+        return Contained(self.path)
 
-        return zarr.storage.LocalStore(self.path)
+    def zarr_store(self, chunk_limit: int | None = None) -> Store:
+        from dasq.storage.contained_zarr import ContainedStore
+
+        return ContainedStore(self.path, chunk_limit=chunk_limit)
 
     def read_bytes(self, key: str) -> bytes:
-        return (self.path / key).read_bytes()
+        return bytes(self.files.read(key))
 
     def tails(self, keys: Sequence[str], size: int) -> list[bytes | None]:
         """The last ``size`` bytes of each file (None: no such file); an unreadable
         file, or one shorter than ``size``, raises OSError."""
         out: list[bytes | None] = []
+        files = self.files
         for key in keys:
             try:
-                with open(self.path / key, "rb") as fh:
-                    fh.seek(-size, os.SEEK_END)
-                    out.append(fh.read(size))
+                if files.size_of(key) < size:
+                    raise OSError(errno.EINVAL, "shorter than its checksum", str(self.path / key))
+                out.append(bytes(files.read(key, limit=MAX_FILE, start=-size)))
             except FileNotFoundError:
                 out.append(None)
-            except OSError as exc:  # name the file: a failed seek does not
+            except OSError as exc:  # name the file: a failed read does not
                 raise OSError(exc.errno, exc.strerror, str(self.path / key)) from None
         return out
 
     def publish(self, key: str, data: bytes) -> None:
-        write_atomic(self.path / key, data)
+        """Replace file ``key`` so that readers see the old or the new one whole (a
+        temporary file, fsynced, renamed over it; the directory fsynced)."""
+        self.files.write(key, data, durable=True)
 
     def exists(self, key: str = "") -> bool:
-        return (self.path / key).exists()
+        return self.files.kind(key) is not None
 
     def size(self) -> int:
         """Bytes the files take on disk (allocated blocks)."""
-        total = 0
-        for root, _, files in os.walk(self.path):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.stat(os.path.join(root, name)).st_blocks * 512
-        return total
+        return sum(st.st_blocks * 512 for _, st in self.files.regular_files())
+
+    def check(self) -> None:
+        """Refuse a store holding a link or a special file anywhere below its root,
+        before anything in it is read or written (dasq.storage.contained)."""
+        if self.path.is_dir():
+            self.files.check_tree()
 
     def writer(self) -> StoreLock:
+        self.check()
         return StoreLock(self.path)
 
     def is_locked(self) -> bool:
@@ -211,7 +228,7 @@ class FsspecDir:
     def key_path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
 
-    def zarr_store(self) -> Store:
+    def zarr_store(self, chunk_limit: int | None = None) -> Store:
         from zarr.storage import FsspecStore
 
         return FsspecStore.from_url(self.url)  # async filesystems as they are, others wrapped
@@ -270,6 +287,10 @@ class FsspecDir:
         except FileNotFoundError:
             return 0
 
+    def check(self) -> None:
+        """Nothing to refuse: an object store has no links or special files, and every
+        key dasq reads is one it names from fixed parts."""
+
     def writer(self, terms: LeaseTerms | None = None) -> Lease:
         return Lease(self.fs, self.key_path(""), self.url, terms or LeaseTerms.from_config())
 
@@ -278,17 +299,6 @@ class FsspecDir:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (FsspecDir, (self.url,))  # the URL travels, each process resolves it itself
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new file whole."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
 
 
 def fsync_directory(directory: Path) -> None:

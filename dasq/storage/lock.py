@@ -23,12 +23,14 @@ import errno
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from dasq.errors import StoreError
+from dasq.storage.contained import Contained, kind_of, refusal
 
 LOCK_FILE = "dasq.lock"
 ACQUIRE_TRIES = 5
@@ -97,9 +99,11 @@ class StoreLock:
         )
 
     def _open_locked(self) -> int:
-        """Open (creating) the lock file and flock it, or raise the clear StoreError."""
+        """Open (creating) the lock file and flock it, or raise the clear StoreError. The
+        file is opened as every file of a store is (dasq.storage.contained): a link,
+        pipe or device named ``dasq.lock`` is refused and left as it is."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = Contained(self.directory).open_lock(LOCK_FILE)
         except OSError as exc:
             raise StoreError(f"cannot lock {self.directory} for writing: {exc.strerror}") from None
         if fcntl is not None:
@@ -142,13 +146,18 @@ class StoreLock:
 
 
 def is_locked(directory: str | os.PathLike[str]) -> bool:
-    """Whether a live process holds the write lock of ``directory`` (no waiting)."""
-    path = Path(directory) / LOCK_FILE
-    if fcntl is None or not path.exists():
+    """Whether a live process holds the write lock of ``directory`` (no waiting; a
+    lock file that is a link or a special file is a StoreError)."""
+    files = Contained(Path(directory))
+    mode = files.kind(LOCK_FILE)
+    if fcntl is None or mode is None:
         return False
+    if not stat.S_ISREG(mode):
+        raise refusal(files.root / LOCK_FILE, kind_of(mode))
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        with files.directory([]) as dfd:
+            fd = files.open_regular(dfd, LOCK_FILE, files.root / LOCK_FILE)
+    except (FileNotFoundError, NotADirectoryError):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -160,9 +169,10 @@ def is_locked(directory: str | os.PathLike[str]) -> bool:
 
 
 def _same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` names the file open as ``fd`` (same device and inode)."""
+    """Whether ``path`` names the file open as ``fd`` (same device and inode; a link
+    to it is not it)."""
     try:
-        named = os.stat(path)
+        named = os.stat(path, follow_symlinks=False)
     except OSError:
         return False
     held = os.fstat(fd)

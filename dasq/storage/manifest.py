@@ -91,7 +91,9 @@ class Manifest:
             raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
         except IsADirectoryError:
             raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
-        except (OSError, ValueError) as exc:
+        except StoreError:  # a link or special file where the manifest should be
+            raise
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
             raise StoreError(f"{path} cannot be read as a dasq manifest: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise StoreError(f"{path} is not a dasq manifest")

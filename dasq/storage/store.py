@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -28,6 +29,7 @@ import numpy as np
 
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks, objectstore
+from dasq.storage.contained import MAX_SMALL_FILE, PARTIAL
 from dasq.storage.location import (
     FsspecDir,
     LocalDir,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 ARRAYS = ("a", "b")
 RUN_RECORD = "dasq-circuit.json"  # the circuit of a run, as JSON (dasq.circuit.record)
 OPERANDS = "operands"  # the record's matrices and diagonals, an interleaved float64 array
+MAX_OPERANDS_BYTES = MAX_SMALL_FILE  # a record's operands are read whole: bounded like a small file
 COMPRESSIONS = (None, "zstd", "blosc")
 FLOAT_OF = {"complex64": "float32", "complex128": "float64"}
 MANTISSA_BITS = {"complex64": 23, "complex128": 52}
@@ -219,7 +222,7 @@ def create_store(store: StoreName, build: Callable[[StoreName], None]) -> Writer
 
 def remove_abandoned_staging(target: Path) -> None:
     """Half-made stores for ``target`` whose creator died (nothing holds their lock)."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, StoreError):  # StoreError: a lock file that is a link, left alone
         for entry in target.parent.glob(f".{target.name}{STAGING}*"):
             old = time.time() - entry.lstat().st_mtime > ABANDONED_AFTER_S  # its creator had time to lock it
             if old and entry.is_dir() and not entry.is_symlink() and not is_locked(entry):
@@ -275,11 +278,24 @@ def metadata_digest(path: StoreName, name: str) -> str:
 def _open(path: str, name: str, store_id: str) -> zarr.Array:
     import zarr
 
+    where = location(path)
     with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-        arr = zarr.open_array(location(path).zarr_store(), path=name, mode="r+", zarr_format=3)
+        arr = zarr.open_array(where.zarr_store(), path=name, mode="r+", zarr_format=3)
+        # opened again with its chunk files bounded by what its metadata says a chunk
+        # can take encoded: a chunk file larger than that is refused unread
+        arr = zarr.open_array(
+            where.zarr_store(chunk_limit=chunk_file_limit(arr)), path=name, mode="r+", zarr_format=3
+        )
     # every chunk is written, zeros included: a missing chunk is damage, never "all zeros"
     return arr.with_config({"write_empty_chunks": True})
+
+
+def chunk_file_limit(arr: zarr.Array) -> int:
+    """The most bytes a chunk file of ``arr`` can hold: its raw bytes, plus what zstd or
+    blosc can add to incompressible data and the checksum, with room to spare."""
+    raw = int(np.prod(arr.chunks)) * arr.dtype.itemsize
+    return raw + raw // 64 + (64 << 10)
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
@@ -291,7 +307,9 @@ def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
         return _open(str(path), name, store_id)
     except FileNotFoundError:  # zarr's NodeNotFoundError is one
         raise StoreError(f"{path} has no array {name!r}; is it a dasq store?") from None
-    except (ValueError, KeyError, TypeError, zarr.errors.BaseZarrError) as exc:
+    except StoreError:
+        raise
+    except (ValueError, KeyError, TypeError, RecursionError, zarr.errors.BaseZarrError) as exc:
         raise StoreError(f"the array {name!r} of {path} cannot be opened: {exc}") from None
 
 
@@ -352,16 +370,15 @@ def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_
 
 
 def remove_partial_files(store: StoreName) -> None:
-    """Temporary chunk files that a killed writer left behind (zarr writes a file by
-    rename; an object by one PUT, which leaves nothing half-written)."""
+    """Temporary files that a killed writer left behind (each file is written beside its
+    place and renamed into it; an object by one PUT, which leaves nothing half-written).
+    Only regular files are removed, found without following a link."""
     where = location(store)
     if not isinstance(where, LocalDir):
         return
-    for root, _, files in os.walk(where.path):
-        for name in files:
-            if name.endswith(".partial") or name.endswith(".tmp"):
-                with contextlib.suppress(FileNotFoundError):  # renamed into place meanwhile
-                    os.unlink(os.path.join(root, name))
+    for key, _ in list(where.files.regular_files()):
+        if key.endswith(PARTIAL) or key.endswith(".tmp"):
+            where.files.remove(key)  # nothing when renamed into place meanwhile
 
 
 def sync_to_disk() -> None:
@@ -398,15 +415,27 @@ def read_run_record(path: StoreName) -> tuple[object, np.ndarray]:
     where = location(path)
     try:
         record = json.loads(where.read_bytes(RUN_RECORD).decode())
-    except (OSError, ValueError) as exc:
+    except StoreError:
+        raise
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise StoreError(f"{where / RUN_RECORD} cannot be read: {exc}") from None
     try:
         arr = zarr.open_array(where.zarr_store(), path=OPERANDS, mode="r", zarr_format=3)
+        if arr.ndim != 1 or arr.nbytes > MAX_OPERANDS_BYTES:
+            raise StoreError(
+                f"{where / OPERANDS} has shape {arr.shape}: a run record's operands are one flat array of "
+                f"at most {MAX_OPERANDS_BYTES} bytes"
+            )
         floats = np.asarray(arr[:], dtype=np.float64)
+    except StoreError:
+        raise
     except (
         OSError,
         ValueError,
         KeyError,
+        TypeError,
+        RecursionError,
+        zarr.errors.BaseZarrError,
     ) as exc:  # zarr's missing-node error is a KeyError/FileNotFoundError
         raise StoreError(f"{where / OPERANDS} cannot be read: {exc}") from None
     if floats.size % 2:
@@ -420,11 +449,12 @@ def open_store(store: StoreName) -> Manifest:
     shape, chunks and dtype the manifest describes. Anything else is one StoreError."""
     path = location(store)
     manifest = Manifest.read(path)
+    path.check()  # no link or special file anywhere in it (dasq.storage.contained)
     for name in ARRAYS:
         where = path / name
-        if isinstance(where, LocalDir) and (where.path.is_symlink() or not where.path.is_dir()):
+        if isinstance(where, LocalDir) and not stat.S_ISDIR(path.files.kind(name) or 0):
             raise StoreError(
-                f"{where} is not a directory inside the store (a link, or missing); dasq reads and writes "
+                f"{where} is not a directory inside the store (missing, or a file); dasq reads and writes "
                 "only arrays that live in the store"
             )
         if manifest.array_metadata.get(name) != metadata_digest(path, name):

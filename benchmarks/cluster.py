@@ -194,13 +194,16 @@ def _breakdown(circuit, dtype: str, client, L: int) -> dict:
     threads under Dask's profiler: where each side's time goes. Per worker, the gap
     between its last stage task of one step and its first of the next (cutting the
     last bundles, the scheduler's round trip, fetching them, waiting for the other
-    worker) is what threads do not pay."""
+    worker) is what threads do not pay. The profiled run is a task graph (relayout
+    method "packed"): a direct run is one task per worker, its steps timed inside
+    (``state.report``), which a task stream cannot split."""
+    import dask
     from dask.diagnostics import Profiler
     from distributed import get_task_stream
 
     import dasq
 
-    with get_task_stream(client=client) as stream:
+    with get_task_stream(client=client) as stream, dask.config.set({"dasq.relayout-method": "packed"}):
         start = time.time()
         dasq.simulate(circuit, dtype=dtype, client=client, chunk_qubits=L).norm()
         wall = time.time() - start

@@ -16,6 +16,14 @@ from distributed import Client, LocalCluster, WorkerPlugin, wait  # noqa: E402
 import dasq  # noqa: E402
 
 
+@pytest.fixture
+def task_graph():
+    """Runs the test's cluster runs as task graphs (dasq/engine/layers.py), the path a
+    plan takes when the direct executor (one program per worker) does not run it."""
+    with dask.config.set({"dasq.relayout-method": "packed"}):
+        yield
+
+
 @pytest.fixture(scope="module")
 def client():
     with (
@@ -107,7 +115,7 @@ def test_on_a_cluster_the_blocks_are_futures_and_read_outs_never_rerun_the_circu
     assert state.blocks.name in {k[0] for k in client.futures if isinstance(k, tuple)}
     wait(state.blocks)  # futures: the run goes on in the background until waited for
     ran = set(_executed(client))
-    assert any(str(k[0]).startswith("dasq-stage-") for k in ran if isinstance(k, tuple))
+    assert any(str(k[0]).startswith(("dasq-stage-", "dasq-direct-")) for k in ran if isinstance(k, tuple))
     state.norm()
     state.probabilities([0, 7])
     state.sample(100, seed=1)
@@ -295,6 +303,7 @@ def _layered(seed: int, layers: int, cx_step: int) -> dasq.Circuit:
     return c
 
 
+@pytest.mark.usefixtures("task_graph")
 def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
     # Dask recomputes what the dead worker held from the graph's lineage; the nanny
     # restarts the worker. The answer must be the threaded one, never a wrong state.
@@ -313,6 +322,7 @@ def test_a_worker_killed_mid_run_still_gives_the_right_state(tmp_path):
     np.testing.assert_allclose(got, expected, atol=1e-10)
 
 
+@pytest.mark.usefixtures("task_graph")
 def test_every_worker_killed_at_once_still_gives_the_right_state(tmp_path):
     # No worker is left for a moment: the placed tasks of the lost blocks find no worker
     # and, once the nannies bring new ones, must run there (a loose restriction to the
@@ -401,6 +411,7 @@ def _expected_network_bytes(pairs, L: int, n: int, workers: int, itemsize: int) 
     return (1 - 2.0**-k) * (itemsize << n) * share
 
 
+@pytest.mark.usefixtures("task_graph")
 @pytest.mark.parametrize("qubits", [(14,), (14, 15), (13, 14, 15), (12,), (12, 13)])
 def test_bytes_workers_receive_are_the_plans_count(four_workers, qubits):
     """16 blocks on 4 single-thread worker processes: global bits 14, 15 name the worker,
@@ -480,6 +491,7 @@ def _qft_of_basis_state(n: int) -> dasq.Circuit:
     return c
 
 
+@pytest.mark.usefixtures("task_graph")
 @pytest.mark.parametrize("compression", ["zstd", "blosc"])
 @pytest.mark.parametrize("make", [_ghz, _qft_of_basis_state], ids=["ghz", "qft"])
 def test_lossless_compressed_relayouts_give_the_same_state_in_fewer_bytes(client, compression, make):

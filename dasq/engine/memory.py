@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -82,7 +83,7 @@ def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0
     ``P2P_FROM_BLOCKS`` blocks and Dask's ``p2p`` rechunk from there on: what measured
     fastest in each place (benchmarks/README.md, relayout and relayout_scale)."""
     configured = method or dask.config.get("dasq.relayout-method", None) or "auto"
-    if configured == "auto":
+    if configured in ("auto", "direct"):  # "direct" runs whole plans (direct.py); its fallback: auto
         if scheduler_client(client) is None:
             return "views"
         return "p2p" if num_blocks >= P2P_FROM_BLOCKS else "packed"
@@ -90,7 +91,8 @@ def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0
         from dasq.errors import ValidationError
 
         raise ValidationError(
-            f"relayout method must be 'auto' or one of {layers.RELAYOUT_METHODS}, got {configured!r}"
+            f"relayout method must be 'auto', 'direct' or one of {layers.RELAYOUT_METHODS}, "
+            f"got {configured!r}"
         )
     return configured
 
@@ -262,12 +264,17 @@ class MemoryExecutor:
     # blocks of run()'s input known to hold only zeros (a basis state's all but one): a
     # block program maps zeros to zeros, so they keep their keys until a step mixes blocks
     zero_blocks: frozenset[int] = frozenset()
+    basis_position: int | None = None  # run()'s input is this basis state (made where it lives)
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
 
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         cluster = None if self.lazy else scheduler_client(self.client)
+        if cluster is not None and self.runs_direct(plan):
+            ran = self._run_direct(plan, x, cluster)
+            if ran is not None:
+                return ran
         if cluster is not None:
             from dasq.engine import stranded, transfers  # distributed's: imported where a cluster runs
 
@@ -288,6 +295,47 @@ class MemoryExecutor:
             rounded = self.relayout_codec is not None and self.relayout_codec.keep_bits is not None
             result.records = _with_received(result, cluster, p2p_before, rounded)
         return result
+
+    def runs_direct(self, plan: PhysicalPlan) -> bool:
+        """Whether ``plan`` runs as one program per worker (direct.py): on a cluster, by
+        default or with relayout method "direct", for plans of stages and relayouts
+        whose pieces travel as they are (no rounding codec)."""
+        configured = self.relayout_method or dask.config.get("dasq.relayout-method", None) or "auto"
+        if configured not in ("auto", "direct") or self.lazy or self.relayout_codec is not None:
+            return False
+        from dasq.engine import direct
+
+        return direct.eligible(plan, self.backend)
+
+    def _run_direct(self, plan: PhysicalPlan, x: da.Array, cluster: Any) -> MemoryRun | None:
+        """The direct run, or None after a warning when it failed (a worker lost, a link
+        down): the task graph then runs the plan, recomputing what was lost."""
+        from dasq.engine import direct
+
+        workers = worker_addresses(cluster)
+        owned = self.basis_position is not None
+        try:
+            with self.backend.kernel_threads():
+                blocks, records = direct.run(
+                    plan,
+                    None if owned else x,
+                    cluster,
+                    workers,
+                    str(x.dtype),
+                    self.backend,
+                    self.cache_qubits,
+                    self.basis_position,
+                    self.zero_blocks,
+                    self.owns_input,
+                )
+        except direct.DirectRunError as exc:
+            warnings.warn(f"{exc}; running the plan as a task graph instead", RuntimeWarning, stacklevel=4)
+            return None
+        if self.progress:
+            from distributed import progress
+
+            progress(blocks, scheduler=cluster.scheduler.address)
+        return MemoryRun(blocks, records)
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
         workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway

@@ -29,6 +29,7 @@ class StepRecord:
     across_workers: int | None = None
     received_bytes: int | None = None
     relayout_fidelity: float | None = None  # kept by bit rounding of the pieces that travelled
+    seconds: float | None = None  # measured, where the executor times steps (direct cluster runs)
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "traffic"}

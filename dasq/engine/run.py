@@ -74,6 +74,7 @@ def evolve(
     owned = blocks is None  # a basis state made here: the stages may write into its blocks
     on_cluster = not options.lazy and scheduler_client(options.client) is not None
     zero: frozenset[int] = frozenset()
+    position = None
     if blocks is None:
         position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
         run_token = uuid.uuid4().hex if on_cluster else ""
@@ -85,7 +86,9 @@ def evolve(
     # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
     steps_bar = options.progress and not on_cluster
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
-    run = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero).run(plan, blocks)
+    executor = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero)
+    executor.basis_position = position  # a cluster's programs make the basis state where it lives
+    run = executor.run(plan, blocks)
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
 
 

@@ -1,0 +1,145 @@
+"""Where relayout pieces sent straight from worker to worker wait for their block.
+
+The direct executor (dasq/engine/direct.py) runs a plan as one program per worker;
+a worker sends the pieces its blocks give to another worker's blocks through
+distributed's own comms, to a handler this plugin adds to every worker. Pieces are
+kept per (run, step, new block) until the program there takes them; a piece may
+arrive before that worker's program reaches the step, or even starts. A run that
+fails is aborted on every worker, which wakes and stops any program waiting on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+HANDLER = "dasq_pieces"
+PLUGIN_NAME = "dasq-inbox"
+
+
+class RunAbortedError(RuntimeError):
+    """The run this program belongs to was stopped (a peer failed or the client gave up)."""
+
+
+@dataclass
+class Inbox:
+    """The pieces received by one worker, by run, step and new block."""
+
+    _ready: threading.Condition = field(default_factory=lambda: threading.Condition(threading.RLock()))
+    _pieces: dict[tuple[str, int, int], dict[int, Any]] = field(default_factory=dict)
+    _aborted: dict[str, str] = field(default_factory=dict)
+    received: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+
+    async def receive(self, run: str, step: int, source: int, pieces: dict, nbytes: int = 0) -> None:
+        """Handler of a message from a peer: the pieces block ``source`` gives to this
+        worker's new blocks at ``step`` (new block -> piece)."""
+        with self._ready:
+            if run in self._aborted:
+                return
+            for block, piece in pieces.items():
+                self._pieces.setdefault((run, step, int(block)), {})[source] = piece
+            self.received[(run, step)] += nbytes
+            self._ready.notify_all()
+
+    def take(self, run: str, step: int, block: int) -> dict[int, Any]:
+        """The pieces received for new ``block`` (source block -> piece), removed."""
+        with self._ready:
+            return self._pieces.pop((run, step, block), {})
+
+    def missing(self, run: str, step: int, block: int, sources: frozenset[int]) -> int:
+        with self._ready:
+            have = self._pieces.get((run, step, block), {})
+            return len(sources - have.keys())
+
+    def wait_until(self, run: str, ready: Callable[[], bool], timeout: float) -> None:
+        """Return once ``ready()`` (checked under the inbox's lock, at each arrival);
+        RunAbortedError when the run is stopped, TimeoutError when nothing makes it ready
+        for ``timeout`` seconds."""
+        with self._ready:
+            ok = self._ready.wait_for(lambda: run in self._aborted or ready(), timeout)
+            self._check(run)
+            if not ok:
+                raise TimeoutError(
+                    f"no relayout piece arrived for {timeout:g} s (dask config dasq.exchange-timeout)"
+                )
+
+    def _check(self, run: str) -> None:
+        if run in self._aborted:
+            raise RunAbortedError(f"run {run} was stopped: {self._aborted[run]}")
+
+    def abort(self, run: str, reason: str) -> None:
+        with self._ready:
+            self._aborted[run] = reason
+            self._drop(run)
+            self._ready.notify_all()
+
+    def forget(self, run: str) -> None:
+        """A run that ended: its leftovers (none, when it succeeded) are dropped."""
+        with self._ready:
+            self._drop(run)
+            for key in [k for k in self.received if k[0] == run]:
+                del self.received[key]
+
+    def _drop(self, run: str) -> None:
+        for key in [k for k in self._pieces if k[0] == run]:
+            del self._pieces[key]
+
+    def expire(self, older_than_s: float = 3600.0) -> None:
+        """Aborted runs are remembered for an hour (a late piece of one is dropped)."""
+        now = time.time()
+        with self._ready:
+            for run in [r for r, why in self._aborted.items() if now - _since(why) > older_than_s]:
+                del self._aborted[run]
+
+
+def _since(reason: str) -> float:
+    try:
+        return float(reason.rsplit("@", 1)[1])
+    except (IndexError, ValueError):
+        return 0.0
+
+
+class InboxPlugin(WorkerPlugin):
+    """Gives every worker (and every worker that joins later) an inbox and its handler."""
+
+    name = PLUGIN_NAME
+
+    def setup(self, worker: Any) -> None:
+        inbox = getattr(worker, "_dasq_inbox", None)
+        if inbox is None:
+            inbox = worker._dasq_inbox = Inbox()
+        worker.handlers[HANDLER] = inbox.receive
+
+
+def inbox_of(worker: Any) -> Inbox:
+    """This worker's inbox (made and its handler added here if the plugin has not run)."""
+    if getattr(worker, "_dasq_inbox", None) is None:
+        InboxPlugin().setup(worker)
+    return worker._dasq_inbox
+
+
+_installed: set[str] = set()
+
+
+def install(client: Any) -> None:
+    """Add the plugin to ``client``'s workers, once per scheduler (a round trip)."""
+    key = client.scheduler.address
+    if key in _installed:
+        return
+    client.register_plugin(InboxPlugin(), name=PLUGIN_NAME)
+    _installed.add(key)
+
+
+def abort(run: str, reason: str, dask_worker: Any = None) -> None:
+    """Stop ``run`` on this worker (client.run calls it on every worker)."""
+    inbox_of(dask_worker).abort(run, f"{reason}@{time.time()}")
+
+
+def forget(run: str, dask_worker: Any = None) -> None:
+    inbox_of(dask_worker).forget(run)

@@ -1,0 +1,189 @@
+"""The direct executor (dasq/engine/direct.py): a plan run as one program per worker,
+relayout pieces sent worker to worker. The same states as threads, a few tasks per
+run whatever its steps, every step timed and its bytes counted, and a lost worker
+turned into a task-graph run that still gives the right state."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+
+import dask
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+from distributed import Client, LocalCluster, WorkerPlugin  # noqa: E402
+
+import dasq  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        yield c
+
+
+def _random(n: int, layers: int, seed: int) -> dasq.Circuit:
+    """Layers of random one-qubit gates and CNOT bricks with long-range phases:
+    every few layers need other qubits local, so plans relayout between stages."""
+    rng = np.random.default_rng(seed)
+    c = dasq.Circuit(n)
+    for layer in range(layers):
+        for q in range(n):
+            c.u(*rng.uniform(-3, 3, 3), q)
+        for q in range(layer % 2, n - 1, 2):
+            c.cx(q, q + 1)
+        a, b = (int(v) for v in rng.choice(n, 2, replace=False))
+        c.cp(float(rng.uniform(0, 6)), a, b)
+        c.cx(layer % n, (layer % n + 1 + layer % (n - 1)) % n)  # a long-range CNOT
+    return c
+
+
+def _ghz(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n).h(0)
+    for q in range(n - 1):
+        c.cx(q, q + 1)
+    return c
+
+
+def _qft(n: int) -> dasq.Circuit:
+    c = dasq.Circuit(n)
+    for q in range(0, n, 3):
+        c.x(q)
+    for j in reversed(range(n)):
+        c.h(j)
+        for k in reversed(range(j)):
+            c.cp(np.pi / 2 ** (j - k), k, j)
+    return c
+
+
+def _direct(state: dasq.StateVector) -> bool:
+    return state.blocks.name.startswith("dasq-direct-")
+
+
+@pytest.mark.parametrize("make", [_random, _ghz, _qft], ids=["random", "ghz", "qft"])
+@pytest.mark.parametrize("L", [3, 6, 9])
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_direct_runs_give_the_threads_state(client, make, L, dtype):
+    c = make(11, 5, 2) if make is _random else make(11)
+    expected = dasq.simulate(c, dtype=dtype).to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback to the task graph
+        state = dasq.simulate(c, chunk_qubits=L, client=client, dtype=dtype)
+    assert _direct(state)
+    np.testing.assert_allclose(state.to_numpy(), expected, atol=1e-12 if dtype == "complex128" else 2e-6)
+
+
+def test_a_run_costs_a_few_tasks_whatever_its_steps(client):
+    """2 programs, 2 statistics, one task per block and one to collect: the scheduler
+    does not see steps; every step is timed; the bytes received are exactly the
+    pieces that crossed workers."""
+    c = _random(14, 12, 4)
+    state = dasq.simulate(c, chunk_qubits=10, client=client)
+    relayouts = [r for r in state.report.records if r.step == "relayout"]
+    assert len(relayouts) >= 3 and _direct(state)
+    assert state.report.tasks == 2 * 2 + 16 + 1
+    assert all(r.seconds is not None and r.seconds >= 0 for r in relayouts)
+    for r in relayouts:
+        assert r.received_bytes == r.across_workers * 16
+    assert any(r.received_bytes for r in relayouts)
+    shorter = dasq.simulate(_random(14, 3, 4), chunk_qubits=10, client=client)
+    assert shorter.report.tasks == state.report.tasks
+    np.testing.assert_allclose(state.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)
+
+
+def test_blocks_of_zeros_are_neither_computed_nor_sent(client):
+    # a GHZ state from |0...0>: the first relayout gathers pieces from one live block
+    state = dasq.simulate(_ghz(14), chunk_qubits=10, client=client)
+    first = next(r for r in state.report.records if r.step == "relayout")
+    assert 0 < first.received_bytes == first.across_workers * 16 < first.traffic.amplitudes_moved * 16 / 8
+    np.testing.assert_allclose(state.to_numpy(), dasq.simulate(_ghz(14)).to_numpy(), atol=1e-12)
+
+
+def test_apply_leaves_the_state_it_starts_from_as_it_was(client):
+    c = _random(12, 4, 7)
+    first = dasq.simulate(c, chunk_qubits=8, client=client)
+    before = first.to_numpy()
+    second = first.apply(c)
+    assert _direct(second)
+    np.testing.assert_array_equal(first.to_numpy(), before)
+    np.testing.assert_allclose(second.to_numpy(), dasq.simulate(c).apply(c).to_numpy(), atol=1e-12)
+
+
+def test_workers_with_several_threads_and_uneven_blocks():
+    c = _random(12, 6, 9)
+    expected = dasq.simulate(c).to_numpy()
+    with (
+        LocalCluster(n_workers=3, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as three,
+    ):
+        for L in (5, 8):  # 128 and 16 blocks over 3 workers: ranges of unequal length
+            state = dasq.simulate(c, chunk_qubits=L, client=three)
+            assert _direct(state)
+            np.testing.assert_allclose(state.to_numpy(), expected, atol=1e-12)
+
+
+def test_the_task_graph_path_is_still_chosen_by_name(client):
+    c = _random(12, 4, 1)
+    with dask.config.set({"dasq.relayout-method": "packed"}):
+        state = dasq.simulate(c, chunk_qubits=8, client=client)
+    assert not _direct(state) and state.report.tasks > 2 * 2 + 16 + 1
+    with dask.config.set({"dasq.relayout-method": "direct"}):
+        assert _direct(dasq.simulate(c, chunk_qubits=8, client=client))
+    with pytest.raises(dasq.ValidationError, match="'direct'"):
+        dasq.simulate(c, chunk_qubits=8, client=client, relayout_method="nope")
+
+
+class KillDuringProgram(WorkerPlugin):
+    """Kills its worker's process ``delay`` seconds after a direct program starts there,
+    once (the marker file, made with O_EXCL, says it happened)."""
+
+    name = "dasq-kill-during-program"
+
+    def __init__(self, marker: str, delay: float) -> None:
+        self.marker, self.delay = marker, delay
+
+    def transition(self, key, start, finish, **kwargs):
+        name = key[0] if isinstance(key, tuple) else key
+        if finish == "executing" and str(name).endswith("-program"):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            threading.Timer(self.delay, lambda: os._exit(1)).start()
+
+
+def test_a_worker_lost_during_a_direct_run_still_gives_the_right_state(tmp_path):
+    c = _random(16, 40, 3)
+    expected = dasq.simulate(c, chunk_qubits=12).to_numpy()
+    marker = tmp_path / "killed"
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as own,
+    ):
+        own.register_plugin(KillDuringProgram(str(marker), delay=0.05))
+        start = time.perf_counter()
+        with pytest.warns(RuntimeWarning, match="running the plan as a task graph instead"):
+            state = dasq.simulate(c, chunk_qubits=12, client=own)
+        got = state.to_numpy()
+        assert time.perf_counter() - start < 120
+    assert marker.exists()
+    assert not _direct(state)
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_a_controlled_relayout_sends_every_piece_it_needs(client):
+    # per operation, a controlled SWAP of a global qubit is a relayout of packed
+    # (non-contiguous) pieces, which skips no block of zeros: they are sent as zeros
+    c = dasq.Circuit(12).h(0).h(3).cswap(0, 11, 1)
+    plan = dasq.plan(c, chunk_qubits=8, method="per-operation")
+    assert any(s.name == "relayout" and s.controls for s in plan.steps)
+    state = dasq.simulate(c, chunk_qubits=8, client=client, method="per-operation")
+    assert _direct(state)
+    np.testing.assert_allclose(state.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)

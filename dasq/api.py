@@ -453,7 +453,7 @@ def _density_from(
         options=options,
         rng=rng,
         plan=run.plan,
-        report=Report(2 * n, L, tuple(run.records)),
+        report=Report(2 * n, L, tuple(run.records), run.timelines),
     )
     return DensityMatrix(choi)
 
@@ -477,7 +477,7 @@ def _evolve_from(
         options=options,
         rng=rng,
         plan=run.plan,
-        report=Report(n, L, tuple(run.records)),
+        report=Report(n, L, tuple(run.records), run.timelines),
         measurements=run.measurements,
     )
 

@@ -187,3 +187,15 @@ def test_a_controlled_relayout_sends_every_piece_it_needs(client):
     state = dasq.simulate(c, chunk_qubits=8, client=client, method="per-operation")
     assert _direct(state)
     np.testing.assert_allclose(state.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)
+
+
+def test_each_worker_says_when_it_computed_sent_and_waited(client):
+    state = dasq.simulate(_random(14, 8, 5), chunk_qubits=10, client=client)
+    timelines = state.report.timelines
+    assert len(timelines) == 2
+    for events in timelines:
+        kinds = [e.what for e in events]
+        assert kinds[0] == "start" and kinds[-1] == "end"
+        assert {"computed", "sent", "assembled"} <= set(kinds)
+        assert all(a.time <= b.time for a, b in zip(events, events[1:]))
+        assert {e.block for e in events if e.what == "assembled"} <= set(range(16))

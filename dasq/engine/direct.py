@@ -26,6 +26,7 @@ recomputes what a lost worker held.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,10 +42,14 @@ from dask.highlevelgraph import HighLevelGraph
 from dasq.backend.base import Backend
 from dasq.engine.layers import Gather
 from dasq.engine.program import BlockRunner
-from dasq.engine.report import StepRecord
+from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout
 
+# While a program computes, the worker's event loop (which sends and receives the
+# pieces) needs the GIL between the program's kernel calls; at Python's default 5 ms
+# hand-off a message waits tens of milliseconds behind a busy program.
+SWITCH_INTERVAL_S = 0.0002
 EXCHANGE_TIMEOUT_S = 120.0  # no piece for this long: the run fails (dask config dasq.exchange-timeout)
 
 
@@ -98,6 +103,7 @@ class WorkerResult:
     blocks: dict[int, Any]
     seconds: list[float] = field(default_factory=list)
     received: list[int] = field(default_factory=list)
+    timeline: list[WorkerEvent] = field(default_factory=list)
 
 
 def _stage_form(step: BlockProgram, L: int, backend: Backend, cache_qubits: int | None) -> BlockRunner:
@@ -189,8 +195,7 @@ def build(
         timeout,
     )
     name = f"dasq-direct-{run}"
-    spec_key = f"{name}-plan"
-    layer: dict = {spec_key: DataNode(spec_key, spec)}
+    layer: dict = {}
     programs = []
     for w in range(len(workers)):
         mine = spec.blocks_of(w)
@@ -198,14 +203,14 @@ def build(
             continue
         inputs = [] if x is None else [TaskRef((x.name, c)) for c in mine]
         key = (f"{name}-program", w)
-        layer[key] = Task(key, run_program, TaskRef(spec_key), w, *inputs)
+        # the plan travels inside each program's task: no key of its own to compute
+        # somewhere and fetch before the programs can start
+        layer[key] = Task(key, run_program, DataNode(None, spec), w, *inputs)
         programs.append(key)
         stats = (f"{name}-stats", w)
         layer[stats] = Task(stats, _stats, TaskRef(key))
         for c in mine:
             layer[(name, c)] = Task((name, c), _block, TaskRef(key), c, backend, dtype, 1 << L)
-    stats_key = f"{name}-allstats"  # every program's statistics, once all are done
-    layer[stats_key] = Task(stats_key, _all, *[TaskRef((f"{name}-stats", key[1])) for key in programs])
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[] if x is None else [x])
     meta = backend.meta(dtype)
     blocks = da.Array(graph, name, chunks=(((1 << L),) * num_blocks,), meta=meta)
@@ -230,8 +235,8 @@ def _block(result: WorkerResult, c: int, backend: Backend, dtype: str, size: int
     return backend.basis_block(size, -1, dtype) if block is None else block
 
 
-def _stats(result: WorkerResult) -> tuple[list[float], list[int]]:
-    return result.seconds, result.received
+def _stats(result: WorkerResult) -> tuple[list[float], list[int], list[WorkerEvent]]:
+    return result.seconds, result.received, result.timeline
 
 
 # ---------------------------------------------------------------- the worker side
@@ -247,10 +252,13 @@ def run_program(spec: DirectPlan, w: int, *inputs: Any) -> WorkerResult:
     worker = get_worker()
     inbox = inbox_of(worker)
     secede()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         with ThreadPoolExecutor(max(1, worker.state.nthreads)) as pool:
             return _Program(spec, w, worker, inbox, pool).run(inputs)
     finally:
+        sys.setswitchinterval(switch)
         rejoin()
 
 
@@ -261,6 +269,7 @@ class _Program:
         self.spec, self.w, self.worker, self.inbox, self.pool = spec, w, worker, inbox, pool
         self.mine = spec.blocks_of(w)
         self.sends: list[Any] = []
+        self.timeline = [WorkerEvent(time.time(), "start", -1, -1)]
 
     def run(self, inputs: Sequence[Any]) -> WorkerResult:
         spec = self.spec
@@ -279,8 +288,10 @@ class _Program:
             result.seconds.append(time.perf_counter() - start)
             result.received.append(self.inbox.received.get((spec.run, i), 0))
         self._flush()
+        self.timeline.append(WorkerEvent(time.time(), "end", len(spec.steps), -1))
         self.inbox.forget(spec.run)
         result.blocks = blocks
+        result.timeline = self.timeline
         return result
 
     def _start(self, inputs: Sequence[Any]) -> dict[int, Any]:
@@ -326,6 +337,7 @@ class _Program:
             for future in _as_completed(futures):
                 c = futures[future]
                 out[c] = future.result()
+                self.timeline.append(WorkerEvent(time.time(), "computed", i, c))
                 self._send(i + 1, send_next, c, out[c], step.zero_after)
         return out
 
@@ -358,6 +370,7 @@ class _Program:
                 run=spec.run, step=step_index, source=source, pieces=to_serialize(pieces), nbytes=nbytes
             )
             self.sends.append(asyncio.run_coroutine_threadsafe(message, self.worker.loop.asyncio_loop))
+        self.timeline.append(WorkerEvent(time.time(), "sent", step_index, source))
 
     def _relayout(
         self, i: int, step: DirectStep, blocks: dict[int, Any], send_next: Gather | None
@@ -388,6 +401,7 @@ class _Program:
             for future in done:
                 c = running.pop(future)
                 out[c] = future.result()
+                self.timeline.append(WorkerEvent(time.time(), "assembled", i, c))
                 if send_next is not None:
                     self._send(i + 1, send_next, c, out[c], step.zero_after)
             if not ready and not done:
@@ -395,6 +409,7 @@ class _Program:
                 if running:
                     _wait_any(list(running), 0.05)
                 else:
+                    self.timeline.append(WorkerEvent(time.time(), "waiting", i, -1))
                     self.inbox.wait_until(
                         spec.run,
                         lambda: any(not self.inbox.missing(spec.run, i, c, r) for c, r in waiting.items()),
@@ -484,9 +499,10 @@ def run(
     basis_position: int | None,
     zero: frozenset[int],
     owns_input: bool,
-) -> tuple[da.Array, list[StepRecord]]:
-    """Run ``plan`` on ``client``'s ``workers``: the final blocks (futures) and a record
-    per plan step with its seconds (the slowest worker's) and the bytes received.
+) -> tuple[da.Array, list[StepRecord], tuple[tuple[WorkerEvent, ...], ...]]:
+    """Run ``plan`` on ``client``'s ``workers``: the final blocks (futures), a record
+    per plan step with its seconds (the slowest worker's) and the bytes received, and
+    each worker's timeline.
     DirectRunError when it cannot finish; every program of the run is then stopped."""
     from dask.delayed import Delayed
     from distributed import futures_of
@@ -499,44 +515,54 @@ def run(
     )
     name = blocks.name
     graph = blocks.__dask_graph__()
-    with dask.annotate(workers=placement_annotation(spec, name), allow_other_workers=False):
-        persisted, stats = client.persist(
-            [blocks, Delayed(f"{name}-allstats", graph, layer=name)], optimize_graph=False
-        )
-    (future,) = futures_of(stats)
-    per_worker = _wait(client, spec, future, futures_of(persisted))
-    return persisted, records(plan, spec, per_worker, len(programs))
+    stats = [Delayed((f"{name}-stats", key[1]), graph, layer=name) for key in programs]
+    with dask.annotate(workers=placement_annotation(spec, name), allow_other_workers=False), _span():
+        persisted, *stats = client.persist([blocks, *stats], optimize_graph=False)
+    futures = [future for s in stats for future in futures_of(s)]
+    per_worker = _wait(client, spec, futures, futures_of(persisted))
+    timelines = tuple(tuple(s[2]) for s in per_worker)
+    return persisted, records(plan, spec, per_worker, len(programs)), timelines
 
 
-def _all(*stats: Any) -> list:
-    return list(stats)
+def _span() -> Any:
+    """The run's tasks grouped as one span ("dasq-direct") on the dashboard."""
+    from distributed import span
+
+    return span("dasq-direct")
 
 
 WATCH_S = 1.0  # how often the client checks that the run's workers are still there
 
 
-def _wait(client: Any, spec: DirectPlan, stats: Any, blocks: list) -> list:
+def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list) -> list:
     """The programs' statistics once every program is done; a lost worker or a failed
     program stops the whole run (DirectRunError)."""
     from distributed import TimeoutError as DaskTimeout
+    from distributed import wait
 
     from dasq.engine import inbox
 
     reason = None
     while reason is None:
         try:
-            return stats.result(timeout=WATCH_S)
+            with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
+                wait(stats, timeout=WATCH_S)
+            return client.gather(stats)
         except (TimeoutError, DaskTimeout):
+            failed = [f for f in stats if f.status == "error"]
             present = set(client.scheduler_info(n_workers=-1)["workers"])
             gone = [w for w in spec.workers if w not in present]
-            if gone:
+            if failed:
+                error = failed[0].exception()
+                reason = f"{type(error).__name__}: {error}"
+            elif gone:
                 reason = f"worker {gone[0]} left the cluster during the run"
         except Exception as exc:  # a program failed: its error says why
             reason = f"{type(exc).__name__}: {exc}"
     alive = [w for w in spec.workers if w in set(client.scheduler_info(n_workers=-1)["workers"])]
     with contextlib.suppress(Exception):  # the run is failing anyway: its programs time out
         client.run(inbox.abort, spec.run, reason, workers=alive, nanny=False)
-    client.cancel([stats, *blocks], force=True)
+    client.cancel([*stats, *blocks], force=True)
     raise DirectRunError(f"the direct run on {len(spec.workers)} workers failed: {reason}")
 
 

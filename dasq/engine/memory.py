@@ -34,7 +34,7 @@ from dasq.engine.compression import PieceCodec, relayout_fidelities, take_roundi
 from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
 from dasq.engine.program import BlockRunner
-from dasq.engine.report import StepRecord
+from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan.localiser import lower_operation
 from dasq.plan.steps import (
     BlockProgram,
@@ -57,6 +57,7 @@ class MemoryRun:
     blocks: da.Array
     records: list[StepRecord] = field(default_factory=list)
     measurements: list[tuple[int, int]] = field(default_factory=list)
+    timelines: tuple[tuple[WorkerEvent, ...], ...] = ()  # direct cluster runs: each worker's
 
 
 def scheduler_client(client: Any) -> Any:
@@ -316,7 +317,7 @@ class MemoryExecutor:
         owned = self.basis_position is not None
         try:
             with self.backend.kernel_threads():
-                blocks, records = direct.run(
+                blocks, records, timelines = direct.run(
                     plan,
                     None if owned else x,
                     cluster,
@@ -335,7 +336,7 @@ class MemoryExecutor:
             from distributed import progress
 
             progress(blocks, scheduler=cluster.scheduler.address)
-        return MemoryRun(blocks, records)
+        return MemoryRun(blocks, records, timelines=timelines)
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
         workers = worker_addresses(cluster)  # read once: a lost worker's blocks go elsewhere anyway

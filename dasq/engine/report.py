@@ -38,15 +38,30 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class WorkerEvent:
+    """One moment of a worker's program in a direct cluster run (engine/direct.py):
+    ``what`` is "start", "computed" (a block's stage), "sent" (its pieces left),
+    "assembled" (a new block built and run), "waiting" (nothing to do but wait for
+    pieces) or "end"; ``time`` is the wall clock (time.time()) of that worker."""
+
+    time: float
+    what: str
+    step: int
+    block: int
+
+
+@dataclass(frozen=True)
 class Report:
-    """Per-step records of a simulation, readable as ``state.report``."""
+    """Per-step records of a simulation, readable as ``state.report``; for a direct
+    cluster run also each worker's timeline, where compute and waiting show apart."""
 
     num_qubits: int
     chunk_qubits: int
     records: tuple[StepRecord, ...] = field(default_factory=tuple)
+    timelines: tuple[tuple[WorkerEvent, ...], ...] = ()
 
     def extended(self, records: tuple[StepRecord, ...]) -> Report:
-        return Report(self.num_qubits, self.chunk_qubits, self.records + records)
+        return Report(self.num_qubits, self.chunk_qubits, self.records + records, self.timelines)
 
     @property
     def total(self) -> Traffic:

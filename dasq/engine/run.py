@@ -15,7 +15,7 @@ from dasq.circuit.kinds import Operation
 from dasq.engine import layers
 from dasq.engine.compression import PieceCodec
 from dasq.engine.memory import MemoryExecutor, StepContext, persist, scheduler_client
-from dasq.engine.report import StepRecord
+from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.reuse import cached_plan
 from dasq.plan.steps import PhysicalPlan
@@ -44,6 +44,7 @@ class Evolution:
     plan: PhysicalPlan
     records: list[StepRecord] = field(default_factory=list)
     measurements: list[tuple[int, int]] = field(default_factory=list)
+    timelines: tuple[tuple[WorkerEvent, ...], ...] = ()
 
 
 def evolve(
@@ -89,7 +90,7 @@ def evolve(
     executor = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero)
     executor.basis_position = position  # a cluster's programs make the basis state where it lives
     run = executor.run(plan, blocks)
-    return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements)
+    return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements, run.timelines)
 
 
 def project(

@@ -206,8 +206,17 @@ def run_here(x: da.Array) -> da.Array | None:
 
 
 def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) -> tuple:
-    """Results of read-outs over ``blocks`` (whose size picks the local scheduler)."""
+    """Results of read-outs over ``blocks`` (whose size picks the local scheduler). On a
+    cluster a sum of per-block parts (norms, overlaps, Pauli sums) is added here from
+    its gathered parts: a task that adds them would cost a second round of scheduling
+    and a transfer of every part."""
     if client is not None:
+        parts = [readout.block_parts(thing) for thing in things]
+        if all(p is not None for p in parts):
+            graph = HighLevelGraph.merge(*[g for g, _ in parts])  # type: ignore[misc]
+            keys = [k for _, ks in parts for k in ks]  # type: ignore[misc]
+            found = dict(zip(keys, client.get(graph, keys, sync=True)))
+            return tuple(readout.add_parts([found[k] for k in ks]) for _, ks in parts)  # type: ignore[misc]
         return tuple(client.compute(list(things), sync=True))
     scheduler = local_scheduler(blocks, client) if blocks is not None else None
     return dask.compute(*things, scheduler=dask_scheduler(scheduler))

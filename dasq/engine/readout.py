@@ -35,17 +35,17 @@ def _floats(x: da.Array, func: Any, width: int, **kwargs: Any) -> da.Array:
     )
 
 
-def _norm2_block(block: Any, *, backend: Backend) -> np.ndarray:
+def _norm2_part(backend: Backend, block: Any) -> np.ndarray:
     return np.array([backend.norm2(block)])
 
 
-def block_weights(x: da.Array, backend: Backend) -> da.Array:
-    """The squared norm of every block (length: number of blocks)."""
-    return _floats(x, _norm2_block, 1, backend=backend)
-
-
 def norm2(x: da.Array, backend: Backend) -> da.Array:
-    return block_weights(x, backend).sum()
+    """The squared norm: one part per block, added by one task (or by the client)."""
+    name = layers.layer_name("norm2", 0, x.name)
+    layer = {
+        (name, c): Task((name, c), _norm2_part, backend, TaskRef((x.name, c))) for c in range(x.numblocks[0])
+    }
+    return _per_block_sum(name, layer, x)
 
 
 def _marginal_block(
@@ -317,14 +317,32 @@ def _add_all(*parts: np.ndarray) -> np.ndarray:
     return np.asarray(sum(complex(p[0]) for p in parts), dtype=np.complex128)
 
 
+TOTAL = "-total"  # the name of a per-block sum ends so (memory.compute adds it on the client)
+
+
 def _per_block_sum(name: str, layer: dict, x: da.Array, others: Sequence[da.Array] = ()) -> da.Array:
     """A 0-d dask array: the sum of the one-number parts of ``layer``, added by one
     task (dask.array's tree reduction costs milliseconds of graph building per read-out,
-    more than the pass itself on small states)."""
-    total = name + "-total"
+    more than the pass itself on small states). On a cluster the client gathers the
+    parts and adds them itself (:func:`block_parts`): one hop, not a second task."""
+    total = name + TOTAL
     layer[(total,)] = Task((total,), _add_all, *(TaskRef(key) for key in layer))
     graph = HighLevelGraph.from_collections(total, layer, dependencies=[x, *others])
     return da.Array(graph, total, chunks=(), dtype=np.complex128, meta=np.empty((), np.complex128))
+
+
+def block_parts(thing: Any) -> tuple[HighLevelGraph, list] | None:
+    """(graph, part keys) of a per-block sum made by :func:`_per_block_sum`, else None."""
+    name = getattr(thing, "name", "")
+    if not (isinstance(thing, da.Array) and name.endswith(TOTAL) and thing.ndim == 0):
+        return None
+    graph = thing.__dask_graph__()
+    total = graph[(name,)]
+    return graph, sorted(total.dependencies, key=str)
+
+
+def add_parts(parts: Sequence[np.ndarray]) -> np.ndarray:
+    return _add_all(*parts)
 
 
 def vdot(x: da.Array, y: da.Array, backend: Backend) -> da.Array:

@@ -247,7 +247,7 @@ class StateVector:
 
     def norm(self) -> float:
         """The 2-norm sqrt(sum |a_i|^2) (1 for a normalised state)."""
-        return float(np.sqrt(self._compute(readout.norm2(self._blocks, self.backend))[0]))
+        return float(np.sqrt(complex(self._compute(readout.norm2(self._blocks, self.backend))[0]).real))
 
     def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
         """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``.

@@ -474,6 +474,19 @@ def test_a_client_that_is_not_dasks_default_runs_the_circuit(client):
         np.testing.assert_allclose(state.to_numpy(), expected, atol=1e-12)
 
 
+def test_a_stored_run_on_a_client_that_is_not_dasks_default(client, tmp_path):
+    """The stored run's passes wait on the client they were given (not Dask's default,
+    which is the module's client here)."""
+    c = _layered(seed=2, layers=3, cx_step=7)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as other,
+        Client(other, set_as_default=False) as mine,
+    ):
+        state = dasq.simulate(c, store=tmp_path / "s.zarr", memory_limit="8MiB", chunk_qubits=10, client=mine)
+        got = state.to_numpy()
+    np.testing.assert_allclose(got, dasq.simulate(c).to_numpy(), atol=1e-10)
+
+
 # --------------------------------------------------------------- compressed relayouts
 def _ghz(n: int) -> dasq.Circuit:
     c = dasq.Circuit(n).h(n - 1)

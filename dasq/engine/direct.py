@@ -47,8 +47,8 @@ from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout
 
 # While a program computes, the worker's event loop (which sends and receives the
-# pieces) needs the GIL between the program's kernel calls; at Python's default 5 ms
-# hand-off a message waits tens of milliseconds behind a busy program.
+# pieces) needs the GIL between the program's kernel calls; at Python's default
+# hand-off interval each message waits many hand-offs behind a busy program.
 SWITCH_INTERVAL_S = 0.0002
 EXCHANGE_TIMEOUT_S = 120.0  # no piece for this long: the run fails (dask config dasq.exchange-timeout)
 
@@ -550,16 +550,23 @@ def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list) -> list:
             return client.gather(stats)
         except (TimeoutError, DaskTimeout):
             failed = [f for f in stats if f.status == "error"]
-            present = set(client.scheduler_info(n_workers=-1)["workers"])
+            present = set(client.scheduler_info(n_workers=-1).get("workers", {}))  # {}: scheduler lost
             gone = [w for w in spec.workers if w not in present]
-            if failed:
+            if client.status != "running":
+                reason = "the client is no longer connected"
+            elif failed:
                 error = failed[0].exception()
                 reason = f"{type(error).__name__}: {error}"
             elif gone:
                 reason = f"worker {gone[0]} left the cluster during the run"
         except Exception as exc:  # a program failed: its error says why
             reason = f"{type(exc).__name__}: {exc}"
-    alive = [w for w in spec.workers if w in set(client.scheduler_info(n_workers=-1)["workers"])]
+    if client.status != "running":
+        raise ConnectionError(
+            f"the client lost its connection to the Dask scheduler {client.scheduler.address} during the "
+            f"run ({reason})"
+        )
+    alive = [w for w in spec.workers if w in set(client.scheduler_info(n_workers=-1).get("workers", {}))]
     with contextlib.suppress(Exception):  # the run is failing anyway: its programs time out
         client.run(inbox.abort, spec.run, reason, workers=alive, nanny=False)
     client.cancel([*stats, *blocks], force=True)

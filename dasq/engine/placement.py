@@ -64,7 +64,7 @@ def worker_addresses(client: Any) -> tuple[str, ...]:
     """The addresses of ``client``'s workers, in a fixed order (none without a client)."""
     if client is None:
         return ()
-    return tuple(sorted(client.scheduler_info(n_workers=-1)["workers"]))
+    return tuple(sorted(client.scheduler_info(n_workers=-1).get("workers", {})))  # {}: scheduler lost
 
 
 def block_placement(workers: tuple[str, ...], num_blocks: int) -> BlockPlacement | None:

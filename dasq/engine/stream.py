@@ -17,7 +17,7 @@ import errno
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,19 +277,20 @@ class StreamExecutor:
             self.lock.verify()
             try:
                 stats, crcs = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
-            except OSError as exc:
+            except Exception as exc:
+                lost = _lost_cluster(exc, self.client)
+                if lost:
+                    raise StoreError(
+                        f"stage {s + 1} of {self.path} {lost} ({exc}); the state after stage {s} is intact, "
+                        f"run `dasq resume {self.path}` (or dasq.resume) once the cluster is healthy"
+                    ) from exc
+                if not isinstance(exc, OSError):
+                    raise
                 reason = "the disk is full" if exc.errno == errno.ENOSPC else str(exc)
                 raise StoreError(
                     f"stage {s + 1} could not be written to {self.path}: {reason}; the state after stage {s} "
                     f"is intact, run `dasq resume {self.path}` once the problem is fixed"
                 ) from None
-            except Exception as exc:
-                if not _lost_workers(exc):
-                    raise
-                raise StoreError(
-                    f"stage {s + 1} of {self.path} lost its workers ({exc}); the state after stage {s} is "
-                    f"intact, run `dasq resume {self.path}` (or dasq.resume) once the cluster is healthy"
-                ) from exc
             st.sync_to_disk()
             m.stages_done = s + 1
             m.current = target
@@ -333,7 +334,7 @@ class StreamExecutor:
 
                 futures = self.client.get(graph, keys, sync=False)
                 try:
-                    for future in as_completed(futures):
+                    for future in as_completed(futures, loop=self.client.loop):  # ours, not Dask's default
                         result = future.result()
                         collect(result)
                         if bar is not None:
@@ -358,14 +359,24 @@ class StreamExecutor:
                 bar.close()
 
 
-def _lost_workers(exc: BaseException) -> bool:
-    """True for Dask's verdict that a block task kept killing the workers that ran it
-    (each retry on another worker: ``distributed.scheduler.allowed-failures``)."""
+def _lost_cluster(exc: BaseException, client: Any) -> str | None:
+    """What went wrong with the cluster, when ``exc`` says it did (None: not the
+    cluster): Dask's verdict that a block task kept killing the workers that ran it
+    (``distributed.scheduler.allowed-failures``), or the client's connection to the
+    scheduler lost (a comm closed or timed out, futures cancelled by the client). A
+    comm's timeout is an OSError without an errno: never the disk's."""
     try:
+        from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
     except ImportError:  # pragma: no cover - distributed is a dependency
-        return False
-    return isinstance(exc, KilledWorker)
+        return None
+    if isinstance(exc, KilledWorker):
+        return "lost its workers"
+    disconnected = client is not None and getattr(client, "status", "running") != "running"
+    comm_failed = isinstance(exc, CommClosedError) or (isinstance(exc, TimeoutError) and exc.errno is None)
+    if disconnected or comm_failed or isinstance(exc, CancelledError):
+        return "lost its connection to the cluster"
+    return None
 
 
 def _basis_zeros(index: int, layout: tuple[int, ...], L: int, nblocks: int) -> frozenset[int]:

@@ -10,6 +10,7 @@
     python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
     python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
+    python benchmarks/run.py network --qubits 22 24 --rates 1gbit 5gbit   (root: network namespaces)
     python benchmarks/run.py cold --reps 5
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
 
@@ -45,6 +46,12 @@ sys.path.insert(0, str(HERE.parent))
 
 def suite_cluster(args: argparse.Namespace) -> dict:
     from benchmarks.cluster import suite_cluster as run_suite
+
+    return run_suite(args)
+
+
+def suite_network(args: argparse.Namespace) -> dict:
+    from benchmarks.network import suite_network as run_suite
 
     return run_suite(args)
 
@@ -1374,6 +1381,15 @@ def main() -> None:
     cs.add_argument("--blocks", type=int, nargs="+", default=[256, 1024, 4096])
     cs.add_argument("--output", default="cluster", help="results/OUTPUT.json")
     cs.add_argument("--scheduler-only", action="store_true")
+    nw = sub.add_parser("network")
+    nw.add_argument("--qubits", type=int, nargs="+", default=[22, 24])
+    nw.add_argument("--circuits", nargs="+", default=["qft", "random", "qv"])
+    nw.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
+    nw.add_argument("--rates", nargs="+", default=["1gbit", "5gbit"])
+    nw.add_argument("--workers", type=int, default=2)
+    nw.add_argument("--reps", type=int, default=3)
+    nw.add_argument("--chunk-qubits", type=int, default=None, help="default: dasq's for the cluster")
+    nw.add_argument("--output", default="network", help="results/OUTPUT.json")
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")
@@ -1454,6 +1470,7 @@ def main() -> None:
         "gpu": suite_gpu,
         "memory": suite_memory,
         "cluster": suite_cluster,
+        "network": suite_network,
         "cold": suite_cold,
         "scaling": suite_scaling,
     }

@@ -268,7 +268,7 @@ class _Program:
     def __init__(self, spec: DirectPlan, w: int, worker: Any, inbox: Any, pool: ThreadPoolExecutor) -> None:
         self.spec, self.w, self.worker, self.inbox, self.pool = spec, w, worker, inbox, pool
         self.mine = spec.blocks_of(w)
-        self.sends: list[Any] = []
+        self.outboxes: dict[int, _Outbox] = {}
         self.timeline = [WorkerEvent(time.time(), "start", -1, -1)]
 
     def run(self, inputs: Sequence[Any]) -> WorkerResult:
@@ -343,34 +343,27 @@ class _Program:
 
     # -- relayouts -----------------------------------------------------------
     def _send(self, step_index: int, gather: Gather, source: int, block: Any, zero: frozenset[int]) -> None:
-        """Cut the pieces ``source`` gives to blocks on other workers, one message per
-        worker, sent without waiting (the event loop sends while this thread computes)."""
+        """Queue the pieces ``source`` gives to blocks on other workers (the event loop
+        sends them while this thread computes; :class:`_Outbox`)."""
         if source in zero:
             return  # zeros are not sent: the new block writes zeros there
         if block is None:
             block = self.spec.backend.basis_block(1 << gather.L, -1, self.spec.dtype)
-        import asyncio
-
-        from distributed.protocol import to_serialize
-
-        from dasq.engine.inbox import HANDLER
-
         spec = self.spec
-        per_worker: dict[int, dict[int, Any]] = {}
         for c in _takers(source, gather, spec.num_blocks):
             w = spec.worker_of(c)
             if w == self.w:
                 continue
             piece = next(p for p in algebra.pieces(c, gather.pairs, gather.L) if p.source == source)
-            per_worker.setdefault(w, {})[c] = spec.backend.to_host(gather.cut(piece, block))
-        for w, pieces in per_worker.items():
-            nbytes = sum(int(p.nbytes) for p in pieces.values())
-            call = getattr(self.worker.rpc(spec.workers[w]), HANDLER)
-            message = call(
-                run=spec.run, step=step_index, source=source, pieces=to_serialize(pieces), nbytes=nbytes
-            )
-            self.sends.append(asyncio.run_coroutine_threadsafe(message, self.worker.loop.asyncio_loop))
+            rank = c - spec.blocks_of(w).start  # the receiver's blocks in the order it assembles them
+            self._outbox(w).put((step_index, rank, source), c, spec.backend.to_host(gather.cut(piece, block)))
         self.timeline.append(WorkerEvent(time.time(), "sent", step_index, source))
+
+    def _outbox(self, w: int) -> _Outbox:
+        box = self.outboxes.get(w)
+        if box is None:
+            box = self.outboxes[w] = _Outbox(self.worker, self.spec.workers[w], self.spec.run)
+        return box
 
     def _relayout(
         self, i: int, step: DirectStep, blocks: dict[int, Any], send_next: Gather | None
@@ -448,15 +441,80 @@ class _Program:
     # -- sends ---------------------------------------------------------------
     def _check_sends(self) -> None:
         """Raise the first failed send (a peer gone, a link down) now, not at the end."""
-        for future in [f for f in self.sends if f.done()]:
-            future.result()
-            self.sends.remove(future)
+        for box in self.outboxes.values():
+            box.check()
 
     def _flush(self) -> None:
         deadline = time.monotonic() + self.spec.timeout
-        for future in self.sends:
-            future.result(timeout=max(0.0, deadline - time.monotonic()))
-        self.sends = []
+        for box in self.outboxes.values():
+            box.close(max(0.0, deadline - time.monotonic()))
+        self.outboxes = {}
+
+
+BATCH_BYTES = 4 << 20  # a message carries what is queued up to this: few messages for small pieces
+
+
+def _nbytes(piece: Any) -> int:
+    return 0 if piece is None else int(piece.nbytes)
+
+
+class _Outbox:
+    """The pieces one program sends one other worker, in one stream, in order of need.
+
+    Every new block of an all-to-all relayout needs a piece from every old block, so
+    pieces sent as they are cut, all at once, would finish together at the end of the
+    transfer and the stage after the relayout could only start then. Sent one at a
+    time, lowest (step, the receiver's rank of the new block, source) first, the
+    receiver's first new block is whole after its share of the transfer and its stage
+    runs while the rest still travels."""
+
+    def __init__(self, worker: Any, address: str, run: str) -> None:
+        import asyncio
+
+        self.worker, self.address, self.run = worker, address, run
+        self.loop = worker.loop.asyncio_loop
+        self.queue: Any = None
+        made = asyncio.run_coroutine_threadsafe(self._make_queue(), self.loop)
+        made.result()
+        self.sender = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
+
+    async def _make_queue(self) -> None:
+        import asyncio
+
+        self.queue = asyncio.PriorityQueue()
+
+    def put(self, order: tuple[int, int, int], block: int, piece: Any) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (order, block, piece))
+
+    async def _drain(self) -> None:
+        """Send what is queued, lowest order first; whatever is queued by the time a
+        message leaves goes in the next one, up to BATCH_BYTES (small pieces travel
+        together, large ones one at a time in order of need)."""
+        from distributed.protocol import to_serialize
+
+        from dasq.engine.inbox import HANDLER
+
+        call = getattr(self.worker.rpc(self.address), HANDLER)
+        closed = False
+        while not closed:
+            batch = [await self.queue.get()]
+            size = _nbytes(batch[0][2])
+            while size < BATCH_BYTES and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+                size += _nbytes(batch[-1][2])
+            closed = batch[-1][1] < 0  # the closing mark sorts last: everything before it is here
+            items = [(order[0], order[2], block) for order, block, _ in batch if block >= 0]
+            if items:
+                pieces = to_serialize([piece for _, block, piece in batch if block >= 0])
+                await call(run=self.run, items=items, pieces=pieces, nbytes=size)
+
+    def check(self) -> None:
+        if self.sender.done():
+            self.sender.result()  # a failed send raises here
+
+    def close(self, timeout: float) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, ((1 << 62, 0, 0), -1, None))
+        self.sender.result(timeout=timeout)
 
 
 def _takers(source: int, gather: Gather, num_blocks: int) -> list[int]:

@@ -36,15 +36,15 @@ class Inbox:
     _aborted: dict[str, str] = field(default_factory=dict)
     received: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
 
-    async def receive(self, run: str, step: int, source: int, pieces: dict, nbytes: int = 0) -> None:
-        """Handler of a message from a peer: the pieces block ``source`` gives to this
-        worker's new blocks at ``step`` (new block -> piece)."""
+    async def receive(self, run: str, items: list, pieces: list, nbytes: int = 0) -> None:
+        """Handler of a message from a peer: ``pieces[i]`` is what old block ``source``
+        gives new block ``block`` at ``step``, for ``items[i]`` = (step, source, block)."""
         with self._ready:
             if run in self._aborted:
                 return
-            for block, piece in pieces.items():
-                self._pieces.setdefault((run, step, int(block)), {})[source] = piece
-            self.received[(run, step)] += nbytes
+            for (step, source, block), piece in zip(items, pieces):
+                self._pieces.setdefault((run, int(step), int(block)), {})[int(source)] = piece
+                self.received[(run, int(step))] += int(piece.nbytes)
             self._ready.notify_all()
 
     def take(self, run: str, step: int, block: int) -> dict[int, Any]:

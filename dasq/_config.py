@@ -4,7 +4,9 @@ Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM),
 ``dasq.chunk-qubits`` (default local qubits per block, None = chosen here from the
 cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
 affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
-``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16)
+``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16),
+``dasq.qasm-max-operations`` (the most operations an OpenQASM program may expand to,
+default 250,000; see dasq/circuit/qasm_limits.py)
 ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
 "packed", "tasks" or "p2p"; see dasq/engine/layers.py) and ``dasq.device`` (where
 blocks live when ``simulate`` is given no ``device``: "cpu", "gpu" or "gpu-twin";
@@ -63,6 +65,15 @@ def available_memory(client: object = None, device_bytes: int | None = None) -> 
             total = sum(int(w.get("memory_limit") or total_memory()) for w in workers.values())
             return total, f"the cluster ({len(workers)} workers)"
     return total_memory(), "this machine"
+
+
+QASM_MAX_OPERATIONS = 250_000  # a program at this many is read in seconds and a few hundred MiB
+
+
+def qasm_max_operations() -> int:
+    """The most operations an OpenQASM program may expand to (dask config
+    ``dasq.qasm-max-operations``): what it costs to read grows with them."""
+    return int(dask.config.get("dasq.qasm-max-operations", None) or QASM_MAX_OPERATIONS)
 
 
 def to_numpy_limit() -> int:

@@ -53,6 +53,10 @@ OBSERVABLE_HELP = "also print the expectation of a Pauli sum, e.g. 'ZZI:0.5,XXX:
 CHUNK_HELP = "local qubits per block: blocks of 2^N amplitudes (default: from the cores)"
 METHOD_HELP = "'planned': stages of fused gates; 'per-operation': each gate on its own"
 FUSION_HELP = "widest fused gate, in qubits (default: 3 or 4 by CPU, or dask config dasq.fusion-size)"
+INCLUDE_HELP = (
+    "also search DIR for the circuit's OpenQASM 2 includes, after the circuit file's own directory "
+    "(repeatable); an include found nowhere under these is refused"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,6 +86,7 @@ def _add_run(sub: Any) -> None:
         "run", help="simulate an OpenQASM 2/3 circuit and print counts", formatter_class=DEFAULTS
     )
     run.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
+    _add_include_path(run)
     run.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
     run.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
     run.add_argument(
@@ -152,12 +157,24 @@ def _add_plan(sub: Any) -> None:
         "plan", help="print the physical plan of a circuit without simulating it", formatter_class=DEFAULTS
     )
     plan_p.add_argument("circuit", help="path to an OpenQASM 2 or 3 file")
+    _add_include_path(plan_p)
     plan_p.add_argument("--chunk-qubits", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=CHUNK_HELP)
     plan_p.add_argument(
         "--method", default="auto", choices=["auto", "planned", "per-operation"], help=METHOD_HELP
     )
     plan_p.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
     plan_p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+
+
+def _add_include_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-I",
+        "--include-path",
+        action="append",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help=INCLUDE_HELP,
+    )
 
 
 def _add_resume(sub: Any) -> None:
@@ -181,7 +198,7 @@ def _add_info(sub: Any) -> None:
 
 
 OPTIONAL = ("seed", "chunk_qubits", "fusion_size", "observable", "workers", "scheduler", "store", "report")
-OPTIONAL += ("memory_limit", "compression", "keep_bits")
+OPTIONAL += ("memory_limit", "compression", "keep_bits", "include_path")
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -232,7 +249,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    circuit = _with_measurements(Circuit.from_qasm(args.circuit))
+    circuit = _with_measurements(Circuit.from_qasm(args.circuit, include_path=args.include_path))
     if args.report and _dashboard() is None:
         raise ValidationError('--report needs bokeh, which draws the report: pip install "dasq[notebook]"')
     client = _client(args)
@@ -283,7 +300,7 @@ def _run_circuit(args: argparse.Namespace, circuit: Circuit, client: object | No
 
 
 def _plan(args: argparse.Namespace) -> int:
-    circuit = Circuit.from_qasm(args.circuit)
+    circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
     physical = plan(circuit, chunk_qubits=args.chunk_qubits, method=args.method, fusion_size=args.fusion_size)
     print(json.dumps(physical.to_json()) if args.json else physical)
     return 0

@@ -36,7 +36,6 @@ from dasq.circuit.parameters import (
     parameter_values,
 )
 from dasq.circuit.validation import (
-    MAX_QUBITS,
     check_angle,
     check_name,
     check_num_qubits,
@@ -708,11 +707,27 @@ class Circuit:
 
     # ----------------------------------------------------------------- interop
     @classmethod
-    def from_qasm(cls, text_or_path: str | PathLike[str]) -> Circuit:
-        """Parse OpenQASM 2 or 3 (text or a file path); needs the ``qiskit`` extra."""
+    def from_qasm(
+        cls, text_or_path: str | PathLike[str], include_path: Sequence[str | PathLike[str]] | None = None
+    ) -> Circuit:
+        """Parse OpenQASM 2 or 3 (text, or a path: a string without ';' or a newline, or
+        a path-like); needs the ``qiskit`` extra.
+
+        An OpenQASM 2 ``include`` finds ``qelib1.inc`` built in, else a file under the
+        including file's directory, then under each of ``include_path`` (directories,
+        searched in order, as a compiler's ``-I``); anything else (an absolute name, one
+        leading out by ``..`` or a link, a pipe or device) is refused before it is opened,
+        so a program reads nothing outside its own directory unless the caller names
+        more. Text has no directory of its own: only ``include_path`` is searched.
+
+        Whatever the input, the result is a circuit or one ``ValidationError`` naming
+        what was refused (and the line): declared qubits and classical bits are counted
+        as the parser will read them (any radix, expressions, every include)
+        before anything is allocated, and files, operations and gate-definition depth
+        have limits (``dasq.circuit.qasm_limits``, docs/guide/circuits.md)."""
         from dasq.circuit import interop
 
-        return interop.circuit_from_qasm(text_or_path, cls, MAX_QUBITS)
+        return interop.circuit_from_qasm(text_or_path, cls, include_path)
 
     @classmethod
     def from_qiskit(cls, qc: object) -> Circuit:

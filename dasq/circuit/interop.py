@@ -7,14 +7,15 @@ one only when asked to convert.
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
 import numpy as np
 
+from dasq.circuit import qasm_limits
 from dasq.errors import ValidationError
 
 QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
@@ -28,86 +29,96 @@ def _import_qiskit() -> Any:
     return qiskit
 
 
-def _read_source(text_or_path: str | PathLike[str]) -> str:
-    """The program text: a path-like, or a one-line string (no ';'), names a file."""
-    if not isinstance(text_or_path, (str, PathLike)):
-        raise TypeError(f"expected QASM text or a path, got {type(text_or_path).__name__}")
-    if isinstance(text_or_path, str) and (";" in text_or_path or "\n" in text_or_path):
-        return text_or_path
-    path = os.fspath(text_or_path)
-    if not os.path.isfile(path):
-        raise ValidationError(f"no such file: {path!r} (nor is it OpenQASM text, which has ';')")
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
+def circuit_from_qasm(
+    text_or_path: str | PathLike[str],
+    circuit_cls: Any,
+    include_path: Sequence[str | PathLike[str]] | None = None,
+) -> Any:
+    """Read an OpenQASM 2 or 3 program (text or a file) within dasq's input limits
+    (dasq.circuit.qasm_limits): whatever the input, the result is a circuit or one
+    ValidationError (TypeError for wrong argument types, ImportError for a missing
+    extra), never a hang, a traceback or unbounded memory."""
+    directories = qasm_limits.include_directories(include_path)
+    program = qasm_limits.read_program(text_or_path)
+    try:
+        return _circuit_from_program(program, directories, circuit_cls)
+    except RecursionError:
+        raise ValidationError(
+            "invalid OpenQASM: the program nests too deeply to read (Python's recursion limit); "
+            f"dasq reads gate definitions up to {qasm_limits.MAX_GATE_DEPTH} levels deep"
+        ) from None
+    except MemoryError:
+        raise ValidationError("invalid OpenQASM: reading the program ran out of memory") from None
 
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_VERSION = re.compile(r"\s*OPENQASM\s+(\d+)", re.I)
-_REGISTERS = re.compile(r"\b(?:qreg\s+\w+\s*\[\s*(\d+)\s*\]|qubit\s*\[\s*(\d+)\s*\])")
-
-
-def _without_comments(text: str) -> str:
-    """The text with comments blanked (newlines kept, so line numbers still hold)."""
-    return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
-
-
-def qasm_version(text: str) -> int:
-    """The major version from the ``OPENQASM`` header; comments before it do not count."""
-    found = _VERSION.match(_without_comments(text))
-    return int(found.group(1)) if found else 2
-
-
-def check_declared_qubits(text: str, limit: int) -> None:
-    """Refuse a program that declares more than ``limit`` qubits before parsing it
-    (a parser would build every qubit object first)."""
-    code = _without_comments(text)
-    total = 0
-    for found in _REGISTERS.finditer(code):
-        total += int(found.group(1) or found.group(2))
-        if total > limit:
-            line = code.count("\n", 0, found.start()) + 1
-            raise ValidationError(
-                f"invalid OpenQASM at line {line}: the program declares more than {limit} qubits "
-                f"(at least {total}); dasq simulates up to {limit}"
-            )
-
-
-def circuit_from_qasm(text_or_path: str | PathLike[str], circuit_cls: Any, max_qubits: int) -> Any:
-    text = _read_source(text_or_path)
-    check_declared_qubits(text, max_qubits)
+def _circuit_from_program(
+    program: qasm_limits.Program, directories: tuple[str, ...], circuit_cls: Any
+) -> Any:
     _import_qiskit()
-    version3 = qasm_version(text) == 3
-
-    def load(source: str) -> Any:
-        if version3:
-            import qiskit.qasm3 as qasm3
-
-            return qasm3.loads(source)
-        import qiskit.qasm2 as qasm2
-
-        return qasm2.loads(source, custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
-
+    if qasm_limits.qasm_version(program.text) == 3:
+        qasm_limits.check_qasm3_text(program.text)
+        text = program.text
+        load = _qasm3_loader()
+        included: dict[int, str] = {}
+    else:
+        prepared = qasm_limits.prepare_qasm2(program, directories)
+        text, included = prepared.text, prepared.included
+        load = _load_qasm2
     try:
         qc = load(text)
-    except ImportError:
+    except (ValidationError, RecursionError, MemoryError):
         raise
     except Exception as exc:
-        if type(exc).__name__ == "MissingOptionalLibraryError":
-            raise ImportError("OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'") from None
-        raise ValidationError(_parse_error(exc, text, load)) from None
-    return circuit_from_qiskit(qc, circuit_cls)
+        located = MAX_LOCATED_CHARS if load is _load_qasm2 else MAX_LOCATED_CHARS_QASM3
+        raise ValidationError(_in_include(_parse_error(exc, text, load, located), included)) from None
+    except BaseException as exc:  # a Rust panic in a parser (pyo3's PanicException)
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise ValidationError(f"invalid OpenQASM: Qiskit's parser failed ({str(exc)[:200]})") from None
+    try:
+        return _convert(qc, circuit_cls, _Budget(qasm_limits.max_operations()))
+    except (ValidationError, ImportError, RecursionError, MemoryError):
+        raise
+    except Exception as exc:  # Qiskit refusing something the parser let through
+        raise ValidationError(f"invalid OpenQASM: {type(exc).__name__}: {exc}") from None
 
 
-def _parse_error(exc: Exception, text: str, load: Any) -> str:
+def _in_include(message: str, included: dict[int, str]) -> str:
+    """The message, saying so when its line holds an included file's text."""
+    found = re.match(r"invalid OpenQASM at line (\d+)", message)
+    name = included.get(int(found.group(1))) if found else None
+    if name is None:
+        return message
+    return f"{message} (in the text of include {name!r}, which dasq reads onto the line of its include)"
+
+
+def _load_qasm2(text: str) -> Any:
+    """Qiskit's OpenQASM 2 parser on a prepared program: it opens no file (every include
+    but qelib1.inc, which it knows, is already in place)."""
+    import qiskit.qasm2 as qasm2
+
+    return qasm2.loads(text, include_path=(), custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
+
+
+def _qasm3_loader() -> Any:
+    try:
+        from dasq.circuit.qasm3_reader import load_qasm3
+    except ImportError:
+        raise ImportError("OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'") from None
+    return load_qasm3
+
+
+def _parse_error(exc: Exception, text: str, load: Any, located: int = 0) -> str:
     """Qiskit's message with its place: "<input>:5,0: ..." when the parser gives one,
-    else the first line whose prefix of the program fails the same way."""
+    else the first line whose prefix of the program fails the same way (programs of
+    up to MAX_LOCATED_LINES lines and ``located`` characters: each try parses)."""
     message = str(exc).strip("'\"")
     where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", message, re.S)
     if where:
         line, col, rest = where.groups()
         return f"invalid OpenQASM at line {line}, column {col}: {rest}"
     lines = text.splitlines(keepends=True)
-    if len(lines) > MAX_LOCATED_LINES:
+    if len(lines) > MAX_LOCATED_LINES or len(text) > located:
         return f"invalid OpenQASM: {message}"
 
     def fails_so(k: int) -> bool:
@@ -115,6 +126,9 @@ def _parse_error(exc: Exception, text: str, load: Any) -> str:
             load("".join(lines[:k]))
         except Exception as other:  # the same failure, not a cut-off statement
             return str(other).strip("'\"") == message
+        except BaseException as other:  # a parser's Rust panic: not the same failure
+            if type(other).__name__ != "PanicException":
+                raise
         return False
 
     low, high = 1, len(lines)  # the smallest prefix that fails with this message
@@ -130,12 +144,123 @@ def _parse_error(exc: Exception, text: str, load: Any) -> str:
 
 
 MAX_LOCATED_LINES = 20_000
+MAX_LOCATED_CHARS = 1 << 20  # OpenQASM 2: each try is Qiskit's compiled parser
+MAX_LOCATED_CHARS_QASM3 = 16 << 10  # each try is the OpenQASM 3 reference parser, pure Python
 
 
 _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id"}
 
 
 def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
+    return _convert(qc, circuit_cls, _Budget(None))
+
+
+class _Budget:
+    """The operations a read may still visit, shared by its whole walk (None: no limit;
+    a circuit read from OpenQASM gets MAX_OPERATIONS, so what its gate definitions
+    expand to is bounded, and counting stops at the limit)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int | None) -> None:
+        self.left = left
+
+    def spend(self, n: int = 1) -> None:
+        if self.left is None:
+            return
+        self.left -= n
+        if self.left < 0:
+            raise ValidationError(qasm_limits.operations_message())
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """Where a conversion is: how deep inside gate definitions (and if/else bodies),
+    and the budget of operations it shares."""
+
+    depth: int
+    budget: _Budget
+    outer: str = ""  # the top-level instruction the walk is inside
+
+    def deeper(self, op: Any) -> _Walk:
+        """One level further in, refused past MAX_GATE_DEPTH (Python's recursion limit
+        would otherwise end the walk with a traceback)."""
+        if self.depth >= qasm_limits.MAX_GATE_DEPTH:
+            raise ValidationError(qasm_limits.depth_message(self.outer or op.name, self.depth + 1))
+        return _Walk(self.depth + 1, self.budget, self.outer or op.name)
+
+    def matrix_of(self, op: Any) -> np.ndarray:
+        """The matrix of a gate of at most DENSE_WIDTH qubits: a standard gate's own,
+        else its definition's, multiplied out here level by level within the budget
+        (Qiskit's ``Operator`` of nested definitions copies each level's whole subtree,
+        so its cost is the gates it holds times the levels they nest in)."""
+        if _is_leaf(op) or getattr(op, "definition", None) is None:
+            return _matrix_of(op)
+        body = op.definition.data
+        if all(_is_leaf(inst.operation) for inst in body):  # nothing nested: its own matrix, as ever
+            self.budget.spend(len(body))
+            return _matrix_of(op)
+        return _definition_matrix(op, self)
+
+
+def _is_leaf(op: Any) -> bool:
+    return getattr(op, "base_class", type(op)) in qasm_limits.leaf_classes()
+
+
+def _definition_matrix(op: Any, walk: _Walk) -> np.ndarray:
+    """The matrix of ``op`` from its definition: each gate's matrix (recursively)
+    applied in turn, times the definition's global phase."""
+    from qiskit.circuit import ControlFlowOp
+
+    if _is_leaf(op) or getattr(op, "definition", None) is None:
+        return _matrix_of(op)
+    if getattr(op, "num_ctrl_qubits", 0) and getattr(op, "base_gate", None) is not None:
+        base = _definition_matrix(op.base_gate, walk)
+        return _controlled_matrix(base, op.num_ctrl_qubits, op.ctrl_state)
+    walk = walk.deeper(op)
+    definition = op.definition
+    width = len(definition.qubits)
+    wires = {q: i for i, q in enumerate(definition.qubits)}
+    matrix = np.eye(1 << width, dtype=complex)
+    for inst in definition.data:
+        walk.budget.spend()
+        sub = inst.operation
+        if sub.name in ("barrier", "delay", "id"):
+            continue
+        if sub.name in ("measure", "reset") or inst.clbits or isinstance(sub, ControlFlowOp):
+            raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
+        sub_matrix = _definition_matrix(sub, walk)
+        matrix = _apply_matrix(matrix, sub_matrix, [wires[q] for q in inst.qubits], width)
+    phase = definition.global_phase
+    if _is_unbound(phase):
+        raise ValidationError("a gate definition has an unbound global phase")
+    return matrix * np.exp(1j * float(phase)) if phase else matrix
+
+
+def _apply_matrix(matrix: np.ndarray, gate: np.ndarray, qubits: list[int], width: int) -> np.ndarray:
+    """``gate`` (on ``qubits``, little-endian as Qiskit's) times ``matrix`` (on ``width``)."""
+    m = len(qubits)
+    if not m:
+        return gate[0, 0] * matrix
+    tensor = matrix.reshape([2] * width + [1 << width])  # axis width-1-q is qubit q
+    axes = [width - 1 - q for q in qubits]
+    product = np.tensordot(
+        gate.reshape([2] * (2 * m)), tensor, axes=([2 * m - 1 - j for j in range(m)], axes)
+    )
+    product = np.moveaxis(product, [m - 1 - j for j in range(m)], axes)
+    return product.reshape(1 << width, 1 << width)
+
+
+def _controlled_matrix(base: np.ndarray, num_ctrl: int, ctrl_state: int) -> np.ndarray:
+    """``base`` under ``num_ctrl`` controls (the low qubits, as Qiskit orders them) in ``ctrl_state``."""
+    size = base.shape[0]
+    out = np.eye(size << num_ctrl, dtype=complex)
+    rows = [ctrl_state + (j << num_ctrl) for j in range(size)]
+    out[np.ix_(rows, rows)] = base
+    return out
+
+
+def _convert(qc: Any, circuit_cls: Any, budget: _Budget) -> Any:
     qiskit = _import_qiskit()
     if not isinstance(qc, qiskit.QuantumCircuit):
         raise TypeError(f"expected a qiskit.QuantumCircuit, got {type(qc).__name__}")
@@ -146,8 +271,15 @@ def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
     _add_registers(out, qc)
     qubits = {q: qc.find_bit(q).index for q in qc.qubits}
     clbits = {c: qc.find_bit(c).index for c in qc.clbits}
-    for inst in qc.data:
-        _append_instruction(out, inst, qubits, clbits, circuit_cls)
+    walk = _Walk(0, budget)
+    try:
+        for inst in qc.data:
+            _append_instruction(out, inst, qubits, clbits, circuit_cls, walk)
+    except RecursionError:  # Qiskit's own recursion (Operator of a definition) ran out of stack
+        raise ValidationError(
+            f"the circuit nests gate definitions too deeply to read; dasq reads up to "
+            f"{qasm_limits.MAX_GATE_DEPTH} levels"
+        ) from None
     return out
 
 
@@ -168,15 +300,21 @@ def _add_registers(out: Any, qc: Any) -> None:
         out.add_register("c" if not qc.cregs else "loose", qc.num_clbits - covered)
 
 
-def _append_instruction(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any) -> None:
+def _append_instruction(
+    out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any, walk: _Walk
+) -> None:
+    walk.budget.spend()
     op = inst.operation
     name = op.name
+    if not walk.depth:
+        walk = _Walk(0, walk.budget, name)
     targets = [qubits[q] for q in inst.qubits]
     if name == "measure":
         out.measure(targets[0], clbits[inst.clbits[0]])
         return
     if name == "if_else":
-        out.if_test(_condition(op.condition, clbits), *_bodies(out, inst, qubits, clbits, circuit_cls))
+        bodies = _bodies(out, inst, qubits, clbits, circuit_cls, walk.deeper(op))
+        out.if_test(_condition(op.condition, clbits), *bodies)
         return
     if name == "reset":
         out.reset(targets[0])
@@ -186,7 +324,7 @@ def _append_instruction(out: Any, inst: Any, qubits: dict, clbits: dict, circuit
         return
     if name in ("id", "delay"):
         return
-    _append_gate(out, op, targets, (), ())
+    _append_gate(out, op, targets, (), (), walk)
 
 
 def _condition(condition: Any, clbits: dict) -> tuple:
@@ -203,7 +341,7 @@ def _condition(condition: Any, clbits: dict) -> tuple:
     return (clbits[target], int(value))
 
 
-def _bodies(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any) -> list[Any]:
+def _bodies(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any, walk: _Walk) -> list[Any]:
     """The if/else bodies as circuits on ``out``'s qubits and classical bits."""
     parts = []
     for block in inst.operation.blocks:
@@ -216,7 +354,7 @@ def _bodies(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any) -
         for reg in out.registers:
             body.add_register(reg.name, reg.size)
         for inner in block.data:
-            _append_instruction(body, inner, inner_q, inner_c, circuit_cls)
+            _append_instruction(body, inner, inner_q, inner_c, circuit_cls, walk)
         if block.global_phase:
             raise ValidationError("an if/else body with a global phase is not supported")
         parts.append(body)
@@ -234,21 +372,25 @@ EXACT_EVOLUTION_WIDTH = 5  # non-commuting Pauli evolutions up to this wide: the
 # wider ones follow Qiskit's synthesis (its definition, a product formula, as Aer runs them)
 
 
-def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states: tuple) -> None:
+def _append_gate(
+    out: Any, op: Any, targets: list[int], controls: tuple, states: tuple, walk: _Walk | None = None
+) -> None:
     """Append gate ``op`` on ``targets`` under ``controls`` (with ``states``, one 0/1
     each): a standard gate as its dasq builder, an explicit matrix as given, and any
     other composite through its definition, so no dense matrix wider than
     DENSE_WIDTH qubits is ever built from a Qiskit instruction."""
+    walk = walk or _Walk(0, _Budget(None))
     name = op.name
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and name != "cu" and op.base_gate.name == "u" and len(op.params) == 4:
-        _append_definition(out, op.definition, targets, controls, states)  # a controlled CU
+        deeper = walk.deeper(op)
+        _append_definition(out, op.definition, targets, controls, states, deeper)  # a controlled CU
         return
     if num_ctrl and hasattr(op, "base_gate"):
         inner = tuple((op.ctrl_state >> j) & 1 for j in range(num_ctrl))
         before = len(out)
         _append_gate(
-            out, op.base_gate, targets[num_ctrl:], (*controls, *targets[:num_ctrl]), (*states, *inner)
+            out, op.base_gate, targets[num_ctrl:], (*controls, *targets[:num_ctrl]), (*states, *inner), walk
         )
         if len(out) == before + 1 and not controls:  # keep Qiskit's name ("cx", not "x")
             out.rename_last(name)
@@ -258,7 +400,7 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
     if name not in _ROTATIONS and any(_is_unbound(p) for p in getattr(op, "params", ())):
         if getattr(op, "definition", None) is None:
             raise ValidationError(f"instruction {name!r} has unbound parameters {op.params}")
-        _append_definition(out, op.definition, targets, controls, states)  # e.g. rzz(2*gamma)
+        _append_definition(out, op.definition, targets, controls, states, walk.deeper(op))  # rzz(2*gamma)
         return
     kw = {"controls": tuple(controls), "control_states": tuple(states) if controls else None}
     params = [_angle(p) for p in op.params] if name in _ROTATIONS else []
@@ -288,9 +430,9 @@ def _append_gate(out: Any, op: Any, targets: list[int], controls: tuple, states:
     elif name == "PauliEvolution" and op.num_qubits <= EXACT_EVOLUTION_WIDTH:
         _append_matrix(out, _matrix_of(op), targets, name, kw)  # exact exp(-iHt), as Qiskit's Operator
     elif op.num_qubits <= DENSE_WIDTH and _has_matrix(op):
-        _append_matrix(out, _matrix_of(op), targets, name, kw)
+        _append_matrix(out, walk.matrix_of(op), targets, name, kw)
     elif getattr(op, "definition", None) is not None:
-        _append_definition(out, op.definition, targets, controls, states)
+        _append_definition(out, op.definition, targets, controls, states, walk.deeper(op))
     else:
         raise ValidationError(
             f"unsupported instruction {name!r}: it has neither a matrix nor a definition "
@@ -341,8 +483,11 @@ def _append_matrix(out: Any, matrix: np.ndarray, targets: list[int], name: str, 
         out.unitary(matrix, targets, name=name, **kw)
 
 
-def _append_definition(out: Any, definition: Any, targets: list[int], controls: tuple, states: tuple) -> None:
+def _append_definition(
+    out: Any, definition: Any, targets: list[int], controls: tuple, states: tuple, walk: _Walk
+) -> None:
     """A composite gate as the gates of its definition (each under the same controls)."""
+    walk.budget.spend(len(definition.qubits))  # building and wiring a body costs its width
     wires = {q: targets[i] for i, q in enumerate(definition.qubits)}
     phase = definition.global_phase
     if _is_unbound(phase):
@@ -355,12 +500,13 @@ def _append_definition(out: Any, definition: Any, targets: list[int], controls: 
         else:
             out.global_phase += float(phase)
     for inst in definition.data:
+        walk.budget.spend()
         sub = inst.operation
         if sub.name in ("barrier", "delay", "id"):
             continue
         if sub.name in ("measure", "reset") or inst.clbits:
             raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
-        _append_gate(out, sub, [wires[q] for q in inst.qubits], controls, states)
+        _append_gate(out, sub, [wires[q] for q in inst.qubits], controls, states, walk)
 
 
 def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:

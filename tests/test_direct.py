@@ -5,6 +5,7 @@ turned into a task-graph run that still gives the right state."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -197,5 +198,5 @@ def test_each_worker_says_when_it_computed_sent_and_waited(client):
         kinds = [e.what for e in events]
         assert kinds[0] == "start" and kinds[-1] == "end"
         assert {"computed", "sent", "assembled"} <= set(kinds)
-        assert all(a.time <= b.time for a, b in zip(events, events[1:]))
+        assert all(a.time <= b.time for a, b in itertools.pairwise(events))
         assert {e.block for e in events if e.what == "assembled"} <= set(range(16))

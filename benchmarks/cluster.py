@@ -1,5 +1,5 @@
 """The cluster suite: the same circuits on threads and on a LocalCluster of W worker
-processes x 1 thread, on the same cores (benchmarks/README.md, "Cluster").
+processes x 1 thread, on the same cores (benchmarks/README.md, "cluster").
 
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
 
@@ -291,14 +291,13 @@ def suite_cluster(args: argparse.Namespace) -> dict:
     from distributed import Client, LocalCluster
 
     import dasq
-    from benchmarks.run import machine, write
+    from benchmarks import output
+    from benchmarks.machine import machine
     from dasq.engine import warmup
     from dasq.engine.warmup import PLUGIN_NAME
 
     if args.scheduler_only:  # the scheduler table again, into the saved rows
-        from benchmarks.run import RESULTS
-
-        saved = json.loads((RESULTS / f"{args.output}.json").read_text())
+        saved = json.loads(output.path(args.output).read_text())
         with (
             LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
             Client(cluster, set_as_default=False) as client,
@@ -383,7 +382,7 @@ def suite_cluster(args: argparse.Namespace) -> dict:
                 }
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k not in ("received",)}), flush=True)
-                write(args.output, payload)  # kept if a later row fails
+                output.write(args.output, payload)  # kept if a later row fails
     with (
         LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster, set_as_default=False) as client,

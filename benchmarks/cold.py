@@ -96,7 +96,7 @@ def compile_bytecode() -> None:
 
 
 def suite_cold(args: argparse.Namespace) -> dict:
-    from benchmarks.run import machine
+    from benchmarks.machine import machine
 
     compile_bytecode()
     contenders = ["dasq", "aer", "qsim"]

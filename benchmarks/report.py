@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -280,6 +281,105 @@ def cold(d: dict) -> str:
     return "\n".join(out)
 
 
+def estimator(d: dict) -> str:
+    out = ["| contender | median s | repetitions s | peak RSS MiB |", "|---|---|---|---|"]
+    for r in d["rows"]:
+        for c, name in (("dasq", "dasq `EstimatorV2`"), ("aer", "Aer `EstimatorV2`")):
+            runs = r["seconds"][c]
+            out.append(
+                f"| {name} | {r['median_seconds'][c]:.3f} | {min(runs):.3f}-{max(runs):.3f} "
+                f"| {r['peak_rss_bytes'][c] / 2**20:.0f} |"
+            )
+    return "\n".join(out)
+
+
+def density(d: dict) -> str:
+    out = [
+        "| circuit | qubits | gates | dasq s | Aer s | dasq / Aer | max abs diff of probabilities "
+        "| peak RSS MiB dasq / Aer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        med, rss = r["median_seconds"], r["peak_rss_bytes"]
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['gates']} | {med['dasq']:.2f} | {med['aer']:.2f} "
+            f"| {r['ratio_to_aer']:.2f} | {r['max_abs_difference_of_probabilities']:.1e} "
+            f"| {rss['dasq'] / 2**20:.0f} / {rss['aer'] / 2**20:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def gpu(d: dict) -> str:
+    """One line per circuit and size, both precisions side by side."""
+    out = [
+        "| circuit | qubits | fused groups | complex64: GPU s / CPU s (speed-up) | complex128: likewise "
+        "| GPU / floor (c64 / c128) |",
+        "|---|---|---|---|---|---|",
+    ]
+    by = {(r["circuit"], r["qubits"], r["dtype"]): r for r in d["rows"]}
+    for circuit, n in dict.fromkeys((r["circuit"], r["qubits"]) for r in d["rows"]):
+        same = [by[circuit, n, t] for t in ("complex64", "complex128") if (circuit, n, t) in by]
+        times, floors = [], []
+        for r in same:
+            med = r["median_seconds"]
+            cpu = f" / {med['cpu']:.2f} ({r['speedup_gpu_over_cpu']:.1f}x)" if "cpu" in med else ""
+            times.append(f"{med['gpu']:.3f}{cpu}")
+            floors.append(f"{med['gpu'] / r['gpu_memory_limit_seconds']:.2f}")
+        out.append(f"| {circuit} | {n} | {same[0]['passes']} | {' | '.join(times)} | {' / '.join(floors)} |")
+    return "\n".join(out)
+
+
+def relayout_scale(d: dict) -> str:
+    methods = ("packed", "tasks", "p2p")
+    out = [
+        "| blocks | "
+        + " | ".join(f"{m} s / tasks / sched MiB" for m in methods)
+        + " | simulate packed s | simulate p2p s |",
+        "|---|" + "---|" * (len(methods) + 2),
+    ]
+    for r in d["rows"]:
+        cells = [
+            f"{r[m]['median_seconds']:.2f} / {r[m]['tasks']} / {r[m]['scheduler_rss_growth_mib']:.1f}"
+            for m in methods
+        ]
+        cells += [f"{r[f'simulate {m}']['median_seconds']:.2f}" for m in ("packed", "p2p")]
+        out.append(f"| {r['blocks']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def scaling(d: dict) -> str:
+    out = [
+        "| circuit | W | qubits | blocks | relayouts | threads s | cluster s | cluster / threads "
+        "| efficiency | threads' efficiency | first run s | received GB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['circuit']} | {r['workers']} | {r['qubits']} | {r['blocks']} | {r['relayouts']} "
+            f"| {r['threads_median']:.2f} | {r['cluster_median']:.2f} | {r['cluster_over_threads']:.2f} "
+            f"| {r['efficiency']:.2f} | {r['threads_efficiency']:.2f} | {r['first_run_seconds']:.2f} "
+            f"| {r['received_bytes'] / 1e9:.2f} |"
+        )
+    return "\n".join(out)
+
+
+def diskfloor(d: dict) -> str:
+    out = ["| qubits | GiB | write s | read+write s |", "|---|---|---|---|"]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['qubits']} | {r['bytes'] / 2**30:.0f} | {r['write_s']:.0f} | {r['read_write_s']:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def compact(text: str) -> str:
+    """Table rows without the spaces around their cells (the README's style: the same
+    table rendered, in fewer bytes)."""
+    return "\n".join(
+        re.sub(r" *\| *", "|", line) if line.startswith("|") else line for line in text.split("\n")
+    )
+
+
 def main() -> None:
     suites = (
         ("cold", cold),
@@ -290,6 +390,12 @@ def main() -> None:
         ("planning", planning),
         ("outofcore", outofcore),
         ("memory", memory),
+        ("estimator", estimator),
+        ("density", density),
+        ("gpu", gpu),
+        ("relayout_scale", relayout_scale),
+        ("scaling", scaling),
+        ("diskfloor", diskfloor),
     )
     renderers = dict(suites)
     # a kept table ("inmemory-26q", "outofcore-62c0d70") renders as its suite does
@@ -298,7 +404,7 @@ def main() -> None:
         d = _load(name)
         render = renderers.get(name.split("-")[0])
         if d is not None and render is not None:
-            print(f"### {name}\n\n{render(d)}\n")
+            print(f"### {name}\n\n{compact(render(d))}\n")
 
 
 if __name__ == "__main__":

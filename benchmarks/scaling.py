@@ -1,5 +1,5 @@
 """The weak-scaling suite: W worker processes x 1 thread on N = base + log2(W) qubits,
-so every worker holds the same 2^base amplitudes (benchmarks/README.md, "Weak scaling").
+so every worker holds the same 2^base amplitudes (benchmarks/README.md, "scaling").
 
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24 --circuits qft random qv
 
@@ -30,7 +30,8 @@ def suite_scaling(args: argparse.Namespace) -> dict:
 
     import dasq
     from benchmarks.cluster import _run, _variant
-    from benchmarks.run import machine, write
+    from benchmarks.machine import machine
+    from benchmarks.output import write
     from dasq.engine.warmup import PLUGIN_NAME
 
     odd = [W for W in args.workers if W < 1 or W & (W - 1)]

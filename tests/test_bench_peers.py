@@ -95,7 +95,7 @@ def test_the_warm_up_runs_dasqs_compiled_kernels_on_several_blocks() -> None:
     import dask
 
     import dasq
-    from benchmarks.run import WARM_UP_QUBITS
+    from benchmarks.inmemory import WARM_UP_QUBITS
     from dasq.backend.cpu import COMPILED_FROM
 
     with dask.config.set(num_workers=2):

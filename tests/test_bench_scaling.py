@@ -12,7 +12,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed dasq
 pytest.importorskip("qiskit")
-from benchmarks import run as bench_run
+from benchmarks import output
 from benchmarks.scaling import suite_scaling
 
 
@@ -23,7 +23,7 @@ def _args(workers: list[int]) -> argparse.Namespace:
 
 
 def test_each_worker_holds_the_same_amplitudes_and_one_worker_is_the_reference(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_run, "RESULTS", tmp_path)
+    monkeypatch.setattr(output, "RESULTS", tmp_path)
     rows = suite_scaling(_args([1, 2]))["rows"]
     assert [(r["workers"], r["qubits"]) for r in rows] == [(1, 8), (2, 9)]
     assert rows[0]["efficiency"] == 1.0 and rows[0]["threads_efficiency"] == 1.0
@@ -33,6 +33,6 @@ def test_each_worker_holds_the_same_amplitudes_and_one_worker_is_the_reference(t
 
 
 def test_a_worker_count_that_is_not_a_power_of_two_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_run, "RESULTS", tmp_path)
+    monkeypatch.setattr(output, "RESULTS", tmp_path)
     with pytest.raises(ValueError, match="powers of two"):
         suite_scaling(_args([3]))

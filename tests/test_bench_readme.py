@@ -1,0 +1,153 @@
+"""benchmarks/README.md: under 20,000 bytes (the method and each suite's current table;
+older tables live in their JSON files), a section per suite of benchmarks/run.py
+naming its JSON, date and commit, every table exactly as benchmarks/report.py renders
+it from the JSON, every results file reachable from it, and its figures the JSON's."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+RESULTS = BENCH / "results"
+README = BENCH / "README.md"
+TEXT = README.read_text()
+FLAT = " ".join(TEXT.split())  # claims wrap across lines
+PENDING = {"network.json"}  # named by its section before its first run
+IN_SECTION = {"diskfloor": "outofcore"}  # a suite whose table sits in another's section
+
+sys.path.append(str(ROOT))  # after the installed dasq
+_saved = list(sys.path)
+from benchmarks import report  # noqa: E402 - it puts the checkout first on sys.path: put back
+
+sys.path[:] = _saved
+
+
+def _suites() -> list[str]:
+    """The suites of benchmarks/run.py (its SUITES table)."""
+    for node in ast.parse((BENCH / "run.py").read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == "SUITES":
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("benchmarks/run.py has no SUITES table")
+
+
+def _sections() -> dict[str, str]:
+    """The README's ``## NAME: ...`` sections by NAME, in order."""
+    parts = re.split(r"^## ", TEXT, flags=re.M)[1:]
+    return {re.split(r"[:\n]", part, maxsplit=1)[0]: part for part in parts}
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def _span(values, digits: int = 2) -> str:
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+
+def test_the_readme_stays_under_20_kb():
+    assert len(README.read_bytes()) < 20_000
+
+
+def test_every_suite_has_a_section_and_network_follows_cluster():
+    sections = _sections()
+    names = list(sections)
+    assert names[0] == "Method"
+    for suite in _suites():
+        assert IN_SECTION.get(suite, suite) in sections, f"no section for the {suite} suite"
+    assert names[names.index("cluster") + 1] == "network"
+    assert sections["network"].startswith("network: emulated hosts joined by shaped links\n")
+
+
+@pytest.mark.parametrize("suite", sorted(set(_suites()) - {"network"}))
+def test_each_section_names_its_json_date_and_commit(suite):
+    section = _sections()[IN_SECTION.get(suite, suite)]
+    machine = _load(suite)["machine"]
+    assert f"results/{suite}.json" in section
+    assert machine["date"][:10] in section, f"{suite}: the JSON's date {machine['date']}"
+    if machine.get("commit"):
+        assert machine["commit"][:7] in section, f"{suite}: the JSON's commit {machine['commit']}"
+
+
+@pytest.mark.parametrize("suite", sorted(set(_suites()) - {"network", "kernels"}))
+def test_each_table_is_the_one_report_renders_from_the_json(suite):
+    pytest.importorskip("numpy")  # report.py rebuilds a circuit or two
+    render = getattr(report, suite)
+    section = _sections()[IN_SECTION.get(suite, suite)]
+    rows = [line for line in report.compact(render(_load(suite))).splitlines() if line.startswith("|")]
+    assert rows
+    missing = [line for line in rows if line not in section]
+    assert not missing, f"{suite}: the README's table is not results/{suite}.json's: {missing[:3]}"
+
+
+def test_every_results_file_is_named_and_every_name_is_a_file():
+    named = set(re.findall(r"results/([a-z0-9][\w.*-]*?\.json)", TEXT))  # not results/SUITE.json
+    files = {p.name for p in RESULTS.glob("*.json")}
+    for name in named - PENDING:
+        assert fnmatch.filter(files, name), f"the README names results/{name}, which matches no file"
+    unnamed = [f for f in files if not any(fnmatch.fnmatch(f, name) for name in named)]
+    assert not unnamed, f"results files the README does not name: {sorted(unnamed)}"
+
+
+def test_the_inmemory_claims_are_the_json_s():
+    rows = _load("inmemory")["rows"]
+    ratios = [r["ratio_dasq_to_fastest_peer"] for r in rows]
+    assert max(ratios) <= 1.0
+    assert f"**Every row is at most 1.0x the fastest peer** ({_span(ratios)}x)" in FLAT
+    met = [r for r in rows if r["ratio_dasq_to_memory_floor"] <= 1.5]
+    missed = [r["ratio_dasq_to_memory_floor"] for r in rows if r not in met]
+    assert {r["circuit"] for r in met} == {"ghz"} and len(met) == 3
+    assert f"the other {len(missed)} rows {_span(missed)}x" in FLAT
+    smaller = [r for r in rows if r["qubits"] in (24, 26)]
+    cold = [r["ratio_cold_dasq_to_fastest_peer"] for r in smaller]
+    seconds = [r["cold_seconds"]["dasq"] for r in smaller]
+    assert (
+        f"{_span(cold)}x the fastest peer's cold process at 24 and 26 qubits ({_span(seconds, 1)} s)" in FLAT
+    )
+
+
+def test_the_other_suites_claims_are_the_json_s():
+    cold = _load("cold")
+    dasq = next(r for r in cold["rows"] if r["contender"] == "dasq")
+    assert f"({dasq['median_cold_seconds']:.2f} s, {cold['ratio_dasq_to_fastest_peer']:.2f}x Aer)" in FLAT
+    memory = [r["run_peak_over_state"] for r in _load("memory")["rows"]]
+    assert f"A run adds {_span(memory, 3)}x the state" in FLAT
+    (estimator,) = _load("estimator")["rows"]
+    assert f"{estimator['ratio_to_aer']:.2f}x Aer's time" in FLAT
+    assert f"agree to {estimator['max_abs_difference_of_evs']:.1e}" in FLAT
+    gpu = _load("gpu")["rows"]
+    over = [r["median_seconds"]["gpu"] / r["gpu_memory_limit_seconds"] for r in gpu if r["qubits"] >= 28]
+    assert max(over) <= 1.6 and "At 28-30 qubits within 1.6x the floor" in FLAT
+    assert f"to {max(r['max_abs_diff_gpu_cpu'] for r in gpu if 'max_abs_diff_gpu_cpu' in r):.1e}" in FLAT
+    graph = {(r["variant"], r["blocks"]): r["median_seconds"] for r in _load("graph")["rows"]}
+    views, old = graph["dasq views", 1024], graph["dasq-old", 1024]
+    assert f"met ({views:.2f} s, {views / old:.2f}x 604edf7's)" in FLAT
+    cluster = _load("cluster")["rows"]
+    met = [r for r in cluster if r["warm_ratio"] <= 1.2]
+    assert [(r["circuit"], r["qubits"]) for r in met] == [("random", 26)]
+    assert f"random at 26 qubits ({met[0]['warm_ratio']:.2f}x) only" in FLAT
+    first = sum(r["first_ratio"] <= 1.5 for r in cluster)
+    assert f"first run <= 1.5x met by {first} of {len(cluster)} rows" in FLAT
+    crossing = [
+        [x["ratio_to_floor"] for x in r["relayouts_alone"] if x["bytes_between_workers"]] for r in cluster
+    ]
+    assert all(max(row) > 1.3 for row in crossing)
+    assert f"met by none ({_span([f for row in crossing for f in row])}x)" in FLAT
+    ooc = _load("outofcore")["rows"]
+    stages = [t / r["disk"]["read_write_s"] for r in ooc for t in r["stage_seconds"]]
+    assert all(r["disk"]["cold"] for r in ooc) and f"cold disk floor ({_span(stages, 1)}x)" in FLAT
+
+
+def test_the_summary_page_names_only_results_files_that_exist():
+    """docs/benchmarks.md (the summary before the README on the docs site)."""
+    files = {p.name for p in RESULTS.glob("*.json")}
+    named = re.findall(r"results/([a-z0-9][\w.*-]*?\.json)", (ROOT / "docs" / "benchmarks.md").read_text())
+    assert named and all(fnmatch.filter(files, name) for name in named), named

@@ -11,6 +11,7 @@
     python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
     python benchmarks/run.py network --qubits 22 24 --rates 1gbit 5gbit   (root: network namespaces)
+    python benchmarks/run.py fixedcost --qubits 16 --chunk-qubits 13 --reps 9
     python benchmarks/run.py cold --reps 5
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
 
@@ -56,6 +57,7 @@ SUITES = {
     "gpu": ("gpu", "suite_gpu"),
     "cluster": ("cluster", "suite_cluster"),
     "network": ("network", "suite_network"),
+    "fixedcost": ("fixedcost", "suite_fixedcost"),
     "cold": ("cold", "suite_cold"),
     "scaling": ("scaling", "suite_scaling"),
 }
@@ -173,6 +175,13 @@ def parser() -> argparse.ArgumentParser:
     rs.add_argument("--k", type=int, default=4)
     rs.add_argument("--workers", type=int, default=2)
     rs.add_argument("--reps", type=int, default=3)
+    fc = sub.add_parser("fixedcost")
+    fc.add_argument("--qubits", type=int, default=16)
+    fc.add_argument("--chunk-qubits", type=int, default=13)
+    fc.add_argument("--workers", type=int, default=2)
+    fc.add_argument("--reps", type=int, default=9)
+    fc.add_argument("--warm-rounds", type=int, default=2)
+    fc.add_argument("--output", default="fixedcost", help="results/OUTPUT.json")
     co = sub.add_parser("cold")
     co.add_argument("--reps", type=int, default=5)
     cs = sub.add_parser("cluster")

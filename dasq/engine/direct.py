@@ -197,15 +197,17 @@ def build(
     name = f"dasq-direct-{run}"
     layer: dict = {}
     programs = []
+    packed = DataNode(None, _dumps(spec))
     for w in range(len(workers)):
         mine = spec.blocks_of(w)
         if not len(mine):
             continue
         inputs = [] if x is None else [TaskRef((x.name, c)) for c in mine]
         key = (f"{name}-program", w)
-        # the plan travels inside each program's task: no key of its own to compute
-        # somewhere and fetch before the programs can start
-        layer[key] = Task(key, run_program, DataNode(None, spec), w, *inputs)
+        # the plan travels inside each program's task (no key of its own to compute and
+        # fetch before the programs start), as bytes: a task holding the objects
+        # themselves is inspected by the scheduler, which took tens of milliseconds
+        layer[key] = Task(key, run_program, packed, w, *inputs)
         programs.append(key)
         stats = (f"{name}-stats", w)
         layer[stats] = Task(stats, _stats, TaskRef(key))
@@ -240,15 +242,25 @@ def _stats(result: WorkerResult) -> tuple[list[float], list[int], list[WorkerEve
 
 
 # ---------------------------------------------------------------- the worker side
-def run_program(spec: DirectPlan, w: int, *inputs: Any) -> WorkerResult:
+def _dumps(spec: DirectPlan) -> bytes:
+    """The plan as Dask itself ships a task (distributed's pickler): it goes only from
+    this client to its own programs, like every task of every graph."""
+    from distributed.protocol.pickle import dumps
+
+    return dumps(spec)
+
+
+def run_program(packed: bytes, w: int, *inputs: Any) -> WorkerResult:
     """Worker ``w``'s part of the run: its blocks through every step. It leaves the
     worker's thread pool while it runs (it waits on peers, and a worker with one
     thread must still run the other programs' small tasks) and uses as many threads
     as the worker has."""
     from distributed import get_worker, rejoin, secede
+    from distributed.protocol.pickle import loads
 
     from dasq.engine.inbox import inbox_of
 
+    spec: DirectPlan = loads(packed)
     worker = get_worker()
     inbox = inbox_of(worker)
     secede()
@@ -451,7 +463,10 @@ class _Program:
         self.outboxes = {}
 
 
-BATCH_BYTES = 4 << 20  # a message carries what is queued up to this: few messages for small pieces
+# A message carries what is queued up to this many bytes: small pieces travel together
+# (few messages), large ones one at a time, in order of need.
+BATCH_BYTES = 256 << 10
+IN_FLIGHT = 2  # messages on their way to one peer at a time: the link never waits for a reply
 
 
 def _nbytes(piece: Any) -> int:
@@ -476,7 +491,7 @@ class _Outbox:
         self.queue: Any = None
         made = asyncio.run_coroutine_threadsafe(self._make_queue(), self.loop)
         made.result()
-        self.sender = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
+        self.senders = [asyncio.run_coroutine_threadsafe(self._drain(), self.loop) for _ in range(IN_FLIGHT)]
 
     async def _make_queue(self) -> None:
         import asyncio
@@ -499,22 +514,26 @@ class _Outbox:
         while not closed:
             batch = [await self.queue.get()]
             size = _nbytes(batch[0][2])
-            while size < BATCH_BYTES and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
+            while size < BATCH_BYTES and batch[-1][1] >= 0 and not self.queue.empty():
+                batch.append(self.queue.get_nowait())  # up to a closing mark: the other sender's is its own
                 size += _nbytes(batch[-1][2])
-            closed = batch[-1][1] < 0  # the closing mark sorts last: everything before it is here
+            closed = batch[-1][1] < 0  # a closing mark sorts last: every piece was taken before it
             items = [(order[0], order[2], block) for order, block, _ in batch if block >= 0]
             if items:
                 pieces = to_serialize([piece for _, block, piece in batch if block >= 0])
                 await call(run=self.run, items=items, pieces=pieces, nbytes=size)
 
     def check(self) -> None:
-        if self.sender.done():
-            self.sender.result()  # a failed send raises here
+        for sender in self.senders:
+            if sender.done():
+                sender.result()  # a failed send raises here
 
     def close(self, timeout: float) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, ((1 << 62, 0, 0), -1, None))
-        self.sender.result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        for i in range(IN_FLIGHT):  # one closing mark per sender, each after every piece
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, ((1 << 62, i, 0), -1, None))
+        for sender in self.senders:
+            sender.result(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _takers(source: int, gather: Gather, num_blocks: int) -> list[int]:

@@ -372,6 +372,49 @@ def diskfloor(d: dict) -> str:
     return "\n".join(out)
 
 
+def network(d: dict) -> str:
+    """One line per link rate, circuit, size and precision: the run against threads,
+    its worst relayout against its link floor and against Dask alone, its worst
+    stage + relayout + stage against the max and the sum of compute and link floor."""
+    out = [
+        "| rate | circuit | qubits | dtype | cluster / threads | tasks | relayout / link floor (worst) "
+        "| relayout / Dask alone (worst) | stage+relayout+stage / max (worst) | / sum (worst) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        crossing = [x for x in r["relayouts"] if x["busiest_link_bytes"]]
+        floor = max((x["over_link_floor"] for x in crossing), default=None)
+        dask = max((x["over_dask_alone"] for x in crossing), default=None)
+        seq = [x for x in r["sequences"] if x["link_floor_seconds"]]
+        over_max = max((x["over_max"] for x in seq), default=None)
+        over_sum = max((x["over_sum"] for x in seq), default=None)
+        cells = [_ratio(v) for v in (floor, dask, over_max, over_sum)]
+        out.append(
+            f"| {r['rate']} | {r['circuit']} | {r['qubits']} | {r['dtype'].replace('complex', 'c')} "
+            f"| {r['over_threads']:.2f} | {r['tasks']} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(out)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def fixedcost(d: dict) -> str:
+    med, over, tasks = d["median_seconds"], d["over_threads"], d["tasks"]
+    return "\n".join(
+        [
+            "| circuit | blocks | steps | threads ms | programs ms | task graph ms "
+            "| tasks: programs / task graph |",
+            "|---|---|---|---|---|---|---|",
+            f"| {d['circuit']} | {d['blocks']} | {d['steps']} | {med['threads'] * 1000:.1f} "
+            f"| {med['programs'] * 1000:.1f} ({over['programs']:.2f}x) "
+            f"| {med['task graph'] * 1000:.1f} ({over['task graph']:.2f}x) "
+            f"| {tasks['programs']} / {tasks['task graph']} |",
+        ]
+    )
+
+
 def compact(text: str) -> str:
     """Table rows without the spaces around their cells (the README's style: the same
     table rendered, in fewer bytes)."""
@@ -384,6 +427,8 @@ def main() -> None:
     suites = (
         ("cold", cold),
         ("cluster", cluster),
+        ("network", network),
+        ("fixedcost", fixedcost),
         ("inmemory", inmemory),
         ("graph", graph),
         ("relayout", relayout),

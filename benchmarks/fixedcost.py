@@ -24,7 +24,9 @@ def suite_fixedcost(args: argparse.Namespace) -> dict:
 
     import dasq
     from benchmarks import circuits
+    from benchmarks.machine import machine
 
+    info = machine()  # before the runs: its commit is the one measured
     circuit = dasq.Circuit.from_qiskit(circuits.random(args.qubits))
     L = args.chunk_qubits
     plan = dasq.plan(circuit, chunk_qubits=L)
@@ -63,6 +65,8 @@ def suite_fixedcost(args: argparse.Namespace) -> dict:
                 rounds[name].append(run())
     medians = {name: statistics.median(r["seconds"] for r in runs) for name, runs in rounds.items()}
     out = {
+        "suite": "fixedcost",
+        "machine": info,
         "circuit": f"random({args.qubits})",
         "qubits": args.qubits,
         "chunk_qubits": L,

@@ -224,6 +224,9 @@ def suite_network(args: argparse.Namespace) -> dict:
     reason = hosts.can_emulate()
     if reason is not None:
         raise SystemExit(f"cannot emulate hosts here: {reason}")
+    from benchmarks.machine import machine
+
+    info = machine()  # before the first row: its commit is the one measured
     rows, links = [], {}
     for rate in args.rates:
         with (
@@ -246,4 +249,4 @@ def suite_network(args: argparse.Namespace) -> dict:
                             f"{row['tasks']} tasks; worst relayout {worst:.2f}x its link floor, "
                             f"worst sequence {seq:.2f}x the max"
                         )
-    return {"workers": args.workers, "links": links, "rows": rows}
+    return {"suite": "network", "machine": info, "workers": args.workers, "links": links, "rows": rows}

@@ -202,7 +202,9 @@ def memory(d: dict) -> str:
     return "\n".join(out)
 
 
-def cluster(d: dict) -> str:
+def cluster(d: dict, full: bool = False) -> str:
+    """The runs against threads; with ``full``, also the profiled task-graph round and
+    the scheduler's seconds per task (the README keeps those in the JSON)."""
     m = d["machine"]
     out = [
         f"Machine: {machine_line(m)}; {m.get('workers', 2)} worker processes x 1 thread vs 2 threads",
@@ -221,7 +223,7 @@ def cluster(d: dict) -> str:
             f"| {r['first_run_seconds']:.2f} | {r['first_ratio']:.2f} | {r['barrier_seconds']:.2f} "
             f"| {warm} | {spread} |"
         )
-    if any("breakdown" in r for r in d["rows"]):
+    if full and any("breakdown" in r for r in d["rows"]):
         out += [
             "",
             "| circuit | qubits | threads s | cluster s | stage tasks s (threads / cluster) "
@@ -246,7 +248,7 @@ def cluster(d: dict) -> str:
                 f"| {b['transfer_seconds']:.2f} "
                 f"| {'/'.join(f'{x:.2f}' for x in busy)} | {idle} | {gap} |"
             )
-    if d.get("scheduler"):
+    if full and d.get("scheduler"):
         out += [
             "",
             "| blocks | threads s / task | cluster s / task |",

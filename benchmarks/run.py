@@ -14,6 +14,8 @@
     python benchmarks/run.py fixedcost --qubits 16 --chunk-qubits 13 --reps 9
     python benchmarks/run.py cold --reps 5
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
+    python benchmarks/run.py gpupeer --qsim-source PATH --qubits 26 28 30   (a GPU, nvcc, qsim)
+    python benchmarks/run.py gpucluster --workers 2 --qubits 28   (a GPU, dask-cuda)
 
 Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py,
 ...: SUITES below) with the children it starts (CHILDREN: each runs as
@@ -60,6 +62,8 @@ SUITES = {
     "fixedcost": ("fixedcost", "suite_fixedcost"),
     "cold": ("cold", "suite_cold"),
     "scaling": ("scaling", "suite_scaling"),
+    "gpupeer": ("gpupeer", "suite_gpupeer"),
+    "gpucluster": ("gpucluster", "suite_gpucluster"),
 }
 
 # a suite's child process -> (module, function): one timed run, its result printed as JSON
@@ -71,6 +75,7 @@ CHILDREN = {
     "_density": ("density", "child"),
     "_ooc": ("outofcore", "child"),
     "_gpu": ("gpu", "child"),
+    "_gpupeer": ("gpupeer", "child"),
 }
 
 
@@ -203,6 +208,31 @@ def parser() -> argparse.ArgumentParser:
     nw.add_argument("--reps", type=int, default=3)
     nw.add_argument("--chunk-qubits", type=int, default=None, help="default: dasq's for the cluster")
     nw.add_argument("--output", default="network", help="results/OUTPUT.json")
+    gpc = sub.add_parser("_gpupeer")
+    gpc.add_argument("--device")
+    gpc.add_argument("--circuit")
+    gpc.add_argument("--qubits", type=int)
+    gpc.add_argument("--reps", type=int)
+    gpp = sub.add_parser("gpupeer")
+    gpp.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30])
+    gpp.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    gpp.add_argument("--fused", type=int, nargs="+", default=[2, 3, 4], help="qsim's max fused sizes")
+    gpp.add_argument("--reps", type=int, default=3)
+    gpp.add_argument("--device", default="gpu", help="dasq's device (cpu for a dry run)")
+    where = gpp.add_mutually_exclusive_group(required=True)
+    where.add_argument("--qsim-source", help="a qsim checkout: apps/qsim_base_cuda.cu is built with nvcc")
+    where.add_argument("--qsim-binary", help="qsim_base_cuda (or qsim_base) already built")
+    gpp.add_argument("--qsim-commit", default=None, help="the qsim commit, for the results")
+    gpp.add_argument("--output", default="gpupeer", help="results/OUTPUT.json")
+    gcl = sub.add_parser("gpucluster")
+    gcl.add_argument("--workers", type=int, default=2)
+    gcl.add_argument("--qubits", type=int, default=28)
+    gcl.add_argument("--circuits", nargs="+", default=["random", "qft"])
+    gcl.add_argument("--dtype", default="complex128")
+    gcl.add_argument("--chunk-qubits", type=int, default=25)
+    gcl.add_argument("--reps", type=int, default=2)
+    gcl.add_argument("--device", default="gpu", help="gpu, or gpu-twin for a dry run without a GPU")
+    gcl.add_argument("--output", default="gpucluster", help="results/OUTPUT.json")
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")

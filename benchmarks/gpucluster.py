@@ -25,10 +25,10 @@ def _cluster(workers: int, device: str) -> tuple[Any, str]:
 
     kind = "distributed.LocalCluster"
     if device == "gpu":
-        visible = ",".join(["0"] * workers)
         try:
             from dask_cuda import LocalCUDACluster
 
+            visible = _one_gpu_spelled(workers)
             cluster = LocalCUDACluster(
                 CUDA_VISIBLE_DEVICES=visible, n_workers=workers, threads_per_worker=1, dashboard_address=None
             )
@@ -37,6 +37,20 @@ def _cluster(workers: int, device: str) -> tuple[Any, str]:
             kind += f" (dask-cuda failed: {type(exc).__name__}: {exc})"
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
     return cluster, kind
+
+
+def _one_gpu_spelled(workers: int) -> list[str]:
+    """The first GPU, spelled differently for each worker: dask-cuda names a worker by
+    its device and makes one per distinct name, and CUDA takes an index or a UUID."""
+    import pynvml
+
+    if workers > 2:
+        raise ValueError(
+            f"one GPU has two spellings (its index and its UUID), so at most 2 workers, got {workers}"
+        )
+    pynvml.nvmlInit()
+    uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0))
+    return ["0", uuid.decode() if isinstance(uuid, bytes) else uuid][:workers]
 
 
 def _timed(circuit, dtype: str, device: str, client, chunk_qubits: int | None):
@@ -119,9 +133,12 @@ def _devices_seen() -> dict:
 
     import cupy
 
+    props = cupy.cuda.runtime.getDeviceProperties(0)
     return {
         "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "count": cupy.cuda.runtime.getDeviceCount(),
+        "pci_bus": props["pciBusID"],
+        "uuid": bytes(props["uuid"]).hex() if "uuid" in props else None,
     }
 
 

@@ -164,7 +164,12 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
         for name in args.circuits:
             circuit_file = tmp / f"{name}-{n}.qsim"
             circuit_file.write_text(to_qsim_text(circuits.CIRCUITS[name](n)))
-            qsim_runs = {f: run_qsim(binary, circuit_file, f, args.reps) for f in args.fused}
+            qsim_runs, refused = {}, {}
+            for f in args.fused:
+                try:
+                    qsim_runs[f] = run_qsim(binary, circuit_file, f, args.reps)
+                except subprocess.CalledProcessError as exc:  # a fused size qsim does not run
+                    refused[str(f)] = (exc.stdout or "")[-300:] + (exc.stderr or "")[-300:]
             qsim = {f: statistics.median(r["seconds"] for r in runs) for f, runs in qsim_runs.items()}
             best = min(qsim, key=qsim.get)
             found = children.run(
@@ -192,6 +197,7 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
                 "qsim_best_fused": best,
                 "qsim_median": qsim[best],
                 "qsim_runs": {str(f): runs for f, runs in qsim_runs.items()},
+                "qsim_refused": refused,
                 "qsim_process_median": statistics.median(r["process_seconds"] for r in qsim_runs[best]),
                 "max_abs_diff_head": max(abs(a - b) for a, b in zip(ours, theirs, strict=True)),
             }

@@ -43,16 +43,22 @@ else
 fi
 BUILD=$!
 
-log "scaling"
-timeout 210 $PY benchmarks/run.py scaling "${SCALE[@]}" --circuits qft random --reps 3 --output scaling-lent$S \
-  >>"$OUT/log.txt" 2>&1; log "scaling rc=$?"; keep scaling-lent$S
+# each part can be narrowed or skipped (an empty PARTS entry) for a second call
+PARTS=${PARTS:-scaling gpucluster gpupeer}
+read -r -a SCALING_ARGS <<<"${SCALING_ARGS:---circuits qft random --reps 3}"
+read -r -a FUSED <<<"${FUSED:-2 4}"
 
-log "gpucluster"
+[[ " $PARTS " == *" scaling "* ]] && { log "scaling"
+timeout 210 $PY benchmarks/run.py scaling "${SCALE[@]}" "${SCALING_ARGS[@]}" --output scaling-lent$S \
+  >>"$OUT/log.txt" 2>&1; log "scaling rc=$?"; keep scaling-lent$S; }
+
+[[ " $PARTS " == *" gpucluster "* ]] && { log "gpucluster"
 timeout 120 $PY benchmarks/run.py gpucluster --workers 2 "${CL[@]}" --circuits random qft --dtype complex128 \
-  --reps 2 --device $CLDEV --output gpucluster$S >>"$OUT/log.txt" 2>&1; log "gpucluster rc=$?"; keep gpucluster$S
+  --reps 2 --device $CLDEV --output gpucluster$S >>"$OUT/log.txt" 2>&1; log "gpucluster rc=$?"; keep gpucluster$S; }
 
 wait $BUILD; cat "$OUT/nvcc.txt" >>"$OUT/log.txt" 2>/dev/null
-log "gpupeer"
-timeout 130 $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
-  "${PEER[@]}" --circuits qft random --fused 2 4 --reps 3 --device $DEV --output gpupeer$S >>"$OUT/log.txt" 2>&1
-log "gpupeer rc=$?"; keep gpupeer$S
+[[ " $PARTS " == *" gpupeer "* ]] && { log "gpupeer"
+timeout 200 $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
+  "${PEER[@]}" --circuits qft random --fused "${FUSED[@]}" --reps 3 --device $DEV --output gpupeer$S >>"$OUT/log.txt" 2>&1
+log "gpupeer rc=$?"; keep gpupeer$S; }
+true

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The checks for a lent GPU machine (16 cores, one GPU, no package index), as one script
-# of about 8 minutes: the weak-scaling suite (QFT and random), a dask-cuda cluster of 2
+# of about 8 minutes: the weak-scaling suite (QFT and random), a cluster of 2
 # workers sharing the GPU on a 28-qubit state against the one GPU, and qsim's CUDA
 # simulator beside dasq's GPU backend.
 #

@@ -50,31 +50,32 @@ def _fidelity(r: dict) -> str:
     return f"{r[key]:.9f}" + ("" if key.endswith("aer") else f" ({key.rsplit('_', 1)[1]})")
 
 
-def inmemory(d: dict) -> str:
+def inmemory(d: dict, cold: bool = False) -> str:
+    """The warm table; ``cold`` adds each row's cold processes (the README quotes their
+    range in its text)."""
     rows = d["rows"]
     names = [c for c in ORDER if any(c in r["median_seconds"] for r in rows)]
-    cold = any("cold_seconds" in r for r in rows)
+    cold = cold and any("cold_seconds" in r for r in rows)
     isa = " (dasq and qsim restricted to AVX2: `--isa avx2`)" if d.get("isa") == "avx2" else ""
     head = "| circuit | qubits | precision | " + " | ".join(f"{c} s" for c in names)
-    head += " | dasq / fastest peer | memory floor s | dasq / floor |"
+    head += " | dasq / fastest peer | dasq / memory floor |"
     head += " cold dasq s | cold fastest peer s (who) |" if cold else ""
-    head += " lowest fidelity to Aer | passes (stages+relayouts) | peak RSS MiB (" + " / ".join(names) + ") |"
+    head += " lowest fidelity to Aer |"  # passes, the floor's seconds, peak RSS: in the JSON
     out = [f"Machine: {machine_line(d['machine'])}{isa}", "", head, "|" + "---|" * head.count(" |")]
     for r in rows:
-        med, rss = r["median_seconds"], r["peak_rss"]
+        med = r["median_seconds"]
         times = " | ".join(f"{med[c]:.2f}" if c in med else "n/a" for c in names)
         floor = r["memory_limit_seconds"]
         ratio = r["ratio_dasq_to_fastest_peer"]
         line = f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | {times} "
         line += f"| **{ratio:.2f}** " if ratio is not None else "| n/a "
-        line += f"| {floor:.3f} | {med['dasq'] / floor:.1f} "
+        line += f"| {med['dasq'] / floor:.1f} "
         if cold:
             c = r.get("cold_seconds", {})
             peers = {k: v for k, v in c.items() if not k.startswith("dasq")}
             who = min(peers, key=peers.get) if peers else None
             line += f"| {c['dasq']:.2f} | " + (f"{peers[who]:.2f} ({who}) " if who else "n/a ")
-        mem = " / ".join(f"{rss[c] / 2**20:.0f}" if c in rss else "n/a" for c in names)
-        line += f"| {_fidelity(r)} | {r['passes']} ({r['stages']}+{r['relayouts']}) | {mem} |"
+        line += f"| {_fidelity(r)} |"
         out.append(line)
     return "\n".join(out)
 
@@ -365,6 +366,36 @@ def scaling(d: dict) -> str:
     return "\n".join(out)
 
 
+def gpupeer(d: dict) -> str:
+    """dasq's GPU backend beside qsim's CUDA app at its best fused size (every size's
+    median is in the JSON)."""
+    out = [
+        "| circuit | qubits | dasq s | best qsim s (f) | dasq / best qsim | amplitudes differ by |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['dasq_median']:.3f} "
+            f"| {r['qsim_median']:.3f} ({r['qsim_best_fused']}) "
+            f"| {r['dasq_over_qsim']:.2f} | {r['max_abs_diff_head']:.0e} |"
+        )
+    return "\n".join(out)
+
+
+def gpucluster(d: dict) -> str:
+    """Two worker processes with their blocks on one GPU against the GPU in one process."""
+    out = [
+        "| circuit | qubits | blocks | one GPU s | cluster s | received GB | max difference |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['blocks']} | {r['one_gpu_median']:.2f} "
+            f"| {r['cluster_median']:.2f} | {r['received_bytes'] / 1e9:.2f} | {r['max_abs_diff']:.0e} |"
+        )
+    return "\n".join(out)
+
+
 def diskfloor(d: dict) -> str:
     out = ["| qubits | GiB | write s | read+write s |", "|---|---|---|---|"]
     for r in d["rows"]:
@@ -440,6 +471,8 @@ def main() -> None:
         ("estimator", estimator),
         ("density", density),
         ("gpu", gpu),
+        ("gpupeer", gpupeer),
+        ("gpucluster", gpucluster),
         ("relayout_scale", relayout_scale),
         ("scaling", scaling),
         ("diskfloor", diskfloor),

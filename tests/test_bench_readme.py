@@ -174,3 +174,26 @@ def test_the_summary_page_names_only_results_files_that_exist():
     files = {p.name for p in RESULTS.glob("*.json")}
     named = re.findall(r"results/([a-z0-9][\w.*-]*?\.json)", (ROOT / "docs" / "benchmarks.md").read_text())
     assert named and all(fnmatch.filter(files, name) for name in named), named
+
+
+def test_the_lent_gpu_machines_claims_are_the_json_s():
+    """scaling, gpupeer and gpucluster: run by benchmarks/lent_gpu.sh on a lent machine."""
+    at8 = {r["circuit"]: r for r in _load("scaling")["rows"] if r["workers"] == 8}
+    for circuit, word in (("random", "met"), ("qft", "missed")):
+        r = at8[circuit]
+        over = r["efficiency"] / r["threads_efficiency"]
+        assert (over >= 0.9) == (word == "met")
+        said = f"{r['efficiency']:.2f}/{r['threads_efficiency']:.2f} = {over:.2f}x"
+        assert f"{'QFT' if circuit == 'qft' else circuit} {word} ({said}" in FLAT
+    rerun = {r["workers"]: r for r in _load("scaling-qft-0605198")["rows"]}
+    eff = rerun[1]["cluster_median"] / rerun[8]["cluster_median"]
+    threads = rerun[1]["threads_median"] / rerun[8]["threads_median"]
+    assert f"{eff:.2f}/{threads:.2f} = {eff / threads:.2f}x" in FLAT
+    peer = _load("gpupeer")["rows"]
+    qft, random = ([r["dasq_over_qsim"] for r in peer if r["circuit"] == c] for c in ("qft", "random"))
+    assert f"{_span(qft)}x qsim's time on the QFT, {_span(random)}x on random circuits" in FLAT
+    assert all(r["max_abs_diff_head"] < 1e-6 for r in peer)
+    cluster = _load("gpucluster")
+    assert all(r["max_abs_diff"] < 1e-12 and r["fidelity"] > 1 - 1e-12 for r in cluster["rows"])
+    assert "dask-cuda failed" in cluster["machine"]["cluster"]["kind"]  # the README says so
+    assert "the 2 workers are distributed's" in FLAT

@@ -243,10 +243,20 @@ def test_an_include_over_the_size_limit_is_refused_before_reading(program_dir):
     refused(_including(program_dir, "huge.inc"), f"is {MAX_FILE_BYTES + 1} bytes; dasq reads OpenQASM files")
 
 
-def test_an_include_cycle_is_refused(program_dir):
+def test_an_include_cycle_is_refused_where_it_closes(program_dir):
     (program_dir / "a.inc").write_text('include "b.inc";\n')
     (program_dir / "b.inc").write_text('include "a.inc";\n')
-    refused(_including(program_dir, "a.inc"), f"includes nest more than {MAX_INCLUDE_DEPTH} deep")
+    refused(
+        _including(program_dir, "a.inc"), r"include 'a.inc' is an include cycle \(a.inc -> b.inc -> a.inc\)"
+    )
+    (program_dir / "self.inc").write_text('include "self.inc";\n')
+    refused(_including(program_dir, "self.inc"), r"is an include cycle \(self.inc -> self.inc\)")
+
+
+def test_includes_nested_too_deep_are_refused(program_dir):
+    for k in range(MAX_INCLUDE_DEPTH + 1):
+        (program_dir / f"n{k}.inc").write_text(f'include "n{k + 1}.inc";\n' if k < MAX_INCLUDE_DEPTH else "")
+    refused(_including(program_dir, "n0.inc"), f"includes nest more than {MAX_INCLUDE_DEPTH} deep")
 
 
 def _same(circuit: dasq.Circuit, other: dasq.Circuit) -> bool:

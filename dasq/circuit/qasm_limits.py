@@ -257,6 +257,7 @@ class _Includes:
 
     search: tuple[str, ...]
     roots: tuple[str, ...]
+    reading: list[str] = field(default_factory=list)  # the real paths being included, outermost first
 
 
 @dataclass(frozen=True)
@@ -327,6 +328,9 @@ def _include(
             where, f"includes nest more than {MAX_INCLUDE_DEPTH} deep at include {name!r} (an include cycle?)"
         )
     path = _resolve(name, directory, where, includes)
+    if path in includes.reading:
+        cycle = [os.path.basename(p) for p in includes.reading[includes.reading.index(path) :]]
+        raise refuse(where, f"include {name!r} is an include cycle ({' -> '.join([*cycle, cycle[0]])})")
     try:
         text = read_file(path, "it", nofollow=True)
     except ValidationError as exc:
@@ -337,7 +341,9 @@ def _include(
             where, f"the program and its includes exceed {_mib(MAX_FILE_BYTES)}, the most dasq reads"
         )
     origin = Where(1, name, where)
+    includes.reading.append(path)
     inner = _prepare_file(text, os.path.dirname(path), origin, depth + 1, includes, totals)
+    includes.reading.pop()
     return inner.replace("\r", " ").replace("\n", " ")
 
 

@@ -9,7 +9,7 @@ affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in d
 default 250,000; see dasq/circuit/qasm_limits.py)
 ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
 "packed", "tasks" or "p2p"; see dasq/engine/layers.py) and ``dasq.device`` (where
-blocks live when ``simulate`` is given no ``device``: "cpu", "gpu" or "gpu-twin";
+blocks live when ``simulate`` is given no ``device``: "cpu", "gpu", "gpu:N" or "gpu-twin";
 ``DASK_DASQ__DEVICE=gpu`` in the environment runs a whole test suite on a GPU).
 Stores on object stores (dasq/storage/lease.py): ``dasq.lease-seconds`` (how long a
 writer's lease lasts, default 60), ``dasq.lease-clock-skew`` (the bound assumed on

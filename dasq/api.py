@@ -12,7 +12,7 @@ import numpy as np
 
 from dasq import _config
 from dasq.backend.base import Backend
-from dasq.backend.registry import BACKENDS, get_backend
+from dasq.backend.registry import get_backend
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
@@ -30,8 +30,9 @@ from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix, initial_choi
 from dasq.state.shots import Result, run_branches, sample_branches
-from dasq.state.statevector import StateVector
+from dasq.state.statevector import StateVector, qiskit_state
 from dasq.state.trajectories import Trajectories, refuse_conditions, run_trajectories
+from dasq.storage.location import check_creatable
 from dasq.storage.store import describe_store, verify_store
 
 __all__ = ["info", "plan", "resume", "run", "simulate"]
@@ -64,67 +65,86 @@ def simulate(
 ) -> StateVector | DensityMatrix | Trajectories:
     """Simulate ``circuit`` on a state held as blocks of 2^chunk_qubits amplitudes.
 
-    ``dtype``: "complex128" (default) or "complex64". ``chunk_qubits``: local qubits
-    per block (default: from the cores of ``client``'s workers, or of this machine,
-    and dask config ``dasq.chunk-qubits``). ``client``: a ``distributed.Client``
-    whose workers hold the blocks (default: Dask's default client, else threads).
-    ``progress``: a progress bar over the plan's steps.
-
     The returned state's blocks are computed once (persisted in memory, futures on
     ``client`` or Dask's default distributed client, or written to ``store``), so any
     number of read-outs (``to_numpy``, ``probabilities``, ``sample``...) never re-run
-    the circuit. ``lazy=True`` keeps the lazy graph instead, for composing more Dask
-    work. Mid-circuit measurements draw their outcomes from ``seed``.
+    the circuit. Terminal measurements into classical bits are not applied: the state
+    is the one they would sample (use ``dasq.run`` for counts). Other measurements and
+    resets collapse it on outcomes drawn from ``seed`` (one trajectory); so do
+    conditioned blocks (``Circuit.if_test``), which read the outcomes drawn before them.
 
-    ``parameters``: values for the circuit's symbolic parameters (a mapping by name
-    or Parameter, or a sequence in ``circuit.parameters`` order).
+    Args:
+        circuit: The ``dasq.Circuit`` to run.
+        density: Return a ``DensityMatrix`` (held as its 2N-qubit Choi vector;
+            ``chunk_qubits`` then counts its qubits, 0..2N): channels
+            (``c.depolarize``, ``c.kraus``...) and resets are applied exactly,
+            mid-circuit measurements collapse on drawn outcomes.
+        initial: None (|0...0>), a basis-state int, an array of 2^n amplitudes, a
+            ``StateVector``, or a ``qiskit.quantum_info.Statevector`` (Qiskit numbers
+            qubits as dasq does); with ``density=True`` also a 2^n x 2^n matrix, a
+            ``DensityMatrix`` or Qiskit's ``DensityMatrix``.
+        dtype: "complex128" or "complex64".
+        chunk_qubits: Local qubits per block (default: from the cores of ``client``'s
+            workers, or of this machine, and dask config ``dasq.chunk-qubits``).
+        store: A path ("path.zarr") to run out of core: the state lives in a zarr
+            group on disk, each stage streams it block by block within
+            ``memory_limit``, and an interrupted run continues with ``dasq.resume``.
+            Or an fsspec URL (``"s3://bucket/run.zarr"``, ``"gs://..."``,
+            ``"memory://..."``), whose credentials and endpoint come from fsspec's
+            configuration (``fsspec.config.conf``, ``FSSPEC_S3_ENDPOINT_URL``..., see
+            dasq.storage.location) on every process that touches the store; there a
+            lease keeps one writer at a time (dasq.storage.lease). Stored chunks
+            carry a crc32c checksum.
+        memory_limit: Working memory of a stored run, bytes or "4GiB" (default a
+            quarter of RAM). Without ``store`` it only refuses runs that cannot fit.
+        client: A ``distributed.Client`` whose workers hold the blocks (default:
+            Dask's default client, else threads).
+        seed: Seeds the outcomes of mid-circuit measurements.
+        progress: A progress bar over the plan's steps (on a cluster, distributed's
+            progress: a widget in Jupyter).
+        method: "planned" groups the circuit into stages (one pass over the blocks
+            each, gates fused into groups of at most ``fusion_size`` qubits, one fused
+            relayout between stages); "per-operation" lowers every operation on its
+            own (the reference, with the communication of the seed paper's
+            algorithms); "auto" plans unless an operation is wider than the blocks.
+        fusion_size: The widest fused group, in qubits (default: the device's, or
+            dask config ``dasq.fusion-size``).
+        compression: A stored run's lossless chunk codec, "zstd" or "blosc".
+        keep_bits: A stored run's lossy bit rounding (mantissa bits kept), whose
+            cost is in ``state.storage_fidelity``.
+        lazy: Keep the lazy graph instead of computed blocks, for composing more
+            Dask work.
+        relayout_method: How relayouts become tasks: "views", "packed", "tasks" or
+            "p2p" (default: views on one machine, packed on a distributed client, or
+            dask config ``dasq.relayout-method``).
+        relayout_compression: On a cluster, relayout pieces that cross workers
+            travel compressed, "zstd" or "blosc" (lossless; dask config
+            ``dasq.relayout-compression``). In one process nothing travels.
+        relayout_keep_bits: Lossy bit rounding of those pieces first (dask config
+            ``dasq.relayout-keep-bits``), whose cost is in
+            ``state.report.relayout_fidelity``.
+        parameters: Values for the circuit's symbolic parameters (a mapping by name
+            or Parameter, or a sequence in ``circuit.parameters`` order).
+        noise_model: A ``dasq.NoiseModel`` whose channels and readout errors are
+            added to the circuit first.
+        trajectories: Sample the channels on this many statevectors instead of a
+            density matrix (a ``dasq.Trajectories``: averages with standard errors),
+            for states too large for one.
+        device: "cpu" (numpy + numba), "gpu" (blocks in GPU memory as cupy arrays,
+            CUDA kernels; one GPU, or one per worker of a dask-cuda cluster passed
+            as ``client``), "gpu:N" (GPU N, as ``cupy.cuda.Device(N)`` numbers the
+            GPUs of the process holding the blocks; "cuda" and "cuda:N" are the
+            same) or "gpu-twin" (the gpu code on numpy, for tests without a GPU);
+            default dask config ``dasq.device``, else "cpu".
 
-    ``initial``: None (|0...0>), a basis-state int, an array of 2^n amplitudes, or a
-    StateVector. ``method``: "planned" groups the circuit into stages (one pass over
-    the blocks each, gates fused into groups of at most ``fusion_size`` qubits, one
-    fused relayout between stages); "per-operation" lowers every operation on its own
-    (the reference, with the communication of the seed paper's algorithms); "auto"
-    (default) plans unless an operation is wider than the blocks. ``relayout_method``
-    ("views", "packed", "tasks", "p2p"; default: views on one machine, packed on a
-    distributed client, or dask config ``dasq.relayout-method``) says how relayouts
-    become tasks.
+    Returns:
+        A ``StateVector``; a ``DensityMatrix`` with ``density=True``; a
+        ``Trajectories`` with ``trajectories``.
 
-    Terminal measurements into classical bits are not applied: the state is the one
-    they would sample (use :func:`run` for counts). Other measurements and resets
-    collapse it on outcomes drawn from ``seed`` (one trajectory); so do conditioned
-    blocks (``Circuit.if_test``), which read the outcomes drawn before them.
-
-    ``store="path.zarr"`` runs out of core: the state lives in a zarr group on disk,
-    each stage streams it block by block within ``memory_limit`` (bytes or "4GiB";
-    default a quarter of RAM) of working memory, and an interrupted run continues
-    with :func:`dasq.resume`. ``store`` may be an fsspec URL instead
-    (``"s3://bucket/run.zarr"``, ``"gs://..."``, ``"memory://..."``), whose
-    credentials and endpoint come from fsspec's configuration (``fsspec.config.conf``,
-    ``FSSPEC_S3_ENDPOINT_URL``..., see dasq.storage.location) on every process
-    that touches the store; there a lease keeps one writer at a time (dasq.storage.lease).
-    Stored chunks carry a crc32c checksum;
-    ``compression`` ("zstd" or "blosc") is lossless, ``keep_bits`` (mantissa bits
-    kept) is lossy bit rounding whose cost is in ``state.storage_fidelity``.
-    Without ``store``, ``memory_limit`` only refuses runs that cannot fit.
-
-    On a cluster, relayout pieces that cross workers can travel compressed:
-    ``relayout_compression`` ("zstd" or "blosc", lossless; dask config
-    ``dasq.relayout-compression``) and ``relayout_keep_bits`` (lossy bit rounding
-    first; ``dasq.relayout-keep-bits``), whose cost is in
-    ``state.report.relayout_fidelity``. In one process nothing travels and they do nothing.
-
-    ``density=True`` returns a :class:`DensityMatrix` (held as its 2N-qubit Choi
-    vector; ``chunk_qubits`` counts its qubits, 0..2N): channels (``c.depolarize``,
-    ``c.kraus``...) and resets are applied exactly, mid-circuit measurements collapse
-    on drawn outcomes. ``noise_model`` (a :class:`dasq.NoiseModel`) adds its channels
-    and readout errors to the circuit first. ``trajectories=T`` samples the channels
-    on T statevectors instead (a :class:`dasq.Trajectories`: averages with standard
-    errors), for states too large for a density matrix.
-
-    ``device``: "cpu" (numpy + numba), "gpu" (blocks in GPU memory as cupy arrays,
-    CUDA kernels; one GPU, or one per worker of a dask-cuda cluster passed as
-    ``client``) or "gpu-twin" (the gpu code on numpy, for tests without a GPU);
-    default dask config ``dasq.device``, else "cpu".
+    Raises:
+        ValidationError: A setting out of range, or a run that cannot fit in memory.
+        StoreError: A store that cannot be created, opened or resumed.
+        TypeError: An argument of the wrong type.
     """
     given = dict(locals())  # the keyword arguments as given: one request, validated once
     request = make_request(given.pop("circuit"), given)
@@ -133,7 +153,7 @@ def simulate(
 
 @dataclass(frozen=True)
 class Request:
-    """One :func:`simulate` call, validated: what the runner of its mode reads.
+    """One ``simulate`` call, validated: what the runner of its mode reads.
     ``circuit`` is bound, with the noise model's channels added (a density run's
     resets written as channels); ``chunk_qubits`` None: the mode's default."""
 
@@ -232,6 +252,7 @@ def _run_stored(request: Request) -> StateVector | DensityMatrix:
         )
     basis = 0 if request.initial is None else v.check_basis(request.initial, n)
     body = circuit.remove_final_measurements()
+    check_creatable(request.store)  # an unwritable directory says so (it reports 0 bytes free)
     return simulate_to_store(
         choi_circuit(body) if request.density else body,
         store=request.store,
@@ -334,12 +355,8 @@ RUNNERS = {
 def _device_backend(device: str | None) -> Backend:
     """The backend of ``device`` (or of dask config ``dasq.device``), checked now: a
     GPU run without cupy or a device fails here, before any graph is built."""
-    name = _config.device_name(device)
-    if not isinstance(name, str):
-        raise TypeError(f"device must be a string, got {type(name).__name__}")
-    v.check_choice(name, sorted(BACKENDS), "device")
-    backend = get_backend(name)
-    backend.meta("complex64")  # imports cupy and finds a device, or says why not
+    backend = get_backend(_config.device_name(device))  # a name it does not know is refused there
+    backend.meta("complex64")  # imports cupy and finds the device (GPU N of "gpu:N"), or says why not
     return backend
 
 
@@ -351,15 +368,26 @@ def run(
     memory: bool = False,
     **options: Any,
 ) -> Result:
-    """Run ``circuit`` for ``shots`` shots and return counts of its classical bits,
-    keyed as Qiskit Aer keys them (``result.counts``; ``result.memory`` per shot with
-    ``memory=True``). ``options`` are :func:`simulate`'s.
+    """Run ``circuit`` for ``shots`` shots and count the values of its classical bits.
 
     Terminal measurements are sampled from the final state. Mid-circuit measurements,
     resets and conditioned blocks split the shots between the outcomes by their
     probabilities, so the counts follow the circuit's true distribution and the cost
-    grows with the distinct branches (at most 2 per measurement), not the shots. The
-    same ``seed`` gives the same counts for any chunking, executor or store.
+    grows with the distinct branches (at most 2 per measurement), not the shots.
+
+    Args:
+        circuit: The ``dasq.Circuit``; it must measure into classical bits.
+        shots: How many shots.
+        seed: Seeds the samples: the same seed gives the same counts for any
+            chunking, executor or store.
+        memory: Also keep each shot's outcome (``result.memory``).
+        **options: ``dasq.simulate``'s settings (not ``lazy`` or ``trajectories``).
+
+    Returns:
+        A ``Result``: ``result.counts`` keyed as Qiskit Aer keys them.
+
+    Raises:
+        ValidationError: A circuit that measures nothing, or a setting out of range.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
@@ -399,7 +427,7 @@ def run(
 
 
 def simulate_settings(*set_elsewhere: str) -> tuple[str, ...]:
-    """:func:`simulate`'s keyword settings, less those a caller sets itself: what the
+    """``simulate``'s keyword settings, less those a caller sets itself: what the
     Qiskit backend, the Cirq simulator and the PennyLane device accept as options."""
     return tuple(p for p in inspect.signature(simulate).parameters if p not in {"circuit", *set_elsewhere})
 
@@ -490,9 +518,19 @@ def plan(
     fusion_size: int | None = None,
 ) -> PhysicalPlan:
     """The physical plan ``simulate`` would run on ``circuit`` from a basis state
-    (terminal measurements left to sampling), without simulating:
-    ``print(plan)`` shows one line per step, ``plan.to_json()`` its data.
-    ``chunk_qubits``, ``method`` and ``fusion_size`` as in :func:`simulate`."""
+    (terminal measurements left to sampling), without simulating.
+
+    Args:
+        circuit: The ``dasq.Circuit`` (without conditioned blocks: they have a plan
+            per branch).
+        chunk_qubits: Local qubits per block, as in ``dasq.simulate``.
+        method: "auto", "planned" or "per-operation", as in ``dasq.simulate``.
+        fusion_size: The widest fused group, as in ``dasq.simulate``.
+
+    Returns:
+        A ``PhysicalPlan``: ``print(plan)`` shows one line per step,
+        ``plan.to_json()`` its data.
+    """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     n = circuit.num_qubits
@@ -512,11 +550,19 @@ def plan(
 def warm_up(
     client: Any = None, *, dtypes: Any = ("complex128", "complex64"), fusion_size: int | None = None
 ) -> dict[str, float]:
-    """Compile (or load from numba's on-disk cache) the kernels runs in ``dtypes`` with
-    groups of up to ``fusion_size`` qubits use, before the first run: in this process,
-    or, given a ``client``, on each of its workers, now and as later ones join (a
-    worker plugin). Seconds it took, per process ("local" or the worker's address).
-    ``dask worker --preload dasq.worker`` warms workers as they start instead."""
+    """Compile (or load from numba's on-disk cache) the kernels runs use, before the
+    first run. ``dask worker --preload dasq.worker`` warms workers as they start instead.
+
+    Args:
+        client: A ``distributed.Client``: warm each of its workers, now and as later
+            ones join (a worker plugin). None: this process.
+        dtypes: The dtypes whose kernels to compile (one name, or several).
+        fusion_size: The widest fused group to compile for (default: the CPU
+            backend's, or dask config ``dasq.fusion-size``).
+
+    Returns:
+        Seconds it took, per process ("local" or the worker's address).
+    """
     from dasq.engine.warmup import warm_cluster
     from dasq.engine.warmup import warm_up as warm_here
 
@@ -531,10 +577,20 @@ def warm_up(
 
 
 def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:
-    """What the zarr ``store`` (a path or an fsspec URL) holds: qubits, dtype, layout, stages done/total,
-    codec, disk used/needed.
-    With ``verify=True`` every chunk of the current state is read and checked (its
-    place, its stage and its checksum) first; a damaged store raises StoreError."""
+    """What a dasq store holds: qubits, dtype, layout, stages done/total, codec, disk
+    used/needed.
+
+    Args:
+        store: The zarr store, a path or an fsspec URL.
+        verify: First read and check every chunk of the current state (its place, its
+            stage and its checksum).
+
+    Returns:
+        A dict of those facts (``"verified"`` added with ``verify=True``).
+
+    Raises:
+        StoreError: Not a dasq store, or (with ``verify``) a damaged one.
+    """
     facts = describe_store(store)
     if verify:
         facts["verified"] = verify_store(store)
@@ -545,6 +601,19 @@ def _initial_blocks(initial: Any, n: int, L: int, dtype: str) -> tuple[da.Array,
     """Blocks of 2^L amplitudes for an initial state, and their layout."""
     size = 1 << n
     logical = tuple(range(n))
+    from_qiskit = qiskit_state(initial)
+    if from_qiskit is not None:
+        kind = type(initial).__name__
+        if from_qiskit.ndim != 1:
+            raise ValidationError(
+                f"the initial {kind} is a density matrix: start a density-matrix run from it "
+                "(density=True), or pass a Statevector"
+            )
+        if from_qiskit.shape != (size,):
+            raise ValidationError(
+                f"the initial {kind} has {from_qiskit.size.bit_length() - 1} qubits, the circuit {n}"
+            )
+        initial = from_qiskit
     if isinstance(initial, StateVector):
         if initial.num_qubits != n:
             raise ValidationError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")
@@ -564,6 +633,6 @@ def _initial_blocks(initial: Any, n: int, L: int, dtype: str) -> tuple[da.Array,
         v.check_initial_amplitudes(bool(finite), float(norm))
         return arr.astype(dtype).rechunk(1 << L, method="tasks"), logical
     raise TypeError(
-        "initial must be None, a basis-state int, an array of amplitudes or a StateVector, "
-        f"got {type(initial).__name__}"
+        "initial must be None, a basis-state int, an array of amplitudes, a dasq StateVector or a "
+        f"qiskit.quantum_info Statevector, got {type(initial).__name__}"
     )

@@ -150,15 +150,26 @@ def resume(
     progress: bool = False,
     device: str | None = None,
 ) -> StateVector | DensityMatrix:
-    """Finish the run stored in ``store`` (after a crash or a kill) and return its state
-    (a DensityMatrix when the store holds one).
+    """Finish the run stored in ``store`` (after a crash or a kill) and return its state.
 
-    With ``circuit``, refuse unless the store holds a run of that very circuit. A
-    complete store is simply opened. Nothing read from the store is executed: the
-    circuit comes back from its JSON record and is planned again. ``client``: a
-    distributed client whose workers run the stages (default: threads here);
-    ``progress``: a progress bar per stage; ``device``: where the stages run ("cpu",
-    "gpu"; default dask config ``dasq.device``, else "cpu"), as in :func:`dasq.simulate`.
+    A complete store is simply opened. Nothing read from the store is executed: the
+    circuit comes back from its JSON record and is planned again.
+
+    Args:
+        store: the store's path or fsspec URL, as given to ``simulate(store=...)``.
+        circuit: if given, refuse unless the store holds a run of that very circuit.
+        client: a ``distributed.Client`` whose workers run the stages (default: threads
+            in this process).
+        progress: show a progress bar per stage.
+        device: where the stages run ("cpu", "gpu", "gpu:N"; default dask config
+            ``dasq.device``, else "cpu"), as in [`dasq.simulate`][dasq.simulate].
+
+    Returns:
+        The final state: a `StateVector`, or a `DensityMatrix` when the store holds one.
+
+    Raises:
+        StoreError: the store is missing, damaged, held by another writer, or holds
+            another circuit's run.
     """
     device = _config.device_name(device)
     client = check_client(client)

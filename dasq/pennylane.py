@@ -5,12 +5,14 @@ dasq (blocks in memory, on a Dask cluster or out of core) by changing only that 
 ``qml.device("dasq.qubit", wires=...)``. The device follows PennyLane's current
 ``pennylane.devices.Device`` API:
 
-- ``preprocess_transforms`` defers mid-circuit measurements, decomposes every operation
-  until dasq applies it directly (its gates, controlled versions of them, and any
-  small dense matrix as ``Circuit.unitary``), validates wires, measurements and
-  observables, splits non-commuting observables of finite-shot tapes and expands
-  parameter broadcasting;
-- ``execute`` converts each tape to one :class:`dasq.Circuit`, simulates it once with the
+- ``preprocess_transforms`` defers mid-circuit measurements (postselection included:
+  ``qml.measure(w, postselect=b)`` becomes a projection, as on default.qubit),
+  decomposes every operation until dasq applies it directly (its gates, controlled
+  versions of them, and any small dense matrix as ``Circuit.unitary``), validates
+  wires, measurements and observables, splits non-commuting observables of
+  finite-shot tapes and expands parameter broadcasting;
+- ``execute`` converts each tape to dasq circuits (one, or one per stretch between
+  postselections, whose projections renormalise the state), simulates them once with the
   device's dasq settings (``dtype``, ``chunk_qubits``, ``client``, ``store``...) and
   reads every measurement from that one state. Pauli expectations, marginals and
   samples reduce the blocks where they live; only ``qml.state()`` and the read-outs
@@ -33,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,7 @@ try:
     )
     from pennylane.operation import Operator
     from pennylane.ops import BasisState, Controlled, DiagonalQubitUnitary, Prod, QubitUnitary, SProd, Sum
+    from pennylane.ops.qubit.observables import BasisStateProjector
     from pennylane.pauli import PauliSentence
     from pennylane.tape import QuantumScript
     from pennylane.transforms import broadcast_expand, defer_measurements, split_non_commuting
@@ -93,7 +96,7 @@ _SET_BY_DEVICE = {"circuit", "initial", "parameters", "seed"}  # the device sets
 _REFUSED = {"density", "lazy", "noise_model", "trajectories"}  # PennyLane reads a computed pure state
 SIMULATE_OPTIONS = simulate_settings(*_SET_BY_DEVICE, *_REFUSED)
 _SIMULATE_DTYPE = inspect.signature(simulate).parameters["dtype"].default  # when the device names none
-"""The :func:`dasq.simulate` settings the device takes as keyword options."""
+"""The ``dasq.simulate`` settings the device takes as keyword options."""
 
 _NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}
 Applier = Callable[[Circuit, Operator, list[int], dict[str, Any]], object]
@@ -175,6 +178,8 @@ def supports_operation(op: Operator) -> bool:
     """Whether the device applies ``op`` without decomposing it (the decompose stopping condition)."""
     if op.name in GATES or op.name in _NOTHING or op.name == "GlobalPhase":
         return True
+    if isinstance(op, BasisStateProjector):  # a postselection (Postselect)
+        return True
     if isinstance(op, Controlled) and _controllable(op.base):
         return True
     return _dense_ok(op)
@@ -207,7 +212,7 @@ def pauli_sentence(obs: Operator) -> PauliSentence | None:
 
 
 def _pauli_ready(obs: Operator) -> bool:
-    """Whether :func:`pauli_sentence` gives ``obs`` a sentence (without computing it)."""
+    """Whether ``pauli_sentence`` gives ``obs`` a sentence (without computing it)."""
     if obs.pauli_rep is not None:
         return True
     if isinstance(obs, SProd):
@@ -242,19 +247,51 @@ def split_sampled(tape: QuantumScript) -> tuple[Sequence[QuantumScript], Callabl
     return split_non_commuting(tape)
 
 
+@dataclass(frozen=True)
+class Postselect:
+    """Keep the branch in which ``qubits`` read ``bits`` and renormalise: the
+    ``BasisStateProjector`` that ``defer_measurements`` writes for
+    ``qml.measure(w, postselect=b)`` (and any basis-state Projector applied as an
+    operation, as default.qubit reads one)."""
+
+    qubits: tuple[int, ...]
+    bits: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A tape's operations as dasq circuits: ``parts[0]``, then for each postselection
+    the projection and the next part (``len(parts) == len(postselections) + 1``)."""
+
+    parts: tuple[Circuit, ...]
+    postselections: tuple[Postselect, ...]
+
+    def key(self) -> tuple:
+        return (tuple(c.fingerprint() for c in self.parts), self.postselections)
+
+
 class _Converter:
-    """A tape's operations as one dasq Circuit on the device's wires (wires[q] is qubit q)."""
+    """A tape's operations as dasq circuits on the device's wires (wires[q] is qubit q),
+    cut where a postselection projects the state."""
 
     def __init__(self, wires: Wires) -> None:
         self.index = {w: q for q, w in enumerate(wires)}
         self.circuit = Circuit(len(wires))
         self.phase = 0.0
+        self.parts: list[Circuit] = []
+        self.postselections: list[Postselect] = []
 
     def qubits(self, wires: Wires) -> list[int]:
         return [self.index[w] for w in wires]
 
     def add(self, op: Operator) -> None:
         if op.name in _NOTHING:
+            return
+        if isinstance(op, BasisStateProjector):
+            bits = np.asarray(qml.math.toarray(op.parameters[0])).astype(int).ravel()
+            self.parts.append(self.circuit)
+            self.postselections.append(Postselect(tuple(self.qubits(op.wires)), tuple(int(b) for b in bits)))
+            self.circuit = Circuit(len(self.index))
             return
         if op.name == "GlobalPhase":  # PennyLane's GlobalPhase(phi) is exp(-i phi)
             self.phase -= _angles(op)[0]
@@ -273,9 +310,10 @@ class _Converter:
             for part in op.decomposition():
                 self.add(part)
 
-    def finish(self) -> Circuit:
+    def finish(self) -> Program:
+        """The circuits; the global phase rides on the last (it commutes with projections)."""
         self.circuit.global_phase = float(np.angle(np.exp(1j * self.phase)))
-        return self.circuit
+        return Program((*self.parts, self.circuit), tuple(self.postselections))
 
 
 def initial_state(op: Operator, wires: Wires) -> int | np.ndarray:
@@ -323,7 +361,7 @@ def _initial_key(initial: int | np.ndarray | None) -> object:
 class DasqDevice(Device):
     """PennyLane's ``dasq.qubit`` device: ``qml.device("dasq.qubit", wires=4, seed=7)``.
 
-    Keyword options are dasq's own :func:`dasq.simulate` settings (``dtype``,
+    Keyword options are dasq's own ``dasq.simulate`` settings (``dtype``,
     ``chunk_qubits``, ``client``, ``store``, ``memory_limit``, ``device``, ``progress``...;
     all names in ``SIMULATE_OPTIONS``), used for every circuit the device runs, and
     ``seed`` (an int, a numpy Generator, None, or "global": drawn from numpy's global
@@ -333,7 +371,10 @@ class DasqDevice(Device):
 
     Supports state preparation (``BasisState``, ``StatePrep`` as a circuit's first
     operation), every operation PennyLane can decompose to dasq's gates or to small dense
-    matrices, mid-circuit measurements by deferral, ``expval``/``var`` of Pauli sums and
+    matrices, mid-circuit measurements by deferral, postselection as default.qubit does it
+    (the state projected and renormalised; with shots, ``postselect_mode="hw-like"`` (the
+    default) keeps Binomial(shots, p) of them, ``"fill-shots"`` all; an outcome of
+    probability 0 gives NaN), ``expval``/``var`` of Pauli sums and
     small matrix observables, ``probs``, ``sample``, ``counts``, ``state`` and the other
     state read-outs, analytic or with shots (shot vectors included). Derivatives come
     from PennyLane's parameter shift (``diff_method="parameter-shift"`` or ``"best"``).
@@ -388,7 +429,7 @@ class DasqDevice(Device):
         measurements and observables, split non-commuting observables of finite-shot
         tapes, expand broadcasting."""
         program = _Pipeline()
-        program.add_transform(defer_measurements, allow_postselect=False)
+        program.add_transform(defer_measurements, allow_postselect=True)
         program.add_transform(
             decompose,
             stopping_condition=supports_operation,
@@ -425,8 +466,9 @@ class DasqDevice(Device):
         batch = [circuits] if single else list(circuits)
         extra = execution_config.device_options if execution_config is not None else {}
         options = {**self._options, **extra}
-        states: dict[tuple, StateVector] = {}
-        results = tuple(self._run(tape, options, states) for tape in batch)
+        mode = execution_config.mcm_config.postselect_mode if execution_config is not None else None
+        states: dict[tuple, Simulated] = {}
+        results = tuple(self._run(tape, options, states, mode) for tape in batch)
         if self.tracker.active:
             self.tracker.update(batches=1, batch_len=len(batch))
             for tape, result in zip(batch, results):
@@ -438,7 +480,9 @@ class DasqDevice(Device):
     def _wire_order(self, tape: QuantumScript) -> Wires:
         return self.wires if self.wires is not None else tape.wires
 
-    def _run(self, tape: QuantumScript, options: dict[str, Any], states: dict[tuple, StateVector]) -> Any:
+    def _run(
+        self, tape: QuantumScript, options: dict[str, Any], states: dict[tuple, Simulated], mode: str | None
+    ) -> Any:
         wires = self._wire_order(tape)
         if not wires:
             raise DeviceError("dasq.qubit needs at least one wire: the circuit acts on none")
@@ -448,11 +492,30 @@ class DasqDevice(Device):
             ops, initial = ops[1:], initial_state(ops[0], wires)
         for op in ops:
             converter.add(op)
-        state = _simulated(converter.finish(), initial, options, states)
+        run = _simulated(converter.finish(), initial, options, states)
         if not tape.shots:
-            values = [self._analytic(mp, state, wires, converter.index) for mp in tape.measurements]
+            if run.probability == 0.0:
+                values = [_undefined(mp, wires) for mp in tape.measurements]
+            else:
+                values = [self._analytic(mp, run.state, wires, converter.index) for mp in tape.measurements]
             return values[0] if len(values) == 1 else tuple(values)
-        return self._sampled(tape, state, wires, converter.index)
+        return self._sampled(tape, run.state, wires, self._kept_shots(tape, run.probability, mode))
+
+    def _kept_shots(self, tape: QuantumScript, probability: float | None, mode: str | None) -> list[int]:
+        """The shots of each entry of the shot vector that pass the tape's postselection,
+        as default.qubit keeps them: drawn Binomial(shots, p) (postselect_mode "hw-like",
+        the default: the shots a device would keep), or all of them ("fill-shots")."""
+        entries = list(tape.shots)
+        if probability is None:
+            return entries
+        if mode == "fill-shots":
+            if probability == 0.0:
+                raise RuntimeError(
+                    "the postselected mid-circuit measurement outcome has probability 0, so "
+                    "postselect_mode='fill-shots' has no state to fill the shots from"
+                )
+            return entries
+        return [int(self._rng.binomial(shots, probability)) for shots in entries]
 
     def _analytic(self, mp: MeasurementProcess, state: StateVector, wires: Wires, index: dict) -> Any:
         if isinstance(mp, (ExpectationMP, VarianceMP)) and isinstance(mp.obs, Operator):
@@ -475,16 +538,19 @@ class DasqDevice(Device):
         amplitudes = to_pennylane_order(state.to_numpy(), state.num_qubits)
         return mp.process_state(amplitudes, wire_order=wires)
 
-    def _sampled(self, tape: QuantumScript, state: StateVector, wires: Wires, index: dict) -> Any:
-        """Every entry of the shot vector drawn afresh; measurements in one basis share samples."""
+    def _sampled(self, tape: QuantumScript, state: StateVector, wires: Wires, entries: list[int]) -> Any:
+        """Every entry of the shot vector (``entries`` shots each) drawn afresh;
+        measurements in one basis share samples."""
         bases: dict[tuple, StateVector] = {}
         per_entry = []
-        for shots in tape.shots:
+        for shots in entries:
             drawn: dict[tuple, np.ndarray] = {}
             values = []
             for mp in tape.measurements:
                 gates = mp.diagonalizing_gates() if isinstance(mp.obs, Operator) else []
                 key = _gates_key(gates)
+                if key not in drawn and not shots:  # every shot postselected away
+                    drawn[key] = np.zeros((0, state.num_qubits), dtype=np.int64)
                 if key not in drawn:
                     if key not in bases:
                         bases[key] = _rotated(state, mp, wires) if gates else state
@@ -509,18 +575,63 @@ def _rotated(state: StateVector, mp: MeasurementProcess, wires: Wires) -> StateV
     return state.apply(converter.circuit)
 
 
+@dataclass(frozen=True)
+class Simulated:
+    """A tape's final state and the probability of its postselected outcomes (None when
+    it postselects nothing; 0.0: an impossible outcome, after which ``state`` is the one
+    before that projection and no measurement of the tape is defined)."""
+
+    state: StateVector
+    probability: float | None
+
+
+def _undefined(mp: MeasurementProcess, wires: Wires) -> Any:
+    """An analytic result after a postselection of probability 0: NaN, as default.qubit
+    gives (it divides the state by its zero norm)."""
+    if isinstance(mp, (ExpectationMP, VarianceMP)):
+        return np.float64(np.nan)
+    if isinstance(mp, ProbabilityMP):
+        return np.full(1 << len(mp.wires or wires), np.nan)
+    return mp.process_state(np.full(1 << len(wires), np.nan, dtype=complex), wire_order=wires)
+
+
+def _postselected(state: StateVector, select: Postselect) -> tuple[StateVector, float]:
+    """``state`` projected on ``select``'s outcomes and renormalised, and their
+    probability; (``state``, 0.0) when that probability is 0 (a norm within 1e-8 of 0, as
+    default.qubit decides it)."""
+    probability = 1.0
+    for qubit, bit in zip(select.qubits, select.bits):
+        p = float(state.probabilities([qubit])[bit])
+        if np.isclose(np.sqrt(max(p, 0.0)), 0.0, rtol=0.0, atol=1e-8):
+            return state, 0.0
+        state = state.projected(qubit, bit, p)
+        probability *= p
+    return state, probability
+
+
 def _simulated(
-    circuit: Circuit,
+    program: Program,
     initial: int | np.ndarray | None,
     options: dict[str, Any],
-    states: dict[tuple, StateVector],
-) -> StateVector:
-    """One dasq.simulate per distinct (circuit, initial state) of a batch."""
-    key = (circuit.fingerprint(), _initial_key(initial))
+    states: dict[tuple, Simulated],
+) -> Simulated:
+    """One dasq.simulate per distinct (program, initial state) of a batch; each
+    postselection projects the state, and the next part is applied to what is left."""
+    key = (program.key(), _initial_key(initial))
     if key not in states:
+        first = program.parts[0]
         run = dict(options)
         if run.get("store") is not None:
             basis = initial if isinstance(initial, int) else 0
-            run["store"] = run_store(run["store"], key[0], run.get("dtype", _SIMULATE_DTYPE), basis)
-        states[key] = simulate(circuit, initial=initial, **run)
+            dtype = run.get("dtype", _SIMULATE_DTYPE)
+            run["store"] = run_store(run["store"], first.fingerprint(), dtype, basis)
+        state = simulate(first, initial=initial, **run)
+        probability: float | None = None
+        for select, part in zip(program.postselections, program.parts[1:]):
+            state, p = _postselected(state, select)
+            probability = p * (1.0 if probability is None else probability)
+            if probability == 0.0:
+                break
+            state = state.apply(part)
+        states[key] = Simulated(state, probability)
     return states[key]

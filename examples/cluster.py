@@ -11,11 +11,13 @@ On an HPC machine, replace the LocalCluster with the cluster of your scheduler
     cluster.scale(jobs=8)  # 8 nodes
 
 dasq reads the cluster's threads and memory limits for its defaults (blocks per
-thread, the in-memory check); nothing else changes.
+thread, the in-memory check); nothing else changes. The script prints the link to
+Dask's dashboard (pip install bokeh), where the blocks and the tasks can be watched.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import numpy as np
@@ -35,13 +37,28 @@ def qft(n: int) -> dasq.Circuit:
     return c
 
 
+def close(client: Client, cluster: LocalCluster, seconds: float = 60.0) -> None:
+    """Close the client, then each worker process, which has ``seconds`` to exit by
+    itself, then the cluster. ``cluster.close()`` alone gives a worker 4 s, and on a
+    busy machine kills it after logging "Worker process still alive after 4.0
+    seconds, killing"; nothing is lost by waiting for it instead."""
+    client.close()
+
+    async def stop_workers() -> None:
+        await asyncio.gather(*(worker.close(timeout=seconds) for worker in cluster.workers.values()))
+
+    cluster.sync(stop_workers)
+    cluster.close()
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    with (
-        LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
+    # ":0": the dashboard on a free port (8787, Dask's default, may be taken)
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0")
+    client = Client(cluster)
+    try:
+        print(f"dashboard: {client.dashboard_link}")
         state = dasq.simulate(qft(n), client=client)
         print(
             f"{n} qubits in {state.blocks.numblocks[0]} blocks of 2^{state.chunk_qubits} on {workers} workers"
@@ -50,6 +67,8 @@ def main() -> None:
         # the QFT of a basis state has every probability equal to 2^-n
         print(f"max |p - 2^-n|: {np.max(np.abs(state.probabilities() - 2.0**-n)):.1e}")
         print(f"norm {state.norm():.6f}")
+    finally:
+        close(client, cluster)
 
 
 if __name__ == "__main__":

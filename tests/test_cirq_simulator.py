@@ -316,7 +316,7 @@ def test_wrong_inputs_raise_one_clear_error():
     a, b = cirq.LineQubit.range(2)
     sim = Simulator()
     measured = cirq.Circuit(cirq.H(a), cirq.measure(a, key="m"))
-    with pytest.raises(ValidationError, match=r"without values: \['t'\]"):
+    with pytest.raises(ValidationError, match=r"symbols were not specified in the parameter sweep: \['t'\]"):
         sim.simulate(cirq.Circuit(cirq.rx(sympy.Symbol("t")).on(a)))
     with pytest.raises(TypeError, match=r"cirq\.Circuit"):
         sim.run("H 0", repetitions=2)
@@ -325,34 +325,47 @@ def test_wrong_inputs_raise_one_clear_error():
     with pytest.raises(ValidationError, match="not a basis state"):
         sim.simulate(measured, initial_state=2)
     with pytest.raises(ValidationError, match="shape"):
-        sim.simulate(measured, initial_state=np.ones(4) / 2)
+        sim.simulate(measured, initial_state=np.ones(4, dtype=complex) / 2)
     with pytest.raises(TypeError, match="initial_state"):
         sim.simulate(measured, initial_state="0")
+    with pytest.raises(TypeError, match="complex"):  # qsim's rule: amplitudes come as a complex array
+        sim.simulate(measured, initial_state=np.array([1.0, 0.0]))
     with pytest.raises(ValidationError, match="norm"):
-        sim.simulate(measured, initial_state=np.array([1, 1]))
-    with pytest.raises(TypeError, match="unexpected option 'noise'"):
-        Simulator(noise=cirq.depolarize(0.1))
+        sim.simulate(measured, initial_state=np.array([1, 1], dtype=complex))
+    with pytest.raises(ValidationError, match="noise="):
+        Simulator(noise_model=dasq.NoiseModel())
     with pytest.raises(ValidationError, match="density"):
         Simulator(density=True)
     with pytest.raises(ValidationError, match="dtype"):
         Simulator(dtype=np.float32)
     with pytest.raises(TypeError, match="seed"):
         Simulator(seed="seven")
-    with pytest.raises(ValidationError, match="not unitary"):
-        sim.run(cirq.Circuit(cirq.depolarize(0.1).on(a), cirq.measure(a)), repetitions=2)
+    with pytest.raises(ValidationError, match="trajectories"):
+        Simulator(trajectories=0)
+
+    class Opaque(cirq.testing.SingleQubitGate):
+        pass
+
+    with pytest.raises(TypeError, match="no unitary, mixture or Kraus"):
+        sim.run(cirq.Circuit(Opaque().on(a), cirq.measure(a)), repetitions=2)
     with pytest.raises(ValidationError, match="repetitions"):
         sim.run(measured, repetitions=-1)
     with pytest.raises(TypeError, match="repetitions"):
         sim.run(measured, repetitions=2.5)
-    with pytest.raises(ValidationError, match="different numbers of qubits"):
+    with pytest.raises(ValidationError, match="repeated key 'k' with different numbers of qubits"):
         sim.run(cirq.Circuit(cirq.measure(a, key="k"), cirq.measure(a, b, key="k")))
-    sympy_condition = cirq.X(b).with_classical_controls(sympy.Eq(sympy.Symbol("m"), 1))
-    with pytest.raises(ValidationError, match="key condition"):
-        sim.run(measured + cirq.Circuit(sympy_condition, cirq.measure(b, key="n")))
+    unmeasured = cirq.X(b).with_classical_controls(sympy.Eq(sympy.Symbol("never"), 1))
+    with pytest.raises(ValidationError, match="before it is measured"):
+        sim.run(measured + cirq.Circuit(unmeasured, cirq.measure(b, key="n")))
     with pytest.raises(ValidationError, match="acts on"):
         sim.simulate_expectation_values(cirq.Circuit(cirq.H(a)), cirq.Z(b))
     with pytest.raises(ValueError, match="no measurements"):  # cirq's own check, kept
         sim.run(cirq.Circuit(cirq.H(a)))
+    with pytest.raises(ValueError, match="1-dimensional"):  # Cirq's error type
+        sim.compute_amplitudes(measured, np.array([[0, 1]]))
+    with pytest.raises(ValidationError, match="several bits"):  # a dasq circuit holds one-bit readout errors
+        correlated = cirq.MeasurementGate(2, key="m", confusion_map={(0, 1): np.eye(4)})
+        dasq.Circuit.from_cirq(cirq.Circuit(correlated.on(a, b)))
 
 
 # ----------------------------------------------------------------------------- the example

@@ -68,6 +68,52 @@ def test_the_site_builds_strict_without_warnings(site):
     assert (out / "index.html").exists() and (out / "reference" / "simulate" / "index.html").exists()
 
 
+def _text(html: str) -> str:
+    """A page's visible text (tags dropped, entities decoded)."""
+    import html as html_lib
+
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_no_raw_sphinx_role_reaches_the_reference(site):
+    """Docstrings are Markdown for mkdocstrings: a reST role (``:func:`run` ``) would
+    show as the text ':func:run'."""
+    _, out = site
+    found = {
+        page.relative_to(out).as_posix(): sorted(
+            set(re.findall(r":(?:func|class|meth|attr|mod|exc|obj|data):\S+", _text(page.read_text())))
+        )
+        for page in (out / "reference").rglob("index.html")
+    }
+    assert not {page: roles for page, roles in found.items() if roles}
+
+
+ENTRY_POINTS = ("simulate", "run", "plan", "resume", "info", "warm_up")
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_each_entry_point_documents_its_parameters_as_a_table(site, name):
+    """Google-style ``Args:`` sections rendered as tables (mkdocs.yml), one row per
+    parameter of the signature, and signatures wrapped one parameter a line."""
+    import inspect
+
+    import dasq
+
+    _, out = site
+    page = (out / "reference" / "simulate" / "index.html").read_text()
+    start = page.index(f'id="dasq.{name}"')
+    following = [page.find(f'id="dasq.{other}"', start + 1) for other in ENTRY_POINTS]
+    block = page[start : min([i for i in following if i > 0], default=len(page))]
+    assert "<table>" in block, f"dasq.{name}: no parameter table"
+    table = block[block.index("<table>") : block.index("</table>")]
+    documented = set(re.findall(r"<code>(\w+)</code>", table))
+    wanted = {p for p in inspect.signature(getattr(dasq, name)).parameters if p != "options"}
+    assert wanted <= documented, f"dasq.{name}: undocumented parameters {sorted(wanted - documented)}"
+    signature = _text(block[: block.index("</code>", block.index("doc-signature"))])
+    if len(wanted) > 2:
+        assert signature.count("\n") >= len(wanted), f"dasq.{name}: signature not wrapped"
+
+
 def _public_names(module: object) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is None:

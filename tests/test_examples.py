@@ -15,6 +15,7 @@ def _run(*argv: str) -> str:
         [sys.executable, *argv], capture_output=True, text=True, timeout=300, cwd=EXAMPLES.parent
     )
     assert out.returncode == 0, out.stderr
+    assert "Worker process still alive" not in out.stderr  # clusters close without killing workers
     return out.stdout
 
 
@@ -33,6 +34,7 @@ def test_quickstart():
 
 def test_cluster_script_on_a_local_cluster():
     out = _run(str(EXAMPLES / "cluster.py"), "20", "2")
+    assert re.search(r"dashboard: http://\S+/status", out)  # the dashboard is kept, and its link printed
     assert "20 qubits in 4 blocks of 2^18 on 2 workers" in out  # blocks per worker thread, >= 2^18
     moved = int(re.search(r"amplitudes moved: (\d+)", out)[1])
     assert moved > 0

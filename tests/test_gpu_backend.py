@@ -4,12 +4,18 @@ cupy where a GPU is present (skipped cleanly without one)."""
 
 from __future__ import annotations
 
+import pickle
+import sys
+import threading
+import types
+
 import numpy as np
 import pytest
 from reference import embed, random_state, random_unitary
 
 import dasq
 from dasq.backend import cuda_kernels
+from dasq.backend import gpu as gpu_module
 from dasq.backend.gpu import GPU, GPU_TWIN, DeviceGroupKernel, DevicePhaseKernel, gpu_available
 from dasq.backend.registry import get_backend
 
@@ -226,3 +232,108 @@ def test_the_command_line_runs_on_the_gpu(tmp_path, capsys):
     assert main(["run", str(path), "--gpu", "--shots", "100", "--seed", "1"]) == 0
     counts = dict(line.split() for line in capsys.readouterr().out.strip().splitlines())
     assert set(counts) == {"00", "11"} and sum(int(v) for v in counts.values()) == 100
+
+
+# ----------------------------------------------------------------- picking a GPU by its number
+@pytest.mark.parametrize("name,canonical", [("gpu:0", "gpu:0"), ("cuda:1", "gpu:1"), ("gpu:12", "gpu:12")])
+def test_device_names_with_a_gpu_number_parse(name, canonical):
+    backend = get_backend(name)
+    assert backend.name == canonical and backend.index == int(canonical[4:])
+    assert get_backend(canonical) is backend
+    assert pickle.loads(pickle.dumps(backend)) is backend  # what a worker unpickles
+    assert get_backend("cuda") is GPU and get_backend("gpu").index is None
+
+
+@pytest.mark.parametrize("name", ["gpu:", "gpu:-1", "gpu:1.5", "gpu1", "GPU", "cuda:x", "tpu", "gpu-twin:1"])
+def test_device_names_that_do_not_parse_are_refused(name):
+    with pytest.raises(dasq.ValidationError, match=r"device must be one of .*'gpu:N'.*'cuda:N'"):
+        dasq.simulate(dasq.Circuit(2).h(0), device=name)
+    with pytest.raises(TypeError, match="device must be a string"):
+        dasq.simulate(dasq.Circuit(2).h(0), device=1)
+
+
+def test_a_numbered_gpu_without_cupy_says_how_to_get_it():
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(dasq.ValidationError, match="needs cupy"):
+        dasq.simulate(dasq.Circuit(2).h(0), device="gpu:1")
+
+
+class _FakeCupy(types.ModuleType):
+    """cupy's device API over numpy: ``count`` GPUs, and which each thread made current."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__("cupy")
+        self.current: dict[int, int] = {}  # thread id -> the device it made current
+        runtime = types.SimpleNamespace(
+            CUDARuntimeError=RuntimeError,
+            getDeviceCount=lambda: count,
+            setDevice=lambda i: self.current.__setitem__(threading.get_ident(), i),
+        )
+        device = lambda: types.SimpleNamespace(  # noqa: E731
+            mem_info=(0, (1 + self.current.get(threading.get_ident(), 0)) << 30)
+        )
+        self.cuda = types.SimpleNamespace(runtime=runtime, Device=device)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    def install(count: int) -> _FakeCupy:
+        fake = _FakeCupy(count)
+        monkeypatch.setitem(sys.modules, "cupy", fake)
+        gpu_module._cupy.cache_clear()
+        gpu_module._cupy_on.cache_clear()
+        return fake
+
+    yield install
+    gpu_module._cupy.cache_clear()
+    gpu_module._cupy_on.cache_clear()
+
+
+def test_a_gpu_number_is_checked_against_the_gpus_present(fake_cupy):
+    fake_cupy(2)
+    with pytest.raises(dasq.ValidationError, match="no GPU 2; this process sees 2 GPUs, numbered 0 to 1"):
+        dasq.simulate(dasq.Circuit(2).h(0), device="gpu:2")
+    fake_cupy(1)
+    with pytest.raises(dasq.ValidationError, match=r"no GPU 1; this process sees 1 GPU, numbered 0$"):
+        get_backend("cuda:1").meta("complex64")
+
+
+def test_gpu_n_is_made_current_in_every_thread_that_uses_it(fake_cupy):
+    """CUDA's current device is per thread, and Dask's threads start on device 0: every
+    use of the backend's namespace and every kernel launch makes GPU N current first."""
+    fake = fake_cupy(2)
+    backend = get_backend("gpu:1")
+    assert backend.memory_bytes() == 2 << 30  # GPU 1's memory, not GPU 0's
+    worker = threading.Thread(target=lambda: backend.zeros(8, "complex128"))
+    worker.start()
+    worker.join()
+    assert fake.current[worker.ident] == 1
+    kernel = backend.compile_diagonal((0, 2), np.exp(1j * np.arange(4)), "complex128")
+    assert isinstance(kernel, DevicePhaseKernel) and kernel.device is not None
+    assert pickle.loads(pickle.dumps(kernel.device)) is kernel.device  # by number, not by module
+    fake.current.clear()
+    kernel.device.use()  # what apply() does before its launch
+    assert set(fake.current.values()) == {1}
+    assert get_backend("gpu").xp is fake  # "gpu": the current device, as before
+
+
+@needs_gpu
+def test_a_run_on_gpu_0_and_a_missing_gpu():
+    import cupy
+
+    c = dasq.Circuit(12).h(0).cx(0, 11)
+    state = dasq.simulate(c, device="gpu:0")
+    assert state.blocks.blocks[0].compute().device.id == 0
+    np.testing.assert_allclose(state.probabilities([0, 11]), [0.5, 0, 0, 0.5], atol=1e-12)
+    count = cupy.cuda.runtime.getDeviceCount()
+    with pytest.raises(dasq.ValidationError, match=f"no GPU {count}"):
+        dasq.simulate(c, device=f"gpu:{count}")
+    if count > 1:
+        state = dasq.simulate(c, device=f"cuda:{count - 1}", chunk_qubits=9)
+        blocks = [b.compute() for b in state.blocks.to_delayed().ravel()]
+        assert {b.device.id for b in blocks} == {count - 1}
+        np.testing.assert_allclose(state.probabilities([0, 11]), [0.5, 0, 0, 0.5], atol=1e-12)

@@ -13,6 +13,7 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def _execute(name: str, tmp_path: Path) -> list[dict]:
@@ -47,8 +48,10 @@ def test_every_notebook_is_tested():
 
 def test_quickstart_notebook(tmp_path):
     cells = _execute("quickstart.ipynb", tmp_path)
-    setup, circuit, state, plan, report, plan_picture, histogram, counts, _close = cells
+    setup, circuit, state, plan, report, plan_picture, histogram, counts, close = cells
     assert "dashboard: http" in _text(setup)
+    assert any(WIDGET in o.get("data", {}) for o in state)  # simulate(progress=True)'s progress widget
+    assert "still alive" not in _text(close)  # the workers exited by themselves
     assert "<b>dasq.Circuit</b>: 14 qubits" in _html(circuit) and "<tr><td>cx</td><td>13</td></tr>" in _html(
         circuit
     )

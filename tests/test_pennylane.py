@@ -410,12 +410,6 @@ def _mcm():
     return qml.expval(qml.Z(1))
 
 
-def _postselect():
-    qml.Hadamard(0)
-    qml.measure(0, postselect=1)
-    return qml.expval(qml.Z(1))
-
-
 def _nothing():
     qml.GlobalPhase(0.2)
     return qml.state()
@@ -430,7 +424,6 @@ def _nothing():
         (_wide_hermitian, {}, None, DeviceError, "not supported on dasq.qubit"),
         (_mcm, {"mcm_method": "one-shot"}, 10, DeviceError, "deferring them"),
         (_mcm, {"mcm_method": "tree-traversal"}, None, DeviceError, "deferring them"),
-        (_postselect, {}, None, ValueError, "Postselection is not allowed"),
         (_state, {"diff_method": "adjoint"}, None, QuantumFunctionError, "does not support adjoint"),
         (_state, {"diff_method": "backprop"}, None, QuantumFunctionError, "does not support backprop"),
     ],

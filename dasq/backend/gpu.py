@@ -28,16 +28,56 @@ def _cupy() -> Any:
         import cupy
     except ImportError:
         raise ValidationError(
-            'device="gpu" needs cupy: pip install "dasq[gpu]" (cupy for CUDA 12; use the cupy '
-            "package that matches your CUDA otherwise)"
+            'device="gpu" (or "gpu:N") needs cupy: pip install "dasq[gpu]" (cupy for CUDA 12; use the '
+            "cupy package that matches your CUDA otherwise)"
         ) from None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        raise ValidationError(f'device="gpu": cupy finds no usable CUDA device ({exc})') from None
-    if not count:
+    if not device_count(cupy):
         raise ValidationError('device="gpu": cupy finds no CUDA device on this machine')
     return cupy
+
+
+def device_count(cupy: Any) -> int:
+    """How many CUDA devices cupy sees (as numbered in this process: CUDA_VISIBLE_DEVICES applies)."""
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise ValidationError(f'device="gpu": cupy finds no usable CUDA device ({exc})') from None
+
+
+@functools.cache
+def _cupy_on(index: int) -> OnDevice:
+    """cupy with GPU ``index`` made current wherever it is used, checked against the GPUs present."""
+    cupy = _cupy()
+    count = device_count(cupy)
+    if index >= count:
+        numbers = "0" if count == 1 else f"0 to {count - 1}"
+        raise ValidationError(
+            f'device="gpu:{index}": there is no GPU {index}; this process sees {count} GPU'
+            f"{'s' if count > 1 else ''}, numbered {numbers}"
+        )
+    return OnDevice(cupy, index)
+
+
+class OnDevice:
+    """An array namespace (cupy) whose every use first makes GPU ``index`` the current
+    device of the calling thread. CUDA's current device is per thread and Dask runs
+    blocks on threads of its own (device 0 unless told), so "use device N once" would
+    hold only in the thread that said it; making it current on each use costs a runtime
+    call, microseconds, and keeps every allocation, copy and launch of a run on GPU N."""
+
+    def __init__(self, namespace: Any, index: int) -> None:
+        self._namespace = namespace
+        self._index = index
+
+    def use(self) -> None:
+        self._namespace.cuda.runtime.setDevice(self._index)
+
+    def __getattr__(self, name: str) -> Any:
+        self.use()
+        return getattr(self._namespace, name)
+
+    def __reduce__(self) -> Any:
+        return (_cupy_on, (self._index,))  # by number: each process finds (and checks) its own GPU N
 
 
 def gpu_available() -> bool:
@@ -49,6 +89,11 @@ def gpu_available() -> bool:
     return True
 
 
+def _use(device: OnDevice | None) -> None:
+    if device is not None:
+        device.use()
+
+
 @dataclass(frozen=True, eq=False)
 class DeviceGroupKernel(Kernel):
     """A 2^k x 2^k matrix applied by one thread per group of 2^k amplitudes."""
@@ -57,8 +102,10 @@ class DeviceGroupKernel(Kernel):
     matrix: Any  # row-major, in the backend's memory
     holes: Any  # sorted target bits (int64)
     offsets: Any  # offset of group element j from the group's base (int64)
+    device: OnDevice | None = None  # the GPU a "gpu:N" backend launches on (None: the current one)
 
     def apply(self, view: Any) -> None:
+        _use(self.device)
         self.launch(view, self.matrix, self.holes, self.offsets)
 
 
@@ -69,8 +116,10 @@ class DevicePhaseKernel(Kernel):
     launch: Any
     table: Any
     qubits: Any  # bit b of the table index -> qubits[b] (int64)
+    device: OnDevice | None = None
 
     def apply(self, view: Any) -> None:
+        _use(self.device)
         self.launch(view, self.table, self.qubits)
 
 
@@ -82,14 +131,21 @@ class GPUBackend(ArrayBackend):
     cache_blocking = False
     reduce_slice = 1 << 26
 
-    def __init__(self, name: str, singleton: str, *, twin: bool = False) -> None:
+    def __init__(self, name: str, singleton: str, *, twin: bool = False, index: int | None = None) -> None:
         self.name = name
         self.singleton = singleton
         self.twin = twin
+        self.index = index  # "gpu:N": GPU N of this process; None: the current device (GPU 0 by default)
 
     @property
     def xp(self) -> Any:  # type: ignore[override]
-        return np if self.twin else _cupy()
+        if self.twin:
+            return np
+        return _cupy() if self.index is None else _cupy_on(self.index)
+
+    @property
+    def _device(self) -> OnDevice | None:
+        return None if self.twin or self.index is None else _cupy_on(self.index)
 
     def from_host(self, array: Any, dtype: str) -> Any:
         return self.xp.asarray(np.asarray(array, dtype=dtype))
@@ -101,14 +157,20 @@ class GPUBackend(ArrayBackend):
         """The device's memory (the host's for the twin: None)."""
         if self.twin:
             return None
-        return int(_cupy().cuda.Device().mem_info[1])
+        return int(self.xp.cuda.Device().mem_info[1])  # the current device: GPU ``index`` where set
+
+    def __reduce__(self) -> Any:
+        # the shared instances by their module-level name; "gpu:N" by N, made anew where unpickled
+        return self.singleton if self.index is None else (on_gpu, (self.index,))
 
     # ------------------------------------------------------------ compiled groups
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
         if np.all(table == 1):
             return SkipKernel()
         launch = cuda_kernels.diagonal_twin if self.twin else cuda_kernels.diagonal_cuda
-        return DevicePhaseKernel(launch, self.small(table, dtype), self.small(np.asarray(qubits), np.int64))
+        return DevicePhaseKernel(
+            launch, self.small(table, dtype), self.small(np.asarray(qubits), np.int64), self._device
+        )
 
     def compile_matrix(self, qubits: Sequence[int], matrix: np.ndarray, dtype: str) -> Kernel:
         diag = np.diag(matrix)
@@ -126,8 +188,16 @@ class GPUBackend(ArrayBackend):
             self.small(np.ascontiguousarray(matrix).reshape(-1), dtype),
             self.small(np.sort(np.asarray(qubits)), np.int64),
             self.small(offsets, np.int64),
+            self._device,
         )
 
 
 GPU = GPUBackend("gpu", "GPU")
 GPU_TWIN = GPUBackend("gpu-twin", "GPU_TWIN", twin=True)
+
+
+@functools.cache
+def on_gpu(index: int) -> GPUBackend:
+    """The backend of ``device="gpu:N"``: blocks, copies and kernels on GPU ``index`` (as
+    cupy numbers this process's GPUs: ``cupy.cuda.Device(index)``), one per index."""
+    return GPUBackend(f"gpu:{index}", "", index=index)

@@ -95,7 +95,8 @@ class IfElse:
 
 
 def has_if_test(ops: Iterable[Any]) -> bool:
-    """Whether any of ``ops`` is a conditioned block (``Circuit.if_test``)."""
+    """Whether any of ``ops`` is a conditioned block (``Circuit.if_test``) or one of the
+    records built on it (loops, initialize): what only the shot engine runs."""
     return any(isinstance(op, IfElse) for op in ops)
 
 

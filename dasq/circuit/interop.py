@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit import qasm_limits
+from dasq.circuit import qasm_limits, qiskit_flow
 from dasq.errors import ValidationError
 
 QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
@@ -312,10 +312,18 @@ def _append_instruction(
     if name == "measure":
         out.measure(targets[0], clbits[inst.clbits[0]])
         return
-    if name == "if_else":
-        bodies = _bodies(out, inst, qubits, clbits, circuit_cls, walk.deeper(op))
-        out.if_test(_condition(op.condition, clbits), *bodies)
+    if name in qiskit_flow.CONTROL_FLOW:
+        reader = qiskit_flow.FlowReader(_append_instruction, qubits, clbits, walk.deeper(op))
+        reader.append(out, inst)
         return
+    if name in ("initialize", "set_statevector"):
+        _append_initialize(out, op, targets, circuit_cls, walk)
+        return
+    if name.startswith("save_"):
+        raise ValidationError(
+            f"{name!r} is a Qiskit Aer save instruction: run the circuit with dasq.qiskit.DasqBackend, "
+            "which answers it (a dasq.Circuit holds no saves)"
+        )
     if name == "reset":
         out.reset(targets[0])
         return
@@ -327,38 +335,41 @@ def _append_instruction(
     _append_gate(out, op, targets, (), (), walk)
 
 
-def _condition(condition: Any, clbits: dict) -> tuple:
-    """(clbit index, value) or a Condition over a register's bits."""
-    from dasq.circuit.classical import Condition
+def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, walk: _Walk) -> None:
+    """Aer's initialize (and set_statevector, which covers every qubit): reset the
+    qubits, then prepare the state on them (dasq.circuit.initialize)."""
+    from dasq.circuit.initialize import Initialize, checked_state, preparation_matrix
 
-    if not isinstance(condition, tuple):
-        raise ValidationError(
-            f"unsupported classical condition {condition!r}: dasq reads (bit, value) and (register, value)"
-        )
-    target, value = condition
-    if hasattr(target, "size") and hasattr(target, "name"):  # a ClassicalRegister
-        return Condition(tuple(clbits[b] for b in target), int(value))
-    return (clbits[target], int(value))
+    state = checked_state(_initial_state(op), len(targets))
+    prepare = circuit_cls(out.num_qubits)
+    if len(targets) <= DENSE_WIDTH:
+        plain = {"controls": (), "control_states": None}
+        _append_matrix(prepare, preparation_matrix(state), targets, "state_preparation", plain)
+    else:  # Qiskit's synthesis: exact to rounding, without a 2^k x 2^k matrix
+        from qiskit.circuit.library import StatePreparation
+
+        _append_definition(prepare, StatePreparation(state).definition, targets, (), (), walk.deeper(op))
+    gates = list(prepare)
+    if prepare.global_phase % (2 * np.pi):
+        value = np.exp(1j * prepare.global_phase)
+        prepare.diagonal([value, value], [targets[0]], name="global_phase")
+        gates = list(prepare)
+    qiskit_flow.append_records(out, [Initialize.of(out.num_qubits, targets, state, gates)])
 
 
-def _bodies(out: Any, inst: Any, qubits: dict, clbits: dict, circuit_cls: Any, walk: _Walk) -> list[Any]:
-    """The if/else bodies as circuits on ``out``'s qubits and classical bits."""
-    parts = []
-    for block in inst.operation.blocks:
-        if block is None:
-            parts.append(None)
-            continue
-        inner_q = {q: qubits[outer] for q, outer in zip(block.qubits, inst.qubits)}
-        inner_c = {c: clbits[outer] for c, outer in zip(block.clbits, inst.clbits)}
-        body = circuit_cls(out.num_qubits)
-        for reg in out.registers:
-            body.add_register(reg.name, reg.size)
-        for inner in block.data:
-            _append_instruction(body, inner, inner_q, inner_c, circuit_cls, walk)
-        if block.global_phase:
-            raise ValidationError("an if/else body with a global phase is not supported")
-        parts.append(body)
-    return parts
+def _initial_state(op: Any) -> np.ndarray:
+    """The amplitudes ``op`` initializes to: given as a vector, a label ("01+-rl"), or
+    an integer (a basis state)."""
+    from qiskit.quantum_info import Statevector
+
+    params = list(op.params)
+    if op.name == "set_statevector":
+        return np.asarray(params[0], dtype=complex)
+    if params and all(isinstance(p, str) for p in params):
+        return Statevector.from_label("".join(params)).data
+    if len(params) == 1 and op.num_qubits >= 1:
+        return Statevector.from_int(int(np.real(params[0])), 1 << op.num_qubits).data
+    return np.asarray(params, dtype=complex)
 
 
 def _is_unbound(p: Any) -> bool:
@@ -571,7 +582,8 @@ def circuit_to_qiskit(circuit: Any) -> Any:
     return qc
 
 
-_NON_GATES = ("measure", "reset", "barrier", "if_else", "delay")
+_CONTROL_FLOW_NAMES = ("if_else", "while_loop", "break_loop", "continue_loop")
+_NON_GATES = ("measure", "reset", "barrier", "delay", *_CONTROL_FLOW_NAMES)
 
 
 def circuit_to_qasm(circuit: Any, version: int) -> str:
@@ -582,10 +594,9 @@ def circuit_to_qasm(circuit: Any, version: int) -> str:
     from qiskit.circuit.library import get_standard_gate_name_mapping
 
     standard = set(get_standard_gate_name_mapping()) | set(_NON_GATES)
-    if any(inst.operation.name not in standard for inst in qc.data):
-        # dense matrices, diagonals and gadgets have no OpenQASM words: standard gates, exactly
-        basis = sorted(set(get_standard_gate_name_mapping()) - {"global_phase"})
-        qc = transpile(qc, basis_gates=[*basis, "if_else"], optimization_level=0)
+    if not _names_within(qc, standard):
+        # dense matrices, diagonals, gadgets and initialize have no OpenQASM words: standard gates, exactly
+        qc = transpile(qc, target=_qasm_target(), optimization_level=0)
     if version == 3:
         import qiskit.qasm3 as qasm3
 
@@ -598,34 +609,107 @@ def circuit_to_qasm(circuit: Any, version: int) -> str:
         raise ValidationError(f"this circuit has no OpenQASM 2 form ({exc}); use version=3") from None
 
 
+def _names_within(qc: Any, names: set[str]) -> bool:
+    """Whether every instruction of ``qc``, inside control flow too, is named in ``names``."""
+    for inst in qc.data:
+        if inst.operation.name not in names:
+            return False
+        if any(b is not None and not _names_within(b, names) for b in getattr(inst.operation, "blocks", ())):
+            return False
+    return True
+
+
+def _qasm_target() -> Any:
+    """Qiskit's standard gates with measure, reset, barrier, delay and the control flow
+    dasq writes: what ``transpile`` may leave in a circuit bound for OpenQASM."""
+    from qiskit.circuit import (
+        Barrier,
+        BreakLoopOp,
+        ContinueLoopOp,
+        Delay,
+        IfElseOp,
+        Measure,
+        Reset,
+        WhileLoopOp,
+    )
+    from qiskit.circuit.library import get_standard_gate_name_mapping
+    from qiskit.transpiler import Target
+
+    target = Target(num_qubits=None)
+    for name, gate in get_standard_gate_name_mapping().items():
+        if name not in ("global_phase", "measure", "reset", "delay", "barrier"):
+            target.add_instruction(gate, name=name)
+    for cls, name in (
+        (IfElseOp, "if_else"),
+        (WhileLoopOp, "while_loop"),
+        (BreakLoopOp, "break_loop"),
+        (ContinueLoopOp, "continue_loop"),
+        (Barrier, "barrier"),
+    ):
+        target.add_instruction(cls, name=name)
+    for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
+        target.add_instruction(inst, name=name)
+    return target
+
+
 def _emit(qc: Any, ops: Any, qubits: Any, clbits: Any, default_clbits: bool) -> None:
     from dasq.circuit.classical import IfElse
+    from dasq.circuit.initialize import Initialize
+    from dasq.circuit.loops import BreakLoop, ContinueLoop, ForLoop, WhileLoop
 
     for op in ops:
-        if isinstance(op, IfElse):
-            cond = op.condition
-            if len(cond.clbits) == 1:
-                condition = (clbits[cond.clbits[0]], bool(cond.value))
-            else:
-                register = _register_of(qc, [clbits[c] for c in cond.clbits])
-                condition = (register, cond.value)
-            with qc.if_test(condition) as orelse:
+        if isinstance(op, Initialize):
+            qc.initialize(list(op.state), [qubits[q] for q in op.targets])
+        elif isinstance(op, BreakLoop):
+            qc.break_loop()
+        elif isinstance(op, ContinueLoop):
+            qc.continue_loop()
+        elif isinstance(op, ForLoop):
+            raise ValidationError(
+                "a for loop that breaks or continues has no Qiskit form once read (its passes are bound)"
+            )
+        elif isinstance(op, WhileLoop):
+            condition = _qiskit_condition(qc, op.condition, clbits, op.negated)
+            with qc.while_loop(condition):
+                _emit(qc, op.true_body, qubits, clbits, default_clbits)
+        elif isinstance(op, IfElse):
+            with qc.if_test(_qiskit_condition(qc, op.condition, clbits, False)) as orelse:
                 _emit(qc, op.true_body, qubits, clbits, default_clbits)
             if op.false_body:
                 with orelse:
                     _emit(qc, op.false_body, qubits, clbits, default_clbits)
-            continue
-        wires = [qubits[q] for q in (*op.controls, *op.targets)]
-        if op.kind == "measure":
-            clbit = op.clbit if op.clbit >= 0 else (op.targets[0] if default_clbits else -1)
-            if clbit < 0:
-                raise ValidationError("a measurement without a classical bit has no Qiskit form")
-            qc.measure(wires[0], clbits[clbit])
-            continue
-        if op.kind == "barrier":
-            qc.barrier(*wires)
-            continue
-        qc.append(_standard_gate(op) or op.to_qiskit(), wires)
+        else:
+            _emit_operation(qc, op, qubits, clbits, default_clbits)
+
+
+def _qiskit_condition(qc: Any, cond: Any, clbits: Any, negated: bool) -> Any:
+    """Qiskit's form of a Condition: (clbit, value) or (register, value), or an
+    expression when negated."""
+    if len(cond.clbits) == 1:
+        target: Any = clbits[cond.clbits[0]]
+        if negated:
+            return (target, not cond.value)
+        return (target, bool(cond.value))
+    target = _register_of(qc, [clbits[c] for c in cond.clbits])
+    if negated:
+        from qiskit.circuit.classical import expr
+
+        return expr.not_equal(target, cond.value)
+    return (target, cond.value)
+
+
+def _emit_operation(qc: Any, op: Any, qubits: Any, clbits: Any, default_clbits: bool) -> None:
+    wires = [qubits[q] for q in (*op.controls, *op.targets)]
+    if op.kind == "measure":
+        clbit = op.clbit if op.clbit >= 0 else (op.targets[0] if default_clbits else -1)
+        if clbit < 0:
+            raise ValidationError("a measurement without a classical bit has no Qiskit form")
+        qc.measure(wires[0], clbits[clbit])
+        return
+    if op.kind == "barrier":
+        qc.barrier(*wires)
+        return
+    qc.append(_standard_gate(op) or op.to_qiskit(), wires)
 
 
 def _register_of(qc: Any, bits: list) -> Any:

@@ -356,7 +356,7 @@ class _Program:
     # -- relayouts -----------------------------------------------------------
     def _send(self, step_index: int, gather: Gather, source: int, block: Any, zero: frozenset[int]) -> None:
         """Queue the pieces ``source`` gives to blocks on other workers (the event loop
-        sends them while this thread computes; :class:`_Outbox`)."""
+        sends them while this thread computes; ``_Outbox``)."""
         if source in zero:
             return  # zeros are not sent: the new block writes zeros there
         if block is None:

@@ -257,6 +257,29 @@ class StepContext:
         return replace(self, index=index)
 
 
+def show_progress(blocks: Any, cluster: Any) -> None:
+    """distributed's progress of the tasks behind ``blocks``, followed on ``cluster``'s
+    scheduler (not Dask's default one). Under a Jupyter kernel it is a widget, which
+    ``distributed.progress`` returns rather than shows (a value a cell does not end
+    with is never displayed), so it is displayed here and updates while the cell
+    returns; elsewhere (or without ipywidgets) the text bar, which waits for the blocks."""
+    from distributed import progress
+    from distributed import utils as distributed_utils
+
+    address = cluster.scheduler.address
+    if distributed_utils.is_kernel():
+        try:
+            widget = progress(blocks, scheduler=address, notebook=True)
+        except ImportError:  # no ipywidgets in this kernel: the text bar below
+            pass
+        else:
+            from IPython.display import display
+
+            display(widget)
+            return
+    progress(blocks, scheduler=address, notebook=False)
+
+
 @dataclass
 class MemoryExecutor:
     """Runs plans in memory with one backend, one scheduler and one relayout method."""
@@ -297,11 +320,7 @@ class MemoryExecutor:
             result = self._run(plan, x, cluster)
         if cluster is not None:
             if self.progress:
-                from distributed import progress
-
-                # the scheduler of the client that runs these blocks, not Dask's default one
-                # (a terminal bar waits here; a notebook widget does not)
-                progress(result.blocks, scheduler=cluster.scheduler.address)
+                show_progress(result.blocks, cluster)
             rounded = self.relayout_codec is not None and self.relayout_codec.keep_bits is not None
             result.records = _with_received(result, cluster, p2p_before, rounded)
         return result
@@ -342,9 +361,7 @@ class MemoryExecutor:
             warnings.warn(f"{exc}; running the plan as a task graph instead", RuntimeWarning, stacklevel=4)
             return None
         if self.progress:
-            from distributed import progress
-
-            progress(blocks, scheduler=cluster.scheduler.address)
+            show_progress(blocks, cluster)
         return MemoryRun(blocks, records, timelines=timelines)
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:

@@ -224,9 +224,9 @@ def sample_shots(draw: Draw, shots: int, key: int) -> tuple[np.ndarray, np.ndarr
     weights sum far below 1 (a state that is not normalised).
 
     ``draw(lam, key)`` is one pass over the state: every amplitude's keyed Poisson
-    count of mean lam |a_i|^2 (:func:`poisson_draws`). Given their total T, such
+    count of mean lam |a_i|^2 (``poisson_draws``). Given their total T, such
     counts are T multinomial draws, so passes add up: up to SHOTS_PER_PASS shots,
-    one pass overshoots and the surplus is removed (:func:`keep_shots`). Above, each
+    one pass overshoots and the surplus is removed (``keep_shots``). Above, each
     pass aims below the shots left (mean S - 8 sqrt(S): it overshoots with
     probability ~1e-15, and is drawn again with another key if it does), takes all
     it drew, and leaves about 8 sqrt(S) shots to the next: 2^63 shots take four
@@ -324,7 +324,7 @@ def _per_block_sum(name: str, layer: dict, x: da.Array, others: Sequence[da.Arra
     """A 0-d dask array: the sum of the one-number parts of ``layer``, added by one
     task (dask.array's tree reduction costs milliseconds of graph building per read-out,
     more than the pass itself on small states). On a cluster the client gathers the
-    parts and adds them itself (:func:`block_parts`): one hop, not a second task."""
+    parts and adds them itself (``block_parts``): one hop, not a second task."""
     total = name + TOTAL
     layer[(total,)] = Task((total,), _add_all, *(TaskRef(key) for key in layer))
     graph = HighLevelGraph.from_collections(total, layer, dependencies=[x, *others])
@@ -332,7 +332,7 @@ def _per_block_sum(name: str, layer: dict, x: da.Array, others: Sequence[da.Arra
 
 
 def block_parts(thing: Any) -> tuple[HighLevelGraph, list] | None:
-    """(graph, part keys) of a per-block sum made by :func:`_per_block_sum`, else None."""
+    """(graph, part keys) of a per-block sum made by ``_per_block_sum``, else None."""
     name = getattr(thing, "name", "")
     if not (isinstance(thing, da.Array) and name.endswith(TOTAL) and thing.ndim == 0):
         return None

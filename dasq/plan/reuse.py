@@ -43,7 +43,7 @@ def cached_plan(
     fusion_size: int,
     global_phase: float = 0.0,
 ) -> PhysicalPlan:
-    """:func:`make_plan`, answered from the cache when a bound circuit of the same
+    """``make_plan``, answered from the cache when a bound circuit of the same
     structure was planned before."""
     layout = None if initial_layout is None else tuple(initial_layout)
 

@@ -5,13 +5,17 @@
 seed_simulator=, memory=, parameter_binds=)`` returns a job whose ``Result``
 holds counts and memory as Aer keys them, and what Aer's save instructions
 (``qc.save_statevector()``, ``save_expectation_value``, ...) ask for, under their
-labels. A circuit's save instructions split it into segments: each segment
-continues the state of the one before (``state.apply``), so a circuit is
-simulated once however many saves it holds.
+labels, with Aer's value types (dasq.qiskit.saves). A circuit's save instructions
+split it into segments that the shot engine (dasq.state.shots) runs one after
+another, so a circuit is simulated once however many saves it holds, and a save
+after a measurement, reset, ``initialize`` or condition reads every branch of shots
+and combines them as Aer combines its shots. ``initialize`` (reset, then prepare),
+``if_else``, ``for_loop``, ``while_loop``, ``switch_case``, ``break_loop`` and
+``continue_loop`` run as Aer runs them, per shot.
 
 Options are Aer's names (``shots``, ``seed_simulator``, ``memory``, ``method``,
 ``precision``, ``noise_model``, ``parameter_binds``) and dasq's own
-:func:`dasq.simulate` settings (``chunk_qubits``, ``store``, ``client``, ...).
+[`dasq.simulate`][dasq.simulate] settings (``chunk_qubits``, ``store``, ``client``, ...).
 """
 
 from __future__ import annotations
@@ -29,7 +33,18 @@ from dasq.circuit.interop import QISKIT_MISSING
 
 try:
     from qiskit import QuantumCircuit
-    from qiskit.circuit import Barrier, Delay, IfElseOp, Measure, Reset
+    from qiskit.circuit import (
+        Barrier,
+        BreakLoopOp,
+        ContinueLoopOp,
+        Delay,
+        ForLoopOp,
+        IfElseOp,
+        Measure,
+        Reset,
+        SwitchCaseOp,
+        WhileLoopOp,
+    )
     from qiskit.circuit.library import (
         DiagonalGate,
         MCXGate,
@@ -37,23 +52,25 @@ try:
         UnitaryGate,
         get_standard_gate_name_mapping,
     )
+    from qiskit.circuit.library import Initialize as QiskitInitialize
     from qiskit.providers import BackendV2, JobStatus, JobV1, Options
-    from qiskit.quantum_info import DensityMatrix as QiskitDensityMatrix
-    from qiskit.quantum_info import Statevector as QiskitStatevector
     from qiskit.result import Result
     from qiskit.result.models import ExperimentResult, ExperimentResultData
     from qiskit.transpiler import Target
 except ImportError:  # pragma: no cover - qiskit is an optional extra
     raise ImportError(QISKIT_MISSING) from None
 
-from dasq.api import run, simulate, simulate_settings
+from dasq.api import simulate, simulate_settings
+from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
+from dasq.circuit.dynamic import split_terminal_measurements
+from dasq.circuit.initialize import Initialize
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.validation import random_generator
 from dasq.errors import ValidationError
-from dasq.state.density import DensityMatrix
-from dasq.state.observables import pauli_label
-from dasq.state.statevector import StateVector
+from dasq.plan.choi import resets_as_channels
+from dasq.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
+from dasq.state.shots import Branch, Snapshot, run_branches, sample_branches
 
 __all__ = ["DasqBackend", "DasqJob"]
 
@@ -67,19 +84,7 @@ NATIVE_GATES = (
     "swap", "iswap", "dcx", "ecr", "rxx", "ryy", "rzz", "rzx", "xx_minus_yy", "xx_plus_yy",
     "ccx", "ccz", "cswap", "rccx",
 )  # fmt: skip
-# Aer's save instructions dasq answers; "single" / "average" subtypes only (no per-shot data)
-SAVES = (
-    "save_statevector",
-    "save_statevector_dict",
-    "save_density_matrix",
-    "save_probabilities",
-    "save_probabilities_dict",
-    "save_amplitudes",
-    "save_amplitudes_sq",
-    "save_expval",
-    "save_expval_var",
-)
-UNSEGMENTED = ("measure", "reset", "if_else")  # a save after these would differ shot by shot
+CONTROL_FLOW = ("if_else", "for_loop", "while_loop", "switch_case", "break_loop", "continue_loop")
 # set by the backend from Aer's options; dasq's own ``method`` (planned/direct) keeps its default,
 # as Aer's ``method`` names the state kind here
 _SET_BY_BACKEND = (
@@ -100,28 +105,25 @@ def _target() -> Target:
         (DiagonalGate, "diagonal"),
         (PauliGate, "pauli"),
         (MCXGate, "mcx"),
+        (QiskitInitialize, "initialize"),
         (IfElseOp, "if_else"),
+        (ForLoopOp, "for_loop"),
+        (WhileLoopOp, "while_loop"),
+        (SwitchCaseOp, "switch_case"),
+        (BreakLoopOp, "break_loop"),
+        (ContinueLoopOp, "continue_loop"),
         (Barrier, "barrier"),
     ):
         target.add_instruction(cls, name=name)
     for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
         target.add_instruction(inst, name=name)
     try:
-        from qiskit_aer.library import save_instructions
+        from qiskit_aer.library import save_instructions, set_instructions
     except ImportError:
         return target
-    for cls_name, name in (
-        ("SaveStatevector", "save_statevector"),
-        ("SaveStatevectorDict", "save_statevector_dict"),
-        ("SaveDensityMatrix", "save_density_matrix"),
-        ("SaveProbabilities", "save_probabilities"),
-        ("SaveProbabilitiesDict", "save_probabilities_dict"),
-        ("SaveAmplitudes", "save_amplitudes"),
-        ("SaveAmplitudesSquared", "save_amplitudes_sq"),
-        ("SaveExpectationValue", "save_expval"),
-        ("SaveExpectationValueVariance", "save_expval_var"),
-    ):
+    for name, cls_name in SAVE_CLASSES.items():
         target.add_instruction(getattr(save_instructions, cls_name), name=name)
+    target.add_instruction(set_instructions.SetStatevector, name="set_statevector")
     return target
 
 
@@ -148,6 +150,7 @@ class RunSettings:
         shots = options["shots"]
         if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
             raise ValidationError(f"shots must be a positive int, got {shots!r}")
+        v.check_shots(shots, memory=bool(options["memory"]))
         random_generator(options["seed_simulator"], "seed_simulator")  # refused here, not in the job
         noise = _noise_model(options["noise_model"])
         if noise is not None and method == "statevector":
@@ -178,19 +181,11 @@ def _noise_model(model: Any) -> NoiseModel | None:
 
 
 @dataclass(frozen=True)
-class Save:
-    """One save instruction: what to read (``kind``), on which qubits, under which label."""
-
-    kind: str
-    label: str
-    qubits: tuple[int, ...]
-    params: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
 class Experiment:
     """One circuit with its parameters bound, cut at its save instructions: segment k
-    runs, then ``saves[k]`` read its state; the last segment runs for the shots."""
+    runs, then ``saves[k]`` read the state of every branch of shots there; the shot
+    engine runs the segments one after another, so a circuit is simulated once however
+    many saves it holds, and a save after a measurement sees each shot's own state."""
 
     name: str
     header: dict[str, Any]
@@ -211,8 +206,13 @@ class Experiment:
             if inst.operation.name.startswith("save_"):
                 if len(saves) < len(segments):
                     saves.append([])
-                saves[-1].append(_save(qc, inst))
+                saves[-1].append(save_of(qc, inst))
                 continue
+            if inst.operation.name in CONTROL_FLOW and _saves_inside(inst.operation):
+                raise ValidationError(
+                    f"circuit {qc.name!r} saves data inside {inst.operation.name!r}: dasq answers save "
+                    "instructions at the top level of a circuit only"
+                )
             if len(saves) == len(segments):
                 segments.append(qc.copy_empty_like())
                 segments[-1].global_phase = 0  # the phase is applied once, by the first segment
@@ -224,12 +224,6 @@ class Experiment:
         if len(set(labels)) < len(labels):
             twice = sorted({label for label in labels if labels.count(label) > 1})
             raise ValidationError(f"circuit {qc.name!r} saves twice under the label(s) {twice}")
-        seen = {inst.operation.name for s in segments[:-1] for inst in s.data} & set(UNSEGMENTED)
-        if seen:
-            raise ValidationError(
-                f"circuit {qc.name!r} saves data after {sorted(seen)}: dasq saves states only before "
-                "the first measurement, reset or conditional (where every shot has the same state)"
-            )
         header = {
             "name": qc.name,
             "n_qubits": qc.num_qubits,
@@ -239,28 +233,60 @@ class Experiment:
             "global_phase": float(qc.global_phase),
             "metadata": dict(qc.metadata or {}),
         }
-        last = {inst.operation.name for inst in segments[-1].data}
         return cls(
             qc.name,
             header,
             tuple(Circuit.from_qiskit(s) for s in segments),
             tuple(tuple(s) for s in saves),
-            bool(last & {"measure", "if_else"}) and qc.num_clbits > 0,
+            qc.num_clbits > 0 and (bool(saves) or _measures(qc)),  # when Aer returns counts
         )
 
+    def program(self, noise: NoiseModel | None) -> Circuit:
+        """The segments (noise applied to each) with a Snapshot where each group of saves stood."""
+        first, *_ = segments = [noise.apply(s) if noise else s for s in self.segments]
+        ops: list[Any] = []
+        for k, segment in enumerate(segments):
+            ops += list(segment)
+            if k < len(self.saves):
+                ops.append(Snapshot(k, first.num_qubits))
+        return first.with_operations(ops)
 
-def _save(qc: QuantumCircuit, inst: Any) -> Save:
-    op = inst.operation
-    if op.name not in SAVES:
-        raise ValidationError(f"save instruction {op.name!r} is not supported; dasq answers {SAVES}")
-    subtype = getattr(op, "_subtype", "single")
-    if subtype not in ("single", "average"):
-        raise ValidationError(
-            f"{op.name} with subtype {subtype!r} (per shot or conditional) is not supported: "
-            "dasq saves one value per experiment (pershot=False, conditional=False)"
-        )
-    label = getattr(op, "_label", None) or op.name.removeprefix("save_")
-    return Save(op.name, label, tuple(qc.find_bit(q).index for q in inst.qubits), tuple(op.params))
+
+def _sampled(body: Sequence[Any]) -> bool:
+    """Whether Aer runs the circuit once and samples its shots: nothing before the
+    terminal measurements draws outcomes or branches on them (an initialize on qubits
+    nothing touched yet resets |0>, so it draws none)."""
+    touched: set[int] = set()
+    for op in body:
+        if isinstance(op, Initialize) and not touched & set(op.targets):
+            touched |= set(op.targets)
+        elif op.is_collapse:  # measurements, resets, conditioned blocks, loops, initialize
+            return False
+        elif not isinstance(op, Snapshot):
+            touched |= set(op.qubits)
+    return True
+
+
+def _measures(qc: QuantumCircuit) -> bool:
+    """Whether ``qc`` measures anywhere, control-flow bodies included."""
+    for inst in qc.data:
+        if inst.operation.name == "measure":
+            return True
+        if inst.operation.name in CONTROL_FLOW and any(
+            _measures(b) for b in getattr(inst.operation, "blocks", ()) if b
+        ):
+            return True
+    return False
+
+
+def _saves_inside(op: Any) -> bool:
+    for block in getattr(op, "blocks", ()):
+        for inst in block.data if block is not None else ():
+            if inst.operation.name.startswith("save_"):
+                return True
+            if inst.operation.name in CONTROL_FLOW and _saves_inside(inst.operation):
+                return True
+    return False
 
 
 class DasqJob(JobV1):
@@ -401,29 +427,51 @@ def _bound(circuits: list[QuantumCircuit], binds: Any) -> list[QuantumCircuit]:
 
 
 def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) -> ExperimentResult:
-    start = time.perf_counter()
+    start_time = time.perf_counter()
     options = {"density": settings.density, "dtype": settings.dtype, **settings.dasq}
-    segments = [settings.noise.apply(s) if settings.noise else s for s in experiment.segments]
-    state: StateVector | DensityMatrix | None = None
     data: dict[str, Any] = {}
-    for segment, saves in zip(segments[:-1], experiment.saves):
-        if state is None:
-            state = simulate(segment, seed=seed, **options)
-        elif len(segment):
-            state = state.apply(segment)
-        for save in saves:
-            data[save.label] = _saved(state, save)
-    branches = 1
-    if experiment.measures:
-        result = run(
-            segments[-1], settings.shots, seed=seed, memory=settings.memory, initial=state, **options
+    if not (experiment.saves or experiment.measures):  # Aer returns nothing for it, and runs nothing
+        return _experiment_result(experiment, settings, seed, data, 0, start_time)
+    circuit = experiment.program(settings.noise)
+    if settings.density:
+        circuit = resets_as_channels(circuit)  # a density matrix resets without drawing an outcome
+    program = split_terminal_measurements(circuit)
+    sampled = _sampled(program.body)
+    if "store" in settings.dasq and not sampled:
+        raise ValidationError(
+            "mid-circuit measurements, resets, initialize and control flow are in-memory only; "
+            "run without store="
         )
-        assert result.outcomes is not None
-        outcomes = result.outcomes
+    rng = np.random.default_rng(seed)
+
+    def start(segment: Circuit) -> Any:
+        return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)
+
+    def observe(snapshot: Snapshot, branches: list[Branch]) -> None:
+        for save in experiment.saves[snapshot.key]:
+            readings = [Reading(read(b.state, save), b.shots, b.memory) for b in branches]  # type: ignore[arg-type]
+            data[save.label] = combined(
+                save,
+                readings,
+                sampled=sampled,
+                num_clbits=circuit.num_clbits,
+                density=settings.density,
+                rng=rng,
+            )
+
+    branches = run_branches(program, circuit.num_qubits, settings.shots, start, rng, observe)
+    if experiment.measures:
+        _, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, settings.memory)
         data["counts"] = {hex(int(v)): int(c) for v, c in zip(outcomes.values, outcomes.counts)}
         if settings.memory:
-            data["memory"] = [hex(int(v)) for v in result.shot_values]
-        branches = result.branches
+            assert per_shot is not None
+            data["memory"] = [hex(int(v)) for v in per_shot]
+    return _experiment_result(experiment, settings, seed, data, len(branches), start_time)
+
+
+def _experiment_result(
+    experiment: Experiment, settings: RunSettings, seed: int, data: dict[str, Any], branches: int, t0: float
+) -> ExperimentResult:
     return ExperimentResult(
         shots=settings.shots,
         success=True,
@@ -433,69 +481,5 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
         seed=seed,
         metadata={"method": settings.method, "precision": settings.dtype, "branches": branches,
                   "noise": "ideal" if settings.noise is None else "superop",
-                  "time_taken": time.perf_counter() - start},
+                  "time_taken": time.perf_counter() - t0},
     )  # fmt: skip
-
-
-def _saved(state: StateVector | DensityMatrix, save: Save) -> Any:
-    """The value Aer stores for ``save`` (qubit j of a result = ``save.qubits[j]``)."""
-    density = isinstance(state, DensityMatrix)
-    kind, qubits = save.kind, list(save.qubits)
-    if kind in ("save_statevector", "save_statevector_dict", "save_amplitudes") and density:
-        raise ValidationError(f"{kind} needs method='statevector' (this run holds a density matrix)")
-    if kind == "save_statevector":
-        return QiskitStatevector(state.to_numpy())
-    if kind == "save_statevector_dict":
-        psi = state.to_numpy()
-        return {hex(int(i)): complex(psi[i]) for i in np.flatnonzero(np.abs(psi) > 1e-15)}
-    if kind == "save_density_matrix":
-        return QiskitDensityMatrix(_reduced(state, qubits))
-    if kind == "save_probabilities":
-        return state.probabilities(qubits)
-    if kind == "save_probabilities_dict":
-        p = state.probabilities(qubits)
-        return {int(i): float(p[i]) for i in np.flatnonzero(p > 1e-15)}
-    if kind == "save_amplitudes":
-        return np.array([state.amplitude(int(i)) for i in save.params], dtype=complex)
-    if kind == "save_amplitudes_sq" and not density:
-        return np.array([abs(state.amplitude(int(i))) ** 2 for i in save.params])
-    if kind == "save_amplitudes_sq":
-        p = state.probabilities()
-        return np.array([p[int(i)] for i in save.params])
-    # save_expval, save_expval_var: Aer's params are (label over qubits, (coefficient in O, in O^2))
-    mean = _expectation(state, save.params, qubits, 0)
-    if kind == "save_expval":
-        return mean
-    return np.array([mean, _expectation(state, save.params, qubits, 1) - mean**2])
-
-
-def _expectation(
-    state: StateVector | DensityMatrix, params: tuple[Any, ...], qubits: list[int], which: int
-) -> float:
-    """<sum of c P> with c the ``which``-th coefficient of each term; labels over ``qubits``
-    widened to the state (qubit 0 rightmost)."""
-    n = state.num_qubits
-    terms = []
-    for label, coefficients in params:
-        if coefficients[which] == 0:
-            continue
-        full = pauli_label({qubits[j]: char for j, char in enumerate(reversed(label))}, n)
-        terms.append((full, complex(coefficients[which])))
-    return complex(state.expectation(terms)).real if terms else 0.0
-
-
-def _reduced(state: StateVector | DensityMatrix, qubits: list[int]) -> np.ndarray:
-    """The density matrix of ``qubits`` (bit j of its index: ``qubits[j]``)."""
-    n = state.num_qubits
-    axes = [n - 1 - q for q in reversed(qubits)]  # most significant first
-    rest = [a for a in range(n) if a not in axes]
-    k = len(qubits)
-    if isinstance(state, StateVector):
-        psi = np.transpose(state.to_numpy().reshape([2] * n), axes + rest).reshape(2**k, -1)
-        return psi @ psi.conj().T
-    rho = state.to_numpy().reshape([2] * (2 * n))
-    traced = np.einsum(rho, [*range(n), *(a + n if a in axes else a for a in range(n))])
-    remaining = sorted(axes)  # einsum leaves the kept row axes, then the kept column axes, in order
-    order = [remaining.index(a) for a in axes]
-    traced = np.transpose(traced, order + [k + i for i in order])
-    return traced.reshape(2**k, 2**k)

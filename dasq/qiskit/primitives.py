@@ -5,7 +5,7 @@ Qiskit (parameter values broadcast against observables as Qiskit defines); each
 parameter set is bound by Qiskit, converted once and simulated once, and every
 observable broadcast against it is read from that one state (terms sharing an
 X/Y mask are one pass). ``options`` are dasq's own settings, passed to
-:func:`dasq.simulate` / :func:`dasq.run` (``chunk_qubits``, ``client``,
+[`dasq.simulate`][dasq.simulate] / [`dasq.run`][dasq.run] (``chunk_qubits``, ``client``,
 ``dtype``, ``store``...).
 """
 
@@ -154,7 +154,7 @@ class EstimatorV2(BaseEstimatorV2):
 
 class SamplerV2(BaseSamplerV2):
     """Shots of every classical register, as Qiskit's BitArrays. Circuits may hold
-    mid-circuit measurements, resets and if/else blocks (see :func:`dasq.run`)."""
+    mid-circuit measurements, resets and if/else blocks (see [`dasq.run`][dasq.run])."""
 
     def __init__(
         self, *, default_shots: int = 1024, seed: int | None = None, options: dict[str, Any] | None = None

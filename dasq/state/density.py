@@ -26,7 +26,13 @@ from dasq.engine.memory import persist
 from dasq.errors import ValidationError
 from dasq.plan.choi import choi_circuit
 from dasq.state.observables import PauliSum
-from dasq.state.statevector import MAX_MARGINAL_QUBITS, StateVector, labelled_counts
+from dasq.state.statevector import (
+    MAX_MARGINAL_QUBITS,
+    StateVector,
+    as_numpy_array,
+    labelled_counts,
+    qiskit_state,
+)
 
 
 class DensityMatrix:
@@ -127,7 +133,7 @@ class DensityMatrix:
     def projected(
         self, qubit: int, outcome: int, probability: float, *, reset: bool = False
     ) -> DensityMatrix:
-        """:meth:`project` when the outcome's ``probability`` is known: the ket and the
+        """``project`` when the outcome's ``probability`` is known: the ket and the
         bra bit are both kept at ``outcome`` and the entries divided by it."""
         ket = self.choi.projected(qubit, outcome, probability**2, reset=reset)
         both = ket.projected(qubit + self._n, outcome, 1.0, reset=reset)
@@ -161,6 +167,27 @@ class DensityMatrix:
         d = 1 << self._n
         return self.choi.to_numpy(force=force).reshape(d, d).T
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(dm)``: rho as a new 2^N x 2^N numpy array, qubit 0 the least
+        significant bit of row and column (Qiskit's order). It is ``to_numpy()``, so
+        the ``dasq.to-numpy-limit`` guard holds (``to_numpy(force=True)`` passes it), and
+        ``copy=False`` is refused: each call makes a new array."""
+        return as_numpy_array(self.to_numpy, dtype, copy)
+
+    def to_operator(self) -> Any:
+        """rho as a ``qiskit.quantum_info.Operator`` on N qubits: what Qiskit reads to build
+        ``qiskit.quantum_info.DensityMatrix(dm)`` (or ``Operator(dm)``)."""
+        from qiskit.quantum_info import Operator
+
+        dims = (2,) * self._n
+        return Operator(self.to_numpy(), input_dims=dims, output_dims=dims)
+
+    def to_qiskit(self) -> Any:
+        """This state as a ``qiskit.quantum_info.DensityMatrix`` of N qubits."""
+        from qiskit.quantum_info import DensityMatrix as QiskitDensityMatrix
+
+        return QiskitDensityMatrix(self.to_numpy(), dims=(2,) * self._n)
+
     def amplitude(self, row: int, column: int) -> complex:
         """rho[row, column]."""
         i, j = check_index(row, self._n, "row"), check_index(column, self._n, "column")
@@ -168,7 +195,7 @@ class DensityMatrix:
 
     def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
         """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``,
-        in the state's real precision (as :meth:`StateVector.probabilities`)."""
+        in the state's real precision (as ``StateVector.probabilities``)."""
         qs = check_readout_qubits(qubits, self._n)
         if len(qs) > MAX_MARGINAL_QUBITS:
             raise ValidationError(f"a marginal over at most {MAX_MARGINAL_QUBITS} qubits is allowed")
@@ -315,6 +342,13 @@ def initial_choi(
             return c.blocks.astype(dtype), c.layout
         return c.amplitudes.astype(dtype).rechunk(1 << L, method="tasks"), tuple(range(2 * n))
     d = 1 << n
+    from_qiskit = qiskit_state(initial)
+    if from_qiskit is not None:
+        qubits = from_qiskit.shape[0].bit_length() - 1
+        if qubits != n:
+            kind = type(initial).__name__
+            raise ValidationError(f"the initial {kind} has {qubits} qubits, the circuit {n}")
+        initial = from_qiskit
     if isinstance(initial, str):
         if initial != MAXIMALLY_MIXED:
             raise ValidationError(f"initial={initial!r}: the named initial state is {MAXIMALLY_MIXED!r}")
@@ -351,7 +385,8 @@ def initial_choi(
         return da.from_array(vector, chunks=1 << L), tuple(range(2 * n))
     raise TypeError(
         "initial must be None, a basis-state int, 'maximally_mixed', amplitudes, a density matrix "
-        f"array, a StateVector or a DensityMatrix, got {type(initial).__name__}"
+        "array, a StateVector or a DensityMatrix (dasq's or qiskit.quantum_info's), got "
+        f"{type(initial).__name__}"
     )
 
 

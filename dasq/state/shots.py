@@ -4,8 +4,14 @@ The circuit's terminal measurements are sampled from each final state (never
 collapsed into it). Every other measurement or reset splits a branch in two,
 the shots going to each outcome drawn from its probability (binomial), so the
 work grows with the distinct branches, never with the shots; an IfElse sends each
-branch down the body its classical bits select. One shot is one trajectory:
-``dasq.simulate`` runs a conditioned circuit that way.
+branch down the body its classical bits select. Loops (dasq.circuit.loops) run per
+branch, as Aer runs them per shot: a while loop until its condition fails for that
+branch, ``break_loop``/``continue_loop`` sending branches out of the loop or on to its
+next pass; Initialize records reset and prepare as Aer does. Branches that come back
+to the same memory and state are merged (at each loop pass, and whenever a walk's
+branches double), so loops do not multiply them. A Snapshot hands the branches, states
+computed, to the caller (the Qiskit backend's save instructions). One shot is one
+trajectory: ``dasq.simulate`` runs a conditioned circuit that way.
 """
 
 from __future__ import annotations
@@ -16,15 +22,22 @@ from typing import Any
 
 import numpy as np
 
+from dasq.circuit.channels import reset_kraus
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import ClassicalRegister, IfElse, count_keys
 from dasq.circuit.dynamic import ShotProgram
-from dasq.circuit.kinds import Measure, Reset
+from dasq.circuit.initialize import Initialize
+from dasq.circuit.kinds import Channel, Diagonal, Measure, Reset
+from dasq.circuit.loops import MAX_WHILE_PASSES, BreakLoop, ContinueLoop, ForLoop, WhileLoop
 from dasq.engine.readout import total_by_value
 from dasq.errors import ValidationError
+from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], StateVector]
+MERGE_MAX_AMPLITUDES = 1 << 16  # branches are compared for merging when states have at most this many entries
+MERGE_ATOL = 1e-12
+MERGE_FROM = 16  # a walk merges alike branches when it holds more than this (and twice its last count)
 
 
 @dataclass
@@ -87,32 +100,219 @@ class Result:
         return {k: v / self.shots for k, v in self.counts.items()} if self.shots else {}
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A point where the caller reads every branch's state (Qiskit Aer's save
+    instructions): it reads every qubit, so no measurement before it is terminal."""
+
+    key: int
+    num_qubits: int
+    name: str = "snapshot"
+
+    @property
+    def qubits(self) -> tuple[int, ...]:
+        return tuple(range(self.num_qubits))
+
+    @property
+    def is_barrier(self) -> bool:
+        return False
+
+    @property
+    def is_collapse(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"snapshot {self.key}"
+
+    def update_digest(self, digest: Any) -> None:
+        digest.update(f"snapshot;{self.key}".encode())
+
+
+Observe = Callable[[Snapshot, list[Branch]], None]
+
+
+@dataclass
+class Flow:
+    """Where a walk left its branches: at the end of its operations, out of the
+    innermost loop (``break_loop``), or on to that loop's next pass (``continue_loop``)."""
+
+    ended: list[Branch]
+    broke: list[Branch] = field(default_factory=list)
+    continued: list[Branch] = field(default_factory=list)
+
+
 def run_branches(
-    program: ShotProgram, num_qubits: int, shots: int, start: Start, rng: np.random.Generator
+    program: ShotProgram,
+    num_qubits: int,
+    shots: int,
+    start: Start,
+    rng: np.random.Generator,
+    observe: Observe | None = None,
 ) -> list[Branch]:
-    """Every branch of ``program.body`` for ``shots`` shots, with its final state."""
-    branches = _walk(program.body, [Branch(shots)], num_qubits, start, rng)
+    """Every branch of ``program.body`` for ``shots`` shots, with its final state;
+    ``observe`` is called at each Snapshot with the branches there, states computed."""
+    walker = _Walker(num_qubits, start, rng, observe)
+    branches = walker.walk(program.body, [Branch(shots)]).ended
     for branch in branches:
         _flush(branch, num_qubits, start)
     return branches
 
 
-def _walk(
-    items: Sequence[Any], branches: list[Branch], n: int, start: Start, rng: np.random.Generator
-) -> list[Branch]:
-    for op in items:
-        if not branches:
-            return branches
+@dataclass(frozen=True)
+class _Walker:
+    """What a walk through a program needs besides its branches."""
+
+    n: int
+    start: Start
+    rng: np.random.Generator
+    observe: Observe | None
+
+    def walk(self, items: Sequence[Any], branches: list[Branch]) -> Flow:
+        """The branches after ``items``; whenever their number doubles, those alike are merged."""
+        flow = Flow([])
+        limit = max(MERGE_FROM, 2 * len(branches))
+        for op in items:
+            if not branches:
+                break
+            branches = self.step(op, branches, flow)
+            if len(branches) > limit:
+                branches = self.merged(branches)
+                limit = max(MERGE_FROM, 2 * len(branches))
+        flow.ended = branches
+        return flow
+
+    def step(self, op: Any, branches: list[Branch], flow: Flow) -> list[Branch]:
+        """The branches after ``op``; those that jump out of a loop go to ``flow``."""
+        if isinstance(op, BreakLoop):
+            flow.broke += branches
+            return []
+        if isinstance(op, ContinueLoop):
+            flow.continued += branches
+            return []
+        if isinstance(op, WhileLoop):
+            return self.while_loop(op, branches)
+        if isinstance(op, ForLoop):
+            return self.for_loop(op, branches)
+        if isinstance(op, Initialize):
+            return self.initialize(op, branches)
         if isinstance(op, IfElse):
-            taken = [b for b in branches if op.condition.holds(b.memory)]
-            other = [b for b in branches if not op.condition.holds(b.memory)]
-            branches = _walk(op.true_body, taken, n, start, rng) + _walk(op.false_body, other, n, start, rng)
-        elif isinstance(op, (Measure, Reset)):
-            branches = [child for b in branches for child in _split(b, op, n, start, rng)]
-        else:
+            taken = self.walk(op.true_body, [b for b in branches if op.condition.holds(b.memory)])
+            other = self.walk(op.false_body, [b for b in branches if not op.condition.holds(b.memory)])
+            flow.broke += taken.broke + other.broke
+            flow.continued += taken.continued + other.continued
+            return taken.ended + other.ended
+        if isinstance(op, Snapshot):
             for b in branches:
-                b.pending.append(op)
-    return branches
+                _flush(b, self.n, self.start)
+            if self.observe is not None:
+                self.observe(op, branches)
+            return branches
+        if isinstance(op, (Measure, Reset)):
+            return [child for b in branches for child in _split(b, op, self.n, self.start, self.rng)]
+        for b in branches:
+            b.pending.append(op)
+        return branches
+
+    def while_loop(self, op: WhileLoop, branches: list[Branch]) -> list[Branch]:
+        """Each branch runs the body until the condition fails for it or it breaks out."""
+        done: list[Branch] = []
+        for _ in range(MAX_WHILE_PASSES):
+            branches = self.merged(branches)
+            looping = [b for b in branches if op.continues(b.memory)]
+            done += [b for b in branches if not op.continues(b.memory)]
+            if not looping:
+                return done
+            flow = self.walk(op.true_body, looping)
+            done += flow.broke
+            branches = flow.ended + flow.continued
+        if any(op.continues(b.memory) for b in branches):
+            shots = sum(b.shots for b in branches if op.continues(b.memory))
+            raise ValidationError(
+                f"the condition of {op.describe()[:200]} still holds for {shots} shot(s) after "
+                f"{MAX_WHILE_PASSES} passes; dasq stops a loop there (it would likely never end)"
+            )
+        return done + branches
+
+    def for_loop(self, op: ForLoop, branches: list[Branch]) -> list[Branch]:
+        """The passes in order; a branch that breaks skips the rest."""
+        done: list[Branch] = []
+        for one in op.true_body:
+            if not branches:
+                break
+            flow = self.walk(one.true_body, self.merged(branches))
+            done += flow.broke
+            branches = flow.ended + flow.continued
+        return branches + done
+
+    def merged(self, branches: list[Branch]) -> list[Branch]:
+        """The branches, those with the same memory and the same state (to MERGE_ATOL)
+        made one: without this, a loop's passes multiply the branches of shots that
+        measured their way back to one state (up to one branch per shot). States of
+        more than MERGE_MAX_AMPLITUDES entries are not compared."""
+        if len(branches) < 2:
+            return branches
+        density = isinstance(_flush(branches[0], self.n, self.start), DensityMatrix)
+        if 1 << (2 * self.n if density else self.n) > MERGE_MAX_AMPLITUDES:
+            return branches
+        kept: list[Branch] = []
+        seen: dict[int, list[tuple[Branch, np.ndarray]]] = {}  # by memory: the distinct states kept
+        for b in branches:
+            values = np.asarray(_flush(b, self.n, self.start).to_numpy())
+            same = seen.setdefault(b.memory, [])
+            for other, other_values in same:
+                if np.allclose(values, other_values, rtol=0, atol=MERGE_ATOL):
+                    other.shots += b.shots
+                    break
+            else:
+                same.append((b, values))
+                kept.append(b)
+        return kept
+
+    def initialize(self, op: Initialize, branches: list[Branch]) -> list[Branch]:
+        """Aer's initialize: the reset as a channel on a density matrix; on every qubit,
+        the state set outright (one branch per classical memory); else the resets split
+        the shots, then the preparing gates."""
+        states = [_flush(b, self.n, self.start) for b in branches]
+        if isinstance(states[0], DensityMatrix):
+            body = Circuit(self.n).with_operations(
+                Channel.create(self.n, o.targets, name="reset", kraus=reset_kraus())
+                if isinstance(o, Reset)
+                else o
+                for o in op.true_body
+            )
+            for b, state in zip(branches, states):
+                b.state = state.apply(body)
+            return branches
+        if not op.covers(self.n):
+            return self.walk(op.true_body, branches).ended
+        merged: dict[int, Branch] = {}
+        for b in branches:
+            if b.memory in merged:  # the same memory and, now, the same state
+                merged[b.memory].shots += b.shots
+                continue
+            b.state, phase = _zeroed(b.state)  # type: ignore[arg-type]
+            b.pending.extend(_phase(self.n, -phase))
+            b.pending.extend(op.preparation)
+            merged[b.memory] = b
+        return list(merged.values())
+
+
+def _zeroed(state: StateVector) -> tuple[StateVector, float]:
+    """|0...0> from ``state`` by resetting every qubit to an outcome it can have, and
+    the phase of its amplitude (what the resets kept)."""
+    for q in range(state.num_qubits):
+        probs = state.probabilities([q])
+        outcome = int(probs[1] > probs[0])
+        state = state.projected(q, outcome, float(probs[outcome] / probs.sum()), reset=True)
+    return state, float(np.angle(state.amplitude(0)))
+
+
+def _phase(n: int, angle: float) -> list[Any]:
+    """exp(i angle) on the whole state, as a diagonal on qubit 0 (none when zero)."""
+    if angle == 0.0:
+        return []
+    value = np.exp(1j * angle)
+    return [Diagonal.create(n, (0,), name="global_phase", values=np.array([value, value]))]
 
 
 def _flush(branch: Branch, n: int, start: Start) -> StateVector:

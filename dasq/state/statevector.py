@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.utils import format_bytes
 
 from dasq import _config
 from dasq.backend.base import Backend
@@ -31,6 +33,7 @@ from dasq.plan.steps import PhysicalPlan
 from dasq.state.observables import PauliSum
 from dasq.storage import store as st
 from dasq.storage.chunks import encode_crcs
+from dasq.storage.location import check_creatable
 from dasq.storage.manifest import Manifest
 
 MAX_MARGINAL_QUBITS = 30
@@ -45,10 +48,40 @@ def labelled_counts(indices: np.ndarray, counts: np.ndarray, qubits: Sequence[in
     return {format(int(v), f"0{len(qubits)}b"): int(c) for v, c in zip(values, totals)}
 
 
+def as_numpy_array(gather: Any, dtype: Any, copy: bool | None) -> np.ndarray:
+    """numpy's ``__array__`` protocol for a state whose ``gather()`` makes a new array."""
+    if copy is False:
+        raise ValueError(
+            "a dasq state is gathered into a new array on every read, so np.asarray(state, copy=False) "
+            "cannot avoid a copy; leave copy at None"
+        )
+    out = gather()
+    return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def qiskit_state(initial: Any) -> np.ndarray | None:
+    """The amplitudes (1-D) of a ``qiskit.quantum_info.Statevector`` or the matrix (2-D)
+    of a ``DensityMatrix``, else None; refuses subsystems that are not qubits.
+
+    Qiskit numbers qubits as dasq does (qubit 0 the least significant bit), so its data
+    is taken as it is. Qiskit is looked up only where it is already imported: no object
+    of its classes can exist otherwise, and dasq runs without it."""
+    qi = sys.modules.get("qiskit.quantum_info")
+    if qi is None or not isinstance(initial, (qi.Statevector, qi.DensityMatrix)):
+        return None
+    dims = tuple(initial.dims())
+    if any(d != 2 for d in dims):
+        raise ValidationError(
+            f"the initial {type(initial).__name__} has subsystems of dimensions {dims}; "
+            "dasq simulates qubits (dimension 2)"
+        )
+    return np.asarray(initial.data)
+
+
 class StateVector:
     """A pure state of ``num_qubits`` qubits held as blocks of 2^chunk_qubits amplitudes.
 
-    Build one with :func:`dasq.simulate`. The bits of a block's index are the global
+    Build one with ``dasq.simulate``. The bits of a block's index are the global
     ("prefix") qubits; the bits inside a block are local. ``plan`` is the physical
     plan that produced it, ``report`` what each step cost, ``measurements`` the
     (qubit, outcome) pairs of mid-circuit measurements, in order.
@@ -200,7 +233,7 @@ class StateVector:
         return self.projected(q, outcome, p, reset=reset)
 
     def projected(self, qubit: int, outcome: int, probability: float, *, reset: bool = False) -> StateVector:
-        """:meth:`project` when the outcome's ``probability`` (> 0) is known already."""
+        """``project`` when the outcome's ``probability`` (> 0) is known already."""
         blocks = project(
             self._blocks, self._layout, self._L, qubit, outcome, probability, self._options, reset=reset
         )
@@ -231,13 +264,31 @@ class StateVector:
         nbytes = self._blocks.nbytes
         if nbytes > limit and not force:
             raise ValidationError(
-                f"the state is {nbytes / 2**30:.3g} GiB, over the to_numpy limit of "
-                f"{limit / 2**30:.3g} GiB; pass force=True, or raise dask.config "
+                f"the state is {format_bytes(nbytes)}, over the to_numpy limit of "
+                f"{format_bytes(limit)}; pass force=True, or raise dask.config "
                 "'dasq.to-numpy-limit'"
             )
         if runs_in_this_process(self._options.client):  # one copy into one array
             return self._compute(readout.host_array(self._blocks, self._L, self._layout, self.backend))[0]
         return np.asarray(self.backend.to_host(self._compute(self.amplitudes)[0]))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(state)``: the 2^n amplitudes in one new numpy array, qubit 0 the
+        least significant bit of the index (Qiskit's order too, so
+        ``qiskit.quantum_info.Statevector(np.asarray(state))`` is the same state).
+
+        It is ``to_numpy()``, size guard included: a state over ``dasq.to-numpy-limit``
+        bytes (default a quarter of RAM) is refused, since numpy would gather it on this
+        machine; call ``state.to_numpy(force=True)`` to gather it anyway. Each call makes
+        a new array, so ``copy=False`` (numpy's "never copy") is refused."""
+        return as_numpy_array(self.to_numpy, dtype, copy)
+
+    def to_qiskit(self) -> Any:
+        """This state as a ``qiskit.quantum_info.Statevector`` of ``num_qubits`` qubits
+        (the amplitudes gathered as by ``to_numpy()``, with its size guard)."""
+        from qiskit.quantum_info import Statevector
+
+        return Statevector(self.to_numpy(), dims=(2,) * self._n)
 
     def amplitude(self, index: int) -> complex:
         """The amplitude of basis state ``index`` (qubit 0 is bit 0)."""
@@ -270,7 +321,7 @@ class StateVector:
     ) -> dict[str, int]:
         """Counts of ``shots`` measurements of ``qubits`` (all by default), Qiskit-style
         labels with ``qubits[0]`` rightmost. A ``seed`` gives the same samples whatever
-        the chunking, layout, executor or cluster (see :meth:`sample_counts`)."""
+        the chunking, layout, executor or cluster (see ``sample_counts``)."""
         qs = check_readout_qubits(qubits, self._n)
         indices, counts = self.sample_counts(shots, seed)
         return labelled_counts(indices, counts, qs)
@@ -336,6 +387,7 @@ class StateVector:
         """Save the amplitudes (in their stored layout) as a complete dasq store at
         ``path``; the store appears whole or not at all."""
         target = st.new_store_path(path)
+        check_creatable(target)  # before the free space, which an unwritable file system reports as 0
         dtype = self.dtype.name
         st.check_disk_space(target, st.disk_needed(self._n, dtype, self._L) // 2)
         manifest = Manifest(

@@ -132,4 +132,7 @@ def _reduced_density_matrix(state: StateVector, targets: Sequence[int]) -> np.nd
 def refuse_conditions(circuit: Circuit) -> None:
     """Trajectories walk a circuit without classical bits to branch on."""
     if has_if_test(circuit):
-        raise ValidationError("trajectories do not take conditioned blocks (if_test); use density=True")
+        raise ValidationError(
+            "trajectories do not take conditioned blocks, loops or initialize (if_test, Qiskit control "
+            "flow); use density=True"
+        )

@@ -1,7 +1,7 @@
 """zarr's local store, with every file access made through dasq.storage.contained.
 
 zarr opens a local store's files itself (chunks, ``zarr.json``); this subclass
-routes each of those accesses through :class:`Contained`, so the rules that hold for
+routes each of those accesses through ``Contained``, so the rules that hold for
 dasq's own files (no links at any level, regular files only, never waiting, bounded
 sizes) hold for the ones zarr reads and writes too. Imported only when a store is
 opened, as zarr is.

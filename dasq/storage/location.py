@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dasq.errors import StoreError
 from dasq.storage.contained import Contained
 from dasq.storage.lease import Lease, LeaseTerms
 from dasq.storage.lock import StoreLock, is_locked
@@ -191,6 +193,23 @@ class LocalDir:
         self.check()
         return StoreLock(self.path)
 
+    def check_creatable(self) -> None:
+        """Refuse a new store whose directory takes no new entry, by making (and removing)
+        one there: permission bits do not say it (root passes them, and /proc or /sys
+        refuse writes anyway), and such a file system reports 0 bytes free, which would
+        otherwise be the reason given. An existing non-empty path is left to the checks
+        of the store it may be."""
+        path = self.path
+        if path.exists() and not (path.is_dir() and not any(path.iterdir())):
+            return
+        parent = path.parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot create {path}: the directory {parent} does not exist")
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=f".{path.name}.dasq-probe-", dir=parent))
+        except OSError as exc:
+            raise StoreError(f"cannot create {path}: {parent} is not writable ({exc.strerror})") from None
+
     def is_locked(self) -> bool:
         return is_locked(self.path)
 
@@ -299,6 +318,15 @@ class FsspecDir:
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (FsspecDir, (self.url,))  # the URL travels, each process resolves it itself
+
+
+def check_creatable(store: StoreName) -> None:
+    """Refuse, with that reason, a new local store in a directory that cannot be written
+    (before the free space, which such a file system reports as 0, is asked). An object
+    store's permissions are known only when it is written: nothing to check here."""
+    where = location(store)
+    if isinstance(where, LocalDir):
+        where.check_creatable()
 
 
 def fsync_directory(directory: Path) -> None:

@@ -9,7 +9,7 @@ completed stage is published by the atomic manifest replacement alone.
 A flock belongs to an inode, not to a name: if anything deleted or replaced
 ``dasq.lock`` while it was held, a second process would lock a new file at the
 same path and both would write. So a lock is only taken once the locked file is
-the one at the path, and a holder calls :meth:`StoreLock.verify` before it
+the one at the path, and a holder calls ``StoreLock.verify`` before it
 writes (after creating the store, before every stage and manifest write).
 
 Guarantees hold between processes that see the same local filesystem. On network
@@ -86,7 +86,7 @@ class StoreLock:
 
     def verify(self) -> None:
         """Raise StoreError unless this process still holds the lock of the file at
-        :attr:`path`; a holder calls it before it writes, so a lock file deleted or
+        ``path``; a holder calls it before it writes, so a lock file deleted or
         replaced behind its back (a second writer may hold the new one) stops the
         run before anything is written."""
         if self._fd is not None and _same_file(self._fd, self.path):

@@ -11,6 +11,15 @@ few lines a user would write: Qiskit's QASM 2 parser and ``AerSimulator().run``,
 Cirq's QASM importer and ``QSimSimulator().run``. A warm row (the cache kept) is
 beside each.
 
+The same is timed on a 20-qubit random circuit (``random_circuit(20, 10, max_operands=2,
+seed=1, measure=True)``, written in the gates both dasq and Aer run: u, cx, cp, rz, h,
+swap; Aer's ``run`` refuses the file's own gate definitions) for dasq and Aer: the
+file's ``random`` entry. Its ``dasq-compiled`` row is the same command with numba's
+kernels forced on (``cpu.COMPILED_FROM_WORK`` 0): what a run too small for them to pay
+for themselves would cost if it compiled them (empty cache) or loaded them (warm);
+``work_rule`` compares the two paths inside one process, kernels ready, for a few
+sizes (the rule's calibration: ``cpu.COMPILED_FROM_WORK``).
+
 Every contender starts with its modules' bytecode compiled, as ``pip install`` leaves
 it: dasq's (a checkout, maybe installed in editable mode, where a
 ``PYTHONDONTWRITEBYTECODE`` environment would otherwise have each run compile its
@@ -33,6 +42,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 QASM = HERE.parent / "examples" / "ghz.qasm"
 SHOTS = 1000
+RANDOM_QUBITS, RANDOM_LAYERS, RANDOM_SEED = 20, 10, 1
+BASIS = ["u", "cx", "cp", "rz", "h", "swap"]  # benchmarks/circuits.py's random circuits
+WORK_RULE_SIZES = ((18, 10), (20, 10), (20, 40), (22, 10), (22, 40))
+
+DASQ_COMPILED = """
+import sys
+from dasq.backend import cpu
+cpu.COMPILED_FROM_WORK = 0
+from dasq import cli
+sys.exit(cli.main(["run", {path!r}, "--shots", "{shots}"]))
+"""
 
 AER = """
 from qiskit import qasm2
@@ -50,18 +70,35 @@ print(result.multi_measurement_histogram(keys=sorted(result.measurements)))
 """
 
 
-def command(contender: str) -> list[str]:
+def random_circuit(qubits: int = RANDOM_QUBITS, layers: int = RANDOM_LAYERS, seed: int = RANDOM_SEED):
+    """Qiskit's random circuit, measured, in gates both dasq and Aer run."""
+    from qiskit import transpile
+    from qiskit.circuit.random import random_circuit as qiskit_random
+
+    qc = qiskit_random(qubits, layers, max_operands=2, seed=seed, measure=True)
+    return transpile(qc, basis_gates=BASIS, optimization_level=0)
+
+
+def write_random_qasm(directory: Path) -> Path:
+    from qiskit import qasm2
+
+    path = directory / f"random{RANDOM_QUBITS}.qasm"
+    path.write_text(qasm2.dumps(random_circuit()))
+    return path
+
+
+def command(contender: str, qasm: Path = QASM) -> list[str]:
     if contender == "dasq":
-        return [sys.executable, "-m", "dasq.cli", "run", str(QASM), "--shots", str(SHOTS)]
-    script = {"aer": AER, "qsim": QSIM}[contender]
-    return [sys.executable, "-c", script.format(path=str(QASM), shots=SHOTS)]
+        return [sys.executable, "-m", "dasq.cli", "run", str(qasm), "--shots", str(SHOTS)]
+    script = {"aer": AER, "qsim": QSIM, "dasq-compiled": DASQ_COMPILED}[contender]
+    return [sys.executable, "-c", script.format(path=str(qasm), shots=SHOTS)]
 
 
-def timed(contender: str, cache: str) -> float:
+def timed(contender: str, cache: str, qasm: Path = QASM) -> float:
     threads = os.environ.get("BENCH_THREADS", "2")
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "OMP_NUM_THREADS": threads}
     start = time.perf_counter()
-    out = subprocess.run(command(contender), capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(command(contender, qasm), capture_output=True, text=True, env=env, timeout=600)
     seconds = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(f"{contender} failed:\n{out.stderr[-2000:]}")
@@ -71,12 +108,12 @@ def timed(contender: str, cache: str) -> float:
 PACKAGES = ("dasq", "dask.array", "scipy.sparse", "qiskit", "numba", "distributed", "zarr")
 
 
-def import_seconds() -> dict[str, float]:
+def import_seconds(qasm: Path = QASM) -> dict[str, float]:
     """Seconds spent importing each of ``PACKAGES`` (with what it imports) during one
     warm ``dasq run`` of the same file, from ``python -X importtime``; 0 where the run
     does not import it."""
     threads = os.environ.get("BENCH_THREADS", "2")
-    cmd = [sys.executable, "-X", "importtime", *command("dasq")[1:]]
+    cmd = [sys.executable, "-X", "importtime", *command("dasq", qasm)[1:]]
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": threads})
     found = dict.fromkeys(PACKAGES, 0.0)
     for line in out.stderr.splitlines():
@@ -95,32 +132,83 @@ def compile_bytecode() -> None:
         raise RuntimeError("could not byte-compile dasq's modules")
 
 
-def suite_cold(args: argparse.Namespace) -> dict:
-    from benchmarks.machine import machine
-
-    compile_bytecode()
-    contenders = ["dasq", "aer", "qsim"]
+def fresh_processes(contenders: list[str], reps: int, qasm: Path = QASM) -> list[dict]:
+    """Each contender ``reps`` times in a fresh process with an empty numba cache, then
+    again with the cache that run left (warm), contenders interleaved so that a
+    machine's slow spell falls on all of them."""
     cold: dict[str, list[float]] = {c: [] for c in contenders}
     warm: dict[str, list[float]] = {c: [] for c in contenders}
-    for _ in range(args.reps):
+    for _ in range(reps):
         for c in contenders:
             cache = tempfile.mkdtemp(prefix="dasq-bench-numba-")
             try:
-                cold[c].append(timed(c, cache))  # empty cache
-                warm[c].append(timed(c, cache))  # the cache the first run left
+                cold[c].append(timed(c, cache, qasm))  # empty cache
+                warm[c].append(timed(c, cache, qasm))  # the cache the first run left
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
-    med = {c: statistics.median(v) for c, v in cold.items()}
-    rows = [
+    return [
         {
             "contender": c,
             "cold_seconds": cold[c],
             "warm_seconds": warm[c],
-            "median_cold_seconds": med[c],
+            "median_cold_seconds": statistics.median(cold[c]),
             "median_warm_seconds": statistics.median(warm[c]),
         }
         for c in contenders
     ]
+
+
+def work_rule(reps: int = 3) -> list[dict]:
+    """In one process, kernels compiled: seconds of ``dasq.run`` (1000 shots) with
+    numba's kernels and with the array code, best of ``reps``, per (qubits, layers),
+    beside the run's amplitudes x operations and whether the rule compiles for it."""
+    import dasq
+    from dasq.backend import cpu
+
+    rows = []
+    saved = cpu.COMPILED_FROM
+    try:
+        for qubits, layers in WORK_RULE_SIZES:
+            circuit = dasq.Circuit.from_qiskit(random_circuit(qubits, layers))
+            seconds = {}
+            for path, threshold in (("compiled", saved), ("array", 1 << 62)):
+                cpu.COMPILED_FROM = threshold
+                dasq.run(circuit, SHOTS, seed=1)  # kernels compiled or loaded before timing
+                best = float("inf")
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    dasq.run(circuit, SHOTS, seed=1)
+                    best = min(best, time.perf_counter() - start)
+                seconds[path] = best
+            work = (1 << qubits) * len(circuit.operations)
+            rows.append(
+                {
+                    "qubits": qubits,
+                    "layers": layers,
+                    "operations": len(circuit.operations),
+                    "work": work,
+                    "compiled_seconds": seconds["compiled"],
+                    "array_seconds": seconds["array"],
+                    "ns_saved_per_work": 1e9 * (seconds["array"] - seconds["compiled"]) / work,
+                    "rule_compiles": cpu.worth_compiling(1 << qubits, len(circuit.operations)),
+                }
+            )
+    finally:
+        cpu.COMPILED_FROM = saved
+    return rows
+
+
+def suite_cold(args: argparse.Namespace) -> dict:
+    from benchmarks.machine import machine
+
+    compile_bytecode()
+    rows = fresh_processes(["dasq", "aer", "qsim"], args.reps)
+    med = {r["contender"]: r["median_cold_seconds"] for r in rows}
+    with tempfile.TemporaryDirectory(prefix="dasq-bench-qasm-") as tmp:
+        qasm = write_random_qasm(Path(tmp))
+        random_rows = fresh_processes(["dasq", "dasq-compiled", "aer"], args.reps, qasm)
+        random_imports = import_seconds(qasm)
+    by = {r["contender"]: r for r in random_rows}
     return {
         "suite": "cold",
         "machine": machine(),
@@ -131,4 +219,18 @@ def suite_cold(args: argparse.Namespace) -> dict:
         "ratio_dasq_to_fastest_peer": med["dasq"] / min(med["aer"], med["qsim"]),
         "import_seconds": import_seconds(),
         "rows": rows,
+        "random": {
+            "circuit": (
+                f"qiskit random_circuit({RANDOM_QUBITS}, {RANDOM_LAYERS}, max_operands=2, "
+                f"seed={RANDOM_SEED}, measure=True), transpiled to {BASIS}"
+            ),
+            "qubits": RANDOM_QUBITS,
+            "layers": RANDOM_LAYERS,
+            "shots": SHOTS,
+            "ratio_dasq_cold_to_aer": by["dasq"]["median_cold_seconds"] / by["aer"]["median_cold_seconds"],
+            "ratio_dasq_warm_to_aer": by["dasq"]["median_warm_seconds"] / by["aer"]["median_warm_seconds"],
+            "import_seconds": random_imports,
+            "rows": random_rows,
+            "work_rule": work_rule(),
+        },
     }

@@ -448,6 +448,45 @@ def fixedcost(d: dict) -> str:
     )
 
 
+def _cell(text: str, width: int = 110) -> str:
+    """A table cell of free text: its first line, no pipes, at most ``width`` characters."""
+    line = text.splitlines()[0] if text else ""
+    line = line.replace("|", "/")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def sweeps(d: dict) -> str:
+    """Each part's contenders: median seconds (and sets per second in batch), the ratio
+    to the fastest peer, how far the numbers are from the reference's (the reference
+    row says "ref"), and how each ran; a contender that failed shows its error."""
+    out = [
+        f"Machine: {machine_line(d['machine'])}; {d['threads']} thread(s) per contender, "
+        f"medians of {d['reps']} processes",
+        "",
+        "| part | qubits | work | contender | median s | sets/s | / fastest peer "
+        "| max abs diff to reference | method |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        start = f"| {r['part']} | {r['qubits']} | {r['work']} "
+        for name, c in r["contenders"].items():
+            if "median_seconds" not in c:
+                out.append(f"{start}| {name} | n/a | | | | {_cell(c.get('error', ''))} |")
+                continue
+            rate = f"{c['sets_per_second']:.0f}" if "sets_per_second" in c else "-"
+            ratio = c.get("ratio_to_fastest_peer")
+            ratio = "-" if ratio is None else f"{ratio:.2f}"
+            ratio = f"**{ratio}**" if name.startswith("dasq") and ratio != "-" else ratio
+            diff = c.get("max_abs_diff_to_reference")
+            diff = "ref" if name == r["reference"] else "-" if diff is None else f"{diff:.0e}"
+            mixed = " (rounds of different methods: rerun)" if c.get("mixed_methods") else ""
+            out.append(
+                f"{start}| {name} | {c['median_seconds']:.4f} | {rate} | {ratio} | {diff} "
+                f"| {_cell(c['method'])}{mixed} |"
+            )
+    return "\n".join(out)
+
+
 def compact(text: str) -> str:
     """Table rows without the spaces around their cells (the README's style: the same
     table rendered, in fewer bytes)."""
@@ -476,6 +515,7 @@ def main() -> None:
         ("relayout_scale", relayout_scale),
         ("scaling", scaling),
         ("diskfloor", diskfloor),
+        ("sweeps", sweeps),
     )
     renderers = dict(suites)
     # a kept table ("inmemory-26q", "outofcore-62c0d70") renders as its suite does

@@ -16,6 +16,7 @@
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
     python benchmarks/run.py gpupeer --qsim-source PATH --qubits 26 28 30   (a GPU, nvcc, qsim)
     python benchmarks/run.py gpucluster --workers 2 --qubits 28   (a GPU, dask-cuda)
+    python benchmarks/run.py sweeps --qubits 12 --sets 1000 --gradient-qubits 12 20 --threads 1
 
 Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py,
 ...: SUITES below) with the children it starts (CHILDREN: each runs as
@@ -64,6 +65,7 @@ SUITES = {
     "scaling": ("scaling", "suite_scaling"),
     "gpupeer": ("gpupeer", "suite_gpupeer"),
     "gpucluster": ("gpucluster", "suite_gpucluster"),
+    "sweeps": ("sweeps", "suite_sweeps"),
 }
 
 # a suite's child process -> (module, function): one timed run, its result printed as JSON
@@ -76,6 +78,7 @@ CHILDREN = {
     "_ooc": ("outofcore", "child"),
     "_gpu": ("gpu", "child"),
     "_gpupeer": ("gpupeer", "child"),
+    "_sweeps": ("sweeps", "child"),
 }
 
 
@@ -233,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     gcl.add_argument("--reps", type=int, default=2)
     gcl.add_argument("--device", default="gpu", help="gpu, or gpu-twin for a dry run without a GPU")
     gcl.add_argument("--output", default="gpucluster", help="results/OUTPUT.json")
+    _function("sweeps", "add_options")(sub)  # its choices come from the suite's module
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")

@@ -1,6 +1,7 @@
 """dasq: full-state quantum circuit simulation on chunked Dask arrays."""
 
 from dasq.api import info, plan, resume, run, simulate, warm_up
+from dasq.batch import expectation, gradient
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel, QuantumError, ReadoutError
 from dasq.circuit.parameters import Parameter
@@ -32,6 +33,8 @@ __all__ = [
     "Trajectories",
     "ValidationError",
     "__version__",
+    "expectation",
+    "gradient",
     "info",
     "plan",
     "plot_plan",

@@ -12,16 +12,19 @@ import numpy as np
 
 from dasq import _config
 from dasq.backend.base import Backend
-from dasq.backend.registry import get_backend
+from dasq.backend.registry import array_code_only, get_backend
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
+from dasq.circuit.parameters import is_batch, parameter_batch
 from dasq.engine.compression import PieceCodec
 from dasq.engine.memory import scheduler_client
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
+from dasq.engine.sweep import final_state
+from dasq.engine.template import TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
 from dasq.plan.choi import choi_circuit, choi_operations, resets_as_channels
@@ -147,6 +150,8 @@ def simulate(
         TypeError: An argument of the wrong type.
     """
     given = dict(locals())  # the keyword arguments as given: one request, validated once
+    if isinstance(circuit, Circuit) and is_batch(circuit.parameters, parameters):
+        return _each_set(simulate, circuit, given)
     request = make_request(given.pop("circuit"), given)
     return RUNNERS[request.mode](request)
 
@@ -177,6 +182,8 @@ class Request:
     compression: str | None
     keep_bits: int | None
     trajectories: int | None
+    source: Circuit | None = None  # the circuit as given (unbound, no noise): the compiled path's
+    values: Any = None  # its parameter values
 
     @property
     def mode(self) -> str:
@@ -200,10 +207,12 @@ def make_request(circuit: Any, given: dict[str, Any]) -> Request:
     """``simulate``'s arguments checked in one place, in the order users meet them."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
-    circuit = bound_circuit(circuit, given.pop("parameters"))
+    source, values = circuit, given.pop("parameters")
+    circuit = bound_circuit(circuit, values)
     noise_model = given.pop("noise_model")
     if noise_model is not None:
         circuit = _noisy(circuit, noise_model)
+        source = None
     if given["trajectories"] is not None:
         given["trajectories"] = v.check_int(given["trajectories"], "trajectories", 1)
         if given["density"] or given["store"] is not None or given["lazy"]:
@@ -229,7 +238,14 @@ def make_request(circuit: Any, given: dict[str, Any]) -> Request:
     width = 2 * circuit.num_qubits if given["density"] else circuit.num_qubits
     if given["chunk_qubits"] is not None:
         given["chunk_qubits"] = v.check_chunk_qubits(given["chunk_qubits"], width)
-    return Request(circuit=circuit, backend=backend, fusion_size_given=given_fusion, **given)
+    return Request(
+        circuit=circuit,
+        backend=backend,
+        fusion_size_given=given_fusion,
+        source=source,
+        values=values,
+        **given,
+    )
 
 
 def _run_stored(request: Request) -> StateVector | DensityMatrix:
@@ -301,9 +317,53 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
 def _run_statevector(request: Request) -> StateVector:
     """A statevector in memory (mid-circuit measurements collapse on drawn outcomes)."""
     L, options = _in_memory(request)
+    compiled = _compiled(request, L, options)
+    if compiled is not None:
+        return compiled
     body, n = request.circuit.remove_final_measurements(), request.circuit.num_qubits
     rng = np.random.default_rng(request.seed)
     return _evolve_from(request.initial, body, n, L, request.dtype, options, rng)
+
+
+COMPILED_MAX_QUBITS = 14  # one-block states up to this width run compiled (dasq.batch)
+
+
+def _compiled(request: Request, L: int, options: RunOptions) -> StateVector | None:
+    """A small unitary circuit in one block on this machine's CPU: run compiled, no
+    plan and no graph (the plan is made only if ``state.plan`` is read). None where
+    the general path applies."""
+    n = request.circuit.num_qubits
+    plain = (
+        request.source is not None
+        and n <= COMPILED_MAX_QUBITS
+        and n == L
+        and (request.initial is None or v.is_int(request.initial))
+        and request.method != "per-operation"
+        and not (request.lazy or request.progress or request.fusion_size_given)
+        and request.relayout_method is None
+        and request.relayout_codec is None
+        and request.backend.name == "cpu"
+        and not array_code_only()  # a fresh process's small run: nothing compiled (cli)
+        and scheduler_client(request.client) is None
+    )
+    if not plain:
+        return None
+    basis = 0 if request.initial is None else v.check_basis(request.initial, n)
+    try:
+        template = template_of(request.source)
+    except TemplateError:  # a mid-circuit measurement, a very wide gate
+        return None
+    x = parameter_batch(request.source.parameters, request.values).values
+    vector = final_state(template, x, request.dtype, basis)
+    blocks = da.from_array(vector.copy(), chunks=vector.size, name=False)  # held stays as it is
+    body = request.circuit.remove_final_measurements()
+
+    def planned() -> PhysicalPlan:
+        return plan(body, chunk_qubits=L, fusion_size=request.fusion_size)
+
+    return StateVector(
+        blocks, n, L, options=options, rng=np.random.default_rng(request.seed), plan=planned, held=vector
+    )
 
 
 def _run_density(request: Request) -> DensityMatrix:
@@ -391,6 +451,8 @@ def run(
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+    if is_batch(circuit.parameters, options.get("parameters")):
+        return _each_set(run, circuit, {**options, "shots": shots, "seed": seed, "memory": memory})
     shots = v.check_shots(shots, memory=memory)
     if options.get("lazy"):
         raise ValidationError("run() does not take lazy=True; use simulate()")
@@ -424,6 +486,22 @@ def run(
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)
+
+
+def _each_set(function: Any, circuit: Circuit, given: dict[str, Any]) -> np.ndarray:
+    """``function`` (``simulate`` or ``run``) once per parameter set of a batch: an
+    object array of the batch's shape. A seed seeds the batch: set i gets its own
+    seed drawn from it, so the sets' samples are independent and reproducible."""
+    given = {k: value for k, value in given.items() if k != "circuit"}
+    batch = parameter_batch(circuit.parameters, given.pop("parameters"))
+    seed = given.get("seed")
+    seeds = np.random.default_rng(seed).integers(0, 2**62, size=batch.size) if seed is not None else None
+    out = np.empty(batch.size, dtype=object)
+    for i, x in enumerate(batch.values):
+        if seeds is not None:
+            given["seed"] = int(seeds[i])
+        out[i] = function(circuit, parameters=x, **given)
+    return out.reshape(batch.shape)
 
 
 def simulate_settings(*set_elsewhere: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from dask.utils import format_bytes
 
 from dasq import _config
 from dasq.api import info, plan, resume, run
+from dasq.backend.registry import array_code_for
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import writes_clbits
 from dasq.errors import DasqError, ValidationError
@@ -258,19 +259,32 @@ def _run(args: argparse.Namespace) -> int:
     client = _client(args)
     try:
         start = time.perf_counter()
-        with _performance_report(args.report):
-            result = _run_circuit(args, circuit, client)
-        if args.observable and result.state is None:
-            raise ValidationError(
-                f"--observable needs one final state; the shots of this circuit end in {result.branches} "
-                "(mid-circuit measurements or resets)"
-            )
-        _report(args, result.state, result.counts, start, branches=result.branches)
+        with _array_code_if_small(args, circuit):
+            with _performance_report(args.report):
+                result = _run_circuit(args, circuit, client)
+            if args.observable and result.state is None:
+                raise ValidationError(
+                    f"--observable needs one final state; the shots of this circuit end in {result.branches} "
+                    "(mid-circuit measurements or resets)"
+                )
+            _report(args, result.state, result.counts, start, branches=result.branches)
         if args.report:
             print(f"dasq: performance report {args.report}", file=sys.stderr)
     finally:
         _close(client)
     return 0
+
+
+def _array_code_if_small(args: argparse.Namespace, circuit: Circuit) -> Any:
+    """numpy's array code for every block of a run too small for numba's kernels to pay
+    for themselves in this process, which a command starts afresh: importing numba and
+    compiling the kernels (or loading them from its cache) would cost more than they save
+    (``dasq.backend.registry.array_code_for``). A run on a GPU or a cluster's workers is
+    left as it is."""
+    if args.gpu or _client_wanted(args):
+        return contextlib.nullcontext(False)
+    amplitudes = 1 << (circuit.num_qubits * (2 if args.density else 1))
+    return array_code_for(amplitudes, len(circuit.operations))
 
 
 def _performance_report(path: str | None) -> Any:
@@ -343,8 +357,13 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_wanted(args: argparse.Namespace) -> bool:
+    """Whether the command runs on a Dask cluster (``_client``)."""
+    return bool(args.scheduler or args.workers or args.report)
+
+
 def _client(args: argparse.Namespace) -> object | None:
-    if not (args.scheduler or args.workers or args.report):
+    if not _client_wanted(args):
         return None
     from distributed import Client, LocalCluster
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,6 +46,8 @@ try:
     from pennylane.devices import Device, ExecutionConfig
     from pennylane.devices.preprocess import (
         decompose,
+        no_sampling,
+        validate_adjoint_trainable_params,
         validate_device_wires,
         validate_measurements,
         validate_observables,
@@ -75,9 +78,11 @@ except ImportError:  # pragma: no cover - PennyLane before 0.45 names it Transfo
     from pennylane.transforms.core import TransformProgram as _Pipeline
 
 from dasq.api import simulate, simulate_settings
+from dasq.batch import gradient
 from dasq.circuit.circuit import Circuit
+from dasq.circuit.parameters import Parameter
 from dasq.circuit.validation import check_dtype, random_generator
-from dasq.state.observables import pauli_label
+from dasq.state.observables import PauliSum, pauli_label
 from dasq.state.statevector import StateVector
 from dasq.storage.location import run_store
 
@@ -102,7 +107,15 @@ _NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}
 Applier = Callable[[Circuit, Operator, list[int], dict[str, Any]], object]
 
 
-def _angles(op: Operator) -> list[float]:
+_SYMBOLS: ContextVar[dict[int, list[Any]] | None] = ContextVar("dasq_pennylane_symbols", default=None)
+"""While a tape converts for the adjoint method: id(op) -> its angles, trainable ones
+as ``dasq.Parameter`` symbols."""
+
+
+def _angles(op: Operator) -> list[Any]:
+    symbols = _SYMBOLS.get()
+    if symbols is not None and id(op) in symbols:
+        return symbols[id(op)]
     return [float(np.real(p)) for p in op.parameters]
 
 
@@ -159,6 +172,27 @@ TARGET_GATES = frozenset(
     | {"MultiControlledX", "ControlledQubitUnitary"}
 )
 """The gate set named to PennyLane's graph-based decomposition, when a user enables it."""
+
+
+SYMBOLIC_GATES = frozenset(
+    {"RX", "RY", "RZ", "PhaseShift", "U3", "IsingXX", "IsingYY", "IsingZZ", "MultiRZ", "PauliRot"}
+)
+"""Gates whose angles dasq's builder takes as symbols: what the adjoint method
+differentiates (alone or controlled); PennyLane decomposes other trainable gates."""
+
+
+def _adjoint_ready(op: Operator) -> bool:
+    """The stopping condition of the adjoint method's decomposition."""
+    if isinstance(op, BasisStateProjector) or not supports_operation(op):
+        return False
+    if not any(qml.math.requires_grad(d) for d in op.data):
+        return True
+    base = op.base if isinstance(op, Controlled) else op
+    return base.name in SYMBOLIC_GATES
+
+
+def _expectations_only(mp: MeasurementProcess) -> bool:
+    return isinstance(mp, ExpectationMP) and _analytic_measurement(mp)
 
 
 def _dense_ok(op: Operator) -> bool:
@@ -422,7 +456,14 @@ class DasqDevice(Device):
                 f"mcm_method={method!r} is not supported"
             )
         mcm = replace(config.mcm_config, mcm_method="deferred")
-        return replace(config, mcm_config=mcm, device_options={**self._options, **config.device_options})
+        adjoint = config.gradient_method == "adjoint"
+        derivatives: dict[str, Any] = {}
+        for name in ("use_device_gradient", "use_device_jacobian_product", "grad_on_execution"):
+            if getattr(config, name) is None:
+                derivatives[name] = adjoint
+        return replace(
+            config, mcm_config=mcm, device_options={**self._options, **config.device_options}, **derivatives
+        )
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         """Defer mid-circuit measurements, decompose to what dasq applies, validate wires,
@@ -453,7 +494,89 @@ class DasqDevice(Device):
             name=self.name,
         )
         program.add_transform(broadcast_expand)
+        if execution_config is not None and execution_config.gradient_method == "adjoint":
+            name = "adjoint + dasq.qubit"
+            program.add_transform(no_sampling, name=name)
+            program.add_transform(
+                decompose,
+                stopping_condition=_adjoint_ready,
+                skip_initial_state_prep=True,
+                device_wires=self.wires,
+                name=name,
+            )
+            program.add_transform(validate_measurements, analytic_measurements=_expectations_only, name=name)
+            program.add_transform(validate_adjoint_trainable_params)
         return program
+
+    # ------------------------------------------------------------ derivatives
+    def supports_derivatives(
+        self, execution_config: ExecutionConfig | None = None, circuit: QuantumScript | None = None
+    ) -> bool:
+        """The adjoint method (``diff_method="adjoint"``) on analytic expectation values;
+        PennyLane's own methods otherwise."""
+        if execution_config is None or execution_config.gradient_method != "adjoint":
+            return False
+        if circuit is None:
+            return True
+        return not circuit.shots and all(_expectations_only(mp) for mp in circuit.measurements)
+
+    def supports_vjp(
+        self, execution_config: ExecutionConfig | None = None, circuit: QuantumScript | None = None
+    ) -> bool:
+        """Vector-Jacobian products wherever the adjoint method gives derivatives."""
+        return self.supports_derivatives(execution_config, circuit)
+
+    def compute_derivatives(
+        self,
+        circuits: QuantumScript | Sequence[QuantumScript],
+        execution_config: ExecutionConfig | None = None,
+    ) -> Any:
+        """Each tape's Jacobian by dasq's adjoint gradient (``dasq.gradient``)."""
+        return self.execute_and_compute_derivatives(circuits, execution_config)[1]
+
+    def execute_and_compute_derivatives(
+        self,
+        circuits: QuantumScript | Sequence[QuantumScript],
+        execution_config: ExecutionConfig | None = None,
+    ) -> tuple[Any, Any]:
+        """Results and Jacobians, one forward pass per observable for both."""
+        single = isinstance(circuits, QuantumScript)
+        batch = [circuits] if single else list(circuits)
+        extra = execution_config.device_options if execution_config is not None else {}
+        dtype = {**self._options, **extra}.get("dtype", _SIMULATE_DTYPE)
+        pairs = [_adjoint(tape, self._wire_order(tape), dtype) for tape in batch]
+        if self.tracker.active:
+            self.tracker.update(
+                execute_and_derivative_batches=1, executions=len(batch), derivatives=len(batch)
+            )
+            self.tracker.record()
+        results = tuple(p[0] for p in pairs)
+        jacobians = tuple(p[1] for p in pairs)
+        return (results[0], jacobians[0]) if single else (results, jacobians)
+
+    def compute_vjp(
+        self,
+        circuits: QuantumScript | Sequence[QuantumScript],
+        cotangents: Any,
+        execution_config: ExecutionConfig | None = None,
+    ) -> Any:
+        """Cotangents contracted with each tape's adjoint Jacobian."""
+        return self.execute_and_compute_vjp(circuits, cotangents, execution_config)[1]
+
+    def execute_and_compute_vjp(
+        self,
+        circuits: QuantumScript | Sequence[QuantumScript],
+        cotangents: Any,
+        execution_config: ExecutionConfig | None = None,
+    ) -> tuple[Any, Any]:
+        single = isinstance(circuits, QuantumScript)
+        results, jacobians = self.execute_and_compute_derivatives(circuits, execution_config)
+        if single:
+            results, jacobians, cotangents = (results,), (jacobians,), (cotangents,)
+        vjps = []
+        for tape, jac, dy in zip([circuits] if single else circuits, jacobians, cotangents):
+            vjps.append(qml.gradients.compute_vjp_single(dy, jac, num=len(tape.trainable_params)))
+        return (results[0], vjps[0]) if single else (results, tuple(vjps))
 
     def execute(
         self,
@@ -635,3 +758,82 @@ def _simulated(
             state = state.apply(part)
         states[key] = Simulated(state, probability)
     return states[key]
+
+
+def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
+    """A tape's expectation values and their Jacobian (shaped as PennyLane's adjoint
+    method shapes it): its trainable angles become ``dasq.Parameter`` symbols and
+    ``dasq.gradient`` differentiates the circuit once per observable."""
+    ops, initial = tape.operations, None
+    if ops and isinstance(ops[0], qml.operation.StatePrepBase):
+        ops, initial = ops[1:], initial_state(ops[0], wires)
+    trainable = set(tape.trainable_params)
+    offset = sum(len(op.data) for op in tape.operations[: len(tape.operations) - len(ops)])
+    symbols: dict[int, list[Any]] = {}
+    columns: list[int] = []  # trainable index -> the symbol's position (-1: no effect on <O>)
+    names: list[str] = []
+    values: list[float] = []
+    index = offset
+    for op in ops:
+        base = op.base if isinstance(op, Controlled) else op
+        angles: list[Any] = []
+        for value in op.data:
+            if index in trainable:
+                if base.name in SYMBOLIC_GATES:
+                    name = f"t{index:06d}"
+                    names.append(name)
+                    values.append(float(np.real(value)))
+                    angles.append(Parameter(name))
+                else:  # a GlobalPhase: no effect on an expectation value
+                    angles.append(float(np.real(value)))
+            else:
+                angles.append(float(np.real(value)))
+            index += 1
+        if any(isinstance(a, Parameter) for a in angles):
+            symbols[id(op)] = symbols[id(base)] = angles  # a controlled gate converts by its base
+    position = {name: i for i, name in enumerate(names)}
+    for t in sorted(trainable):
+        columns.append(position.get(f"t{t:06d}", -1))
+    converter = _Converter(wires)
+    token = _SYMBOLS.set(symbols)
+    try:
+        for op in ops:
+            converter.add(op)
+    finally:
+        _SYMBOLS.reset(token)
+    program = converter.finish()
+    if len(program.parts) != 1:
+        raise DeviceError("dasq.qubit's adjoint method does not take postselection")
+    circuit = program.parts[0]
+    order = circuit.parameters  # names sort as their tape positions
+    if len(order) != len(names):
+        raise DeviceError(
+            f"dasq.qubit's adjoint method lost trainable angles {sorted(set(names) - set(order))}"
+        )
+    x = np.array([values[position[name]] for name in order])
+    n = len(wires)
+    results, rows = [], []
+    for mp in tape.measurements:
+        terms = _label_terms(pauli_sentence(mp.obs), converter.index, n)
+        if not terms:
+            results.append(np.float64(0.0))
+            rows.append(np.zeros(len(columns)))
+            continue
+        if not order:
+            value = simulate(circuit, initial=initial, dtype=dtype).expectation(PauliSum(terms))
+            results.append(np.float64(value))
+            rows.append(np.zeros(len(columns)))
+            continue
+        grads, value = gradient(
+            circuit, PauliSum(terms), parameters=x, dtype=dtype, initial=initial, return_value=True
+        )
+        by_name = dict(zip(order, grads))
+        results.append(np.float64(value))
+        rows.append(np.array([by_name[names[c]] if c >= 0 else 0.0 for c in columns]))
+    jac = np.squeeze(np.array(rows))
+    result = results[0] if len(results) == 1 else tuple(results)
+    if jac.ndim == 0:
+        return result, np.array(jac)
+    if jac.ndim == 1:
+        return result, tuple(np.array(j) for j in jac)
+    return result, tuple(tuple(np.array(j) for j in row) for row in jac)

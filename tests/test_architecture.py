@@ -15,8 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "dasq"
 
-# circuit -> plan -> backend -> storage -> engine -> state -> api -> qiskit primitives / cli (errors and
-# _config are leaves every layer may use)
+# circuit -> plan -> backend -> storage -> engine -> state -> api -> batch -> qiskit primitives / cli
+# (errors and _config are leaves every layer may use)
 RANK = {
     "dasq.errors": 0,
     "dasq._config": 0,
@@ -28,12 +28,13 @@ RANK = {
     "dasq.state": 6,
     "dasq.outofcore": 7,
     "dasq.api": 8,
-    "dasq.qiskit": 9,  # the V2 primitives and BackendV2: built on the api
-    "dasq.cirq": 9,  # a cirq simulator on the api
-    "dasq.pennylane": 9,  # the PennyLane device dasq.qubit on the api
-    "dasq.plot": 9,  # notebook pictures of states and plans
-    "dasq.worker": 9,  # the Dask preload that readies workers (engine/warmup.py)
-    "dasq.cli": 10,
+    "dasq.batch": 9,  # many parameter sets: compiled batches on the api's engine, else the api
+    "dasq.qiskit": 10,  # the V2 primitives and BackendV2: built on the api
+    "dasq.cirq": 10,  # a cirq simulator on the api
+    "dasq.pennylane": 10,  # the PennyLane device dasq.qubit on the api
+    "dasq.plot": 10,  # notebook pictures of states and plans
+    "dasq.worker": 10,  # the Dask preload that readies workers (engine/warmup.py)
+    "dasq.cli": 11,
 }
 
 

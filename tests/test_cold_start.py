@@ -4,6 +4,7 @@ probabilities, expectation values, and the very same samples for a seed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -116,3 +117,87 @@ def test_few_draws_finish_in_python_with_numbas_counts() -> None:
     assert m.size < arrays.FEW_DRAWS
     np.testing.assert_array_equal(python, numba_kernels.poisson_counts(m, u, h))
     assert python[300:].min() > 0  # large means: numpy's legacy generator, as numba's
+
+
+def _layered_qasm(n: int, layers: int) -> str:
+    """A measured OpenQASM 2 circuit of ``layers`` rounds of rotations and a CNOT ladder."""
+    lines = ["OPENQASM 2.0;", 'include "qelib1.inc";', f"qreg q[{n}];", f"creg c[{n}];"]
+    for layer in range(layers):
+        lines += [f"u3({0.1 * (q + 1)},{0.2 * layer},0.3) q[{q}];" for q in range(n)]
+        lines += [f"cx q[{q}],q[{q + 1}];" for q in range(layer % 2, n - 1, 2)]
+    lines.append("measure q -> c;")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_commands_run_too_small_to_pay_for_numba_compiles_nothing(tmp_path: Path) -> None:
+    """18 qubits in blocks far above ``COMPILED_FROM``: without the work rule each
+    fused group would compile a kernel; the command runs numpy's array code instead."""
+    qasm = tmp_path / "layers.qasm"
+    qasm.write_text(_layered_qasm(18, 4))
+    cache = tmp_path / "numba-cache"
+    script = (
+        "import sys\n"
+        "from dasq import cli\n"
+        f"assert cli.main(['run', {str(qasm)!r}, '--shots', '500', '--seed', '2']) == 0\n"
+        "print(sorted(m for m in sys.modules if m in ('numba', 'dasq.backend.numba_kernels')))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "[]", lines[-1]
+    assert sum(int(line.split()[-1]) for line in lines[:-1] if not line.startswith("...")) <= 500
+    assert [p.name for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc")] == []
+
+
+def test_the_work_rule_counts_amplitudes_times_operations() -> None:
+    assert not cpu.worth_compiling(1 << 20, 200)
+    assert cpu.worth_compiling(1 << 24, 200)
+    assert cpu.worth_compiling(1 << 20, 4000)
+    assert not cpu.worth_compiling(1 << 10, 0)
+    assert cpu.worth_compiling(cpu.COMPILED_FROM_WORK, 0)
+
+
+def test_inside_array_code_for_a_small_run_no_block_is_compiled() -> None:
+    block = np.zeros(1 << 14, dtype=np.complex128)
+    kernel = cpu.CPU.compile_matrix(
+        (0, 5), np.kron(np.eye(2), [[0, 1], [1, 0]]).astype(complex), "complex128"
+    )
+    assert cpu.compiled(block)  # conftest: numba for blocks of every size
+    with cpu.array_code_for(1 << 14, 10) as small:
+        assert small
+        assert not cpu.compiled(block)
+        assert kernel.in_tiles((13,)) is None  # tiles are gathered, and run the array code
+        with cpu.array_code_for(1 << 40, 10) as nested:  # a big run inside leaves it on
+            assert not nested
+            assert not cpu.compiled(block)
+    assert cpu.compiled(block)
+    with pytest.raises(RuntimeError), cpu.array_code_for(4, 1):
+        raise RuntimeError("left by an error")
+    assert cpu.compiled(block)
+    with cpu.array_code_for(1 << 40, 10) as small:
+        assert not small
+        assert cpu.compiled(block)
+
+
+def test_a_small_commands_run_calls_no_compiled_kernel(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In this process numba runs blocks of every size (conftest), so only the work rule
+    keeps the command's run on the array code; the counts are those the kernels give."""
+    from dasq import cli
+
+    qasm = tmp_path / "layers.qasm"
+    qasm.write_text(_layered_qasm(12, 6))
+    args = ["run", str(qasm), "--shots", "400", "--seed", "9", "--json", "--chunk-qubits", "10"]
+    assert cli.main(args) == 0
+    compiled_counts = json.loads(capsys.readouterr().out)["counts"]
+
+    def refuse() -> None:
+        raise AssertionError("a compiled kernel was asked for")
+
+    monkeypatch.setattr(cpu, "compiled_kernels", refuse)
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == compiled_counts
+    with pytest.raises(AssertionError, match="compiled kernel"):  # the same run outside the rule
+        dasq.run(dasq.Circuit.from_qasm(str(qasm)), 400, seed=9, chunk_qubits=10)

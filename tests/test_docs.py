@@ -88,7 +88,7 @@ def test_no_raw_sphinx_role_reaches_the_reference(site):
     assert not {page: roles for page, roles in found.items() if roles}
 
 
-ENTRY_POINTS = ("simulate", "run", "plan", "resume", "info", "warm_up")
+ENTRY_POINTS = ("simulate", "run", "expectation", "gradient", "plan", "resume", "info", "warm_up")
 
 
 @pytest.mark.parametrize("name", ENTRY_POINTS)

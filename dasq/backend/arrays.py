@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import mmap
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -128,6 +129,26 @@ def mix64(x: Any) -> Any:
     return z ^ (z >> np.uint64(31))
 
 
+class _ArrayCodeOnly:
+    """How many ``array_code_for`` blocks are open (process-wide: Dask's threads run
+    the blocks). Above zero, blocks of every size run the array code."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self.lock:
+            self.depth += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.depth -= 1
+
+
+ARRAY_CODE_ONLY = _ArrayCodeOnly()
+
+
 FEW_DRAWS = 1 << 10  # fewer draws than this finish in Python: numba's compiling would cost more
 
 
@@ -136,7 +157,7 @@ def poisson_counts(m: np.ndarray, u: np.ndarray, h: np.ndarray) -> np.ndarray:
     check), in Python for a few draws with the same results: the same inversion in
     IEEE doubles, and numpy's legacy generator, which numba's ``np.random`` follows,
     for large means."""
-    if m.size >= FEW_DRAWS:
+    if m.size >= FEW_DRAWS and not ARRAY_CODE_ONLY.depth:  # (a fresh process's small run: Python)
         return compiled_kernels().poisson_counts(m, u, h)
     out = np.empty(m.size, dtype=np.int64)
     for i, (mean, uniform, hashed) in enumerate(zip(m.tolist(), u.tolist(), h.tolist())):

@@ -11,7 +11,10 @@ Blocks under ``COMPILED_FROM`` amplitudes run the array code instead, and a numb
 kernel is compiled only when a block first needs it: compiling one costs about a
 second on first use after an install (numba caches it on disk after that), while
 numpy's calls on a few thousand amplitudes cost microseconds. A small circuit's first
-run then compiles nothing.
+run then compiles nothing. Inside ``array_code_for`` a run whose whole work is below
+``COMPILED_FROM_WORK`` runs the array code on blocks of every size: what a fresh
+process (a ``dasq run`` command) does, where the kernels' compiling, or their load from
+numba's cache and numba's import, would be paid by that run alone.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dasq.backend import vector_layout
-from dasq.backend.arrays import ArrayBackend, MatrixKernel, compiled_kernels, mapped_zeros
+from dasq.backend.arrays import ARRAY_CODE_ONLY, ArrayBackend, MatrixKernel, compiled_kernels, mapped_zeros
 from dasq.backend.base import Controls, Kernel, Monomial, SkipKernel, TileApply
 from dasq.backend.recycled import HOST_BLOCKS, fault_in
 from dasq.plan import relayout as algebra
@@ -40,11 +43,40 @@ GROUP_MAX_QUBITS = 5  # wider groups go through BLAS: from 6 qubits on it is as 
 WIDE_VECTOR_FUSION_SIZE = 4
 NARROW_VECTOR_FUSION_SIZE = 3
 COMPILED_FROM = 1 << 12  # amplitudes: smaller blocks run numpy's array code, nothing compiled
+# Amplitudes x operations of a run in a fresh process from which numba's kernels pay for
+# themselves: what they save over the array code grows with both, while importing numba
+# and loading the kernels from its cache (or compiling them) is a fixed cost; the two
+# meet here for random circuits (benchmarks/README.md, cold).
+COMPILED_FROM_WORK = 1 << 31
+
+
+def worth_compiling(amplitudes: int, operations: int) -> bool:
+    """Whether a run of ``operations`` on a state of ``amplitudes`` (a density matrix:
+    4^n) saves more by numba's kernels than a fresh process pays to get them."""
+    return amplitudes * max(operations, 1) >= COMPILED_FROM_WORK
+
+
+@contextlib.contextmanager
+def array_code_for(amplitudes: int, operations: int) -> Iterator[bool]:
+    """Inside, in this process, numpy's array code for every block when the run's work
+    is too small for numba's kernels to pay for themselves (``worth_compiling``):
+    nothing is compiled or loaded, numba is not imported. Yields whether it applies.
+    Kernels built before or after run the compiled code as usual; a tile applier
+    (``Kernel.in_tiles``) built inside stays one that gathers its tile."""
+    small = not worth_compiling(amplitudes, operations)
+    if small:
+        ARRAY_CODE_ONLY.enter()
+    try:
+        yield small
+    finally:
+        if small:
+            ARRAY_CODE_ONLY.leave()
 
 
 def compiled(block: Any) -> bool:
-    """Whether ``block`` is big enough for numba's kernels (``COMPILED_FROM``)."""
-    return int(block.size) >= COMPILED_FROM
+    """Whether ``block`` is big enough for numba's kernels (``COMPILED_FROM``), outside
+    an ``array_code_for`` block that chose the array code."""
+    return not ARRAY_CODE_ONLY.depth and int(block.size) >= COMPILED_FROM
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,7 +126,7 @@ class GroupKernel(Kernel):
         saved). None when a bit outside the tile is one of the tile's holes (a lane
         bit, a partner)."""
         at = self.layout
-        if set(outside) & set(at.holes.tolist()):  # a lane bit or a partner outside the tile
+        if ARRAY_CODE_ONLY.depth or set(outside) & set(at.holes.tolist()):  # a lane bit or partner outside
             return None
         holes = np.array(sorted({*at.holes.tolist(), *outside}), dtype=np.int64)
         holes.setflags(write=False)
@@ -149,8 +181,8 @@ class PermutationKernel(Kernel):
 
     def in_tiles(self, outside: Sequence[int]) -> TileApply | None:
         """The moves over one cache tile where it lies: the bits outside the tile join
-        the holes (none of them may be a target)."""
-        if set(outside) & set(self.targets):
+        the holes (none of them may be a target); None inside ``array_code_for``'s array code."""
+        if ARRAY_CODE_ONLY.depth or set(outside) & set(self.targets):
             return None
         holes, offsets, run = self._layout(tuple(outside))
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from contextlib import AbstractContextManager
 
+from dasq.backend import cpu
 from dasq.backend.base import Backend
 from dasq.backend.cpu import CPU
 from dasq.backend.gpu import GPU, GPU_TWIN, on_gpu
@@ -30,3 +32,16 @@ def get_backend(name: str = "cpu") -> Backend:
     if indexed is not None:
         return on_gpu(int(indexed[1]))
     raise ValidationError(f"device must be one of {DEVICE_NAMES} (N: a GPU's number, from 0), got {name!r}")
+
+
+def array_code_for(amplitudes: int, operations: int) -> AbstractContextManager[bool]:
+    """The CPU backend runs numpy's array code inside when a run of ``operations`` on
+    ``amplitudes`` is too small for numba's kernels to pay for themselves in a fresh
+    process (``cpu.array_code_for``); yields whether it does."""
+    return cpu.array_code_for(amplitudes, operations)
+
+
+def array_code_only() -> bool:
+    """Whether an ``array_code_for`` block chose numpy's array code in this process
+    (compiled paths stand aside: nothing is to be compiled or loaded)."""
+    return bool(cpu.ARRAY_CODE_ONLY.depth)

@@ -10,7 +10,7 @@ ansatz libraries use; Qiskit expressions of that form convert, others are refuse
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -193,3 +193,88 @@ def parameter_values(names: list[str], values: object) -> dict[str, float]:
     if not all(np.isfinite(v) for v in out.values()):
         raise ValidationError("parameter values must be finite")
     return out
+
+
+@dataclass(frozen=True)
+class ParameterBatch:
+    """Parameter sets as rows (``values``: (sets, P), columns in ``names`` order) and
+    the batch shape they came in (``shape``: () for one set)."""
+
+    names: tuple[str, ...]
+    values: np.ndarray
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return self.values.shape[0]
+
+
+def is_batch(names: Sequence[str], parameters: Any) -> bool:
+    """Whether ``parameters`` holds more than one set's worth of axes: an array of
+    two or more dimensions, or a mapping whose values are arrays."""
+    if parameters is None or not names:
+        return False
+    if isinstance(parameters, Mapping):
+        return any(np.ndim(value) >= 1 for value in parameters.values())
+    return np.ndim(parameters) >= 2
+
+
+def parameter_batch(names: Sequence[str], parameters: Any) -> ParameterBatch:
+    """``parameters`` for a circuit whose parameters are ``names`` (in
+    ``circuit.parameters`` order) as rows: None (no parameters), one set (a
+    sequence or a mapping of numbers), an array (..., P), or a mapping of names (or
+    Parameters) to arrays broadcast together (as Qiskit's BindingsArray does)."""
+    names = tuple(names)
+    if not names:
+        if parameters is not None and np.size(parameters) and not isinstance(parameters, Mapping):
+            raise ValidationError(f"the circuit has no parameters, but parameters={parameters!r} was given")
+        if isinstance(parameters, Mapping) and parameters:
+            raise ValidationError(f"the circuit has no parameters, but parameters={parameters!r} was given")
+        return ParameterBatch(names, np.zeros((1, 0)), ())
+    if parameters is None:
+        raise ValidationError(
+            f"the circuit has unbound parameters {list(names)}: pass parameters= "
+            "(an array (..., P) in circuit.parameters order, or a mapping of names to values)"
+        )
+    if isinstance(parameters, Mapping):
+        by_name: dict[str, Any] = {}
+        for key, value in parameters.items():
+            name = key.name if isinstance(key, Parameter) else key
+            if not isinstance(name, str):
+                raise TypeError(f"parameter keys are names or Parameters, got {key!r}")
+            by_name[name] = _numbers(value, name)
+        unknown = sorted(set(by_name) - set(names))
+        missing = sorted(set(names) - set(by_name))
+        if unknown:
+            raise ValidationError(f"the circuit has no parameter(s) {unknown}; it has {list(names)}")
+        if missing:
+            raise ValidationError(f"no value for parameter(s) {missing}")
+        try:
+            columns = np.broadcast_arrays(*(by_name[name] for name in names))
+        except ValueError:
+            shapes = {name: np.shape(by_name[name]) for name in names}
+            raise ValidationError(f"parameter arrays do not broadcast together: {shapes}") from None
+        shape = columns[0].shape
+        values = np.stack([c.reshape(-1) for c in columns], axis=1)
+    else:
+        array = _numbers(parameters, "parameters")
+        if array.ndim == 0 or array.shape[-1] != len(names):
+            raise ValidationError(
+                f"the circuit has {len(names)} parameters {list(names)}: parameters must have shape "
+                f"(..., {len(names)}), got {array.shape}"
+            )
+        shape = array.shape[:-1]
+        values = array.reshape(-1, len(names))
+    if not np.all(np.isfinite(values)):
+        raise ValidationError("parameter values must be finite")
+    if values.shape[0] == 0:
+        raise ValidationError("the parameter batch is empty")
+    return ParameterBatch(names, np.ascontiguousarray(values, dtype=np.float64), tuple(shape))
+
+
+def _numbers(value: Any, what: str) -> np.ndarray:
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be real numbers, got {value!r:.80}") from None
+    return array

@@ -1,10 +1,12 @@
 """Qiskit's V2 primitives on dasq: ``SamplerV2`` and ``EstimatorV2``.
 
 Qiskit code runs unchanged apart from the constructor. Pubs are coerced by
-Qiskit (parameter values broadcast against observables as Qiskit defines); each
-parameter set is bound by Qiskit, converted once and simulated once, and every
-observable broadcast against it is read from that one state (terms sharing an
-X/Y mask are one pass). ``options`` are dasq's own settings, passed to
+Qiskit (parameter values broadcast against observables as Qiskit defines). The
+estimator hands a pub's circuit, converted once, with all its parameter sets and
+observables to [`dasq.expectation`][dasq.expectation]: one compiled circuit
+re-bound per set, a batch on threads or on a client's workers. A circuit whose
+parameters dasq cannot keep symbolic is bound by Qiskit and simulated set by set.
+``options`` are dasq's own settings, passed to
 [`dasq.simulate`][dasq.simulate] / [`dasq.run`][dasq.run] (``chunk_qubits``, ``client``,
 ``dtype``, ``store``...).
 """
@@ -30,6 +32,7 @@ except ImportError:  # pragma: no cover - qiskit is an optional extra
     raise ImportError(QISKIT_MISSING) from None
 
 from dasq.api import run, simulate
+from dasq.batch import expectation
 from dasq.circuit.circuit import Circuit
 from dasq.errors import ValidationError
 
@@ -133,8 +136,48 @@ class EstimatorV2(BaseEstimatorV2):
         circuit_index = np.broadcast_to(np.arange(count).reshape(sets.shape), shape)
         obs_shape = pub.observables.shape
         obs_index = np.broadcast_to(np.arange(pub.observables.size).reshape(obs_shape), shape)
+        if sets.circuit is not None:
+            evs = self._batched(pub, sets, circuit_index, obs_index)
+        else:
+            evs = self._set_by_set(pub, sets, circuit_index, obs_index)
+        if pub.precision:
+            evs = rng.normal(evs, pub.precision)
+        data = DataBin(evs=evs, stds=np.full(shape, float(pub.precision)), shape=shape)
+        return PubResult(
+            data, metadata={"target_precision": pub.precision, "circuit_metadata": pub.circuit.metadata}
+        )
+
+    def _batched(
+        self, pub: Any, sets: _ParameterSets, circuit_index: np.ndarray, obs_index: np.ndarray
+    ) -> np.ndarray:
+        """Every parameter set and observable of the pub in one ``dasq.expectation``
+        batch (its circuit compiled once)."""
+        observables = [
+            [(label, complex(c)) for label, c in pub.observables[index].items()]
+            for index in np.ndindex(*pub.observables.shape)
+        ]
+        by_name = {name: sets.values[..., i] for i, name in enumerate(sets.names)} if sets.names else None
+        values = expectation(sets.circuit, observables, parameters=by_name, **self._options)
+        values = np.asarray(values.compute() if hasattr(values, "compute") else values)
+        table = values.reshape(-1, len(observables))  # (parameter sets, observables)
+        if np.iscomplexobj(table):
+            worst = np.argmax(np.abs(table.imag) - 1e-10 * np.maximum(1.0, np.abs(table.real)))
+            value = table.flat[worst]
+            if abs(value.imag) > 1e-10 * max(1.0, abs(value.real)):
+                observable = pub.observables[
+                    np.unravel_index(worst % len(observables), pub.observables.shape)
+                ]
+                raise ValidationError(f"observable {observable} is not Hermitian: <O> = {value}")
+        return np.ascontiguousarray(table.real[circuit_index, obs_index], dtype=np.float64)
+
+    def _set_by_set(
+        self, pub: Any, sets: _ParameterSets, circuit_index: np.ndarray, obs_index: np.ndarray
+    ) -> np.ndarray:
+        """A circuit Qiskit binds set by set (non-affine parameter expressions)."""
+        shape = circuit_index.shape
+        obs_shape = pub.observables.shape
         evs = np.zeros(shape, dtype=np.float64)
-        for which in range(count):  # one simulation per parameter set, all its observables
+        for which in range(math.prod(sets.shape)):  # one simulation per parameter set, all its observables
             circuit, parameters = sets.bound(np.unravel_index(which, sets.shape))
             state = simulate(circuit, parameters=parameters, **self._options)
             for index in map(tuple, np.argwhere(circuit_index == which)):
@@ -144,12 +187,7 @@ class EstimatorV2(BaseEstimatorV2):
                 if abs(value.imag) > 1e-10 * max(1.0, abs(value.real)):
                     raise ValidationError(f"observable {observable} is not Hermitian: <O> = {value}")
                 evs[index] = value.real
-        if pub.precision:
-            evs = rng.normal(evs, pub.precision)
-        data = DataBin(evs=evs, stds=np.full(shape, float(pub.precision)), shape=shape)
-        return PubResult(
-            data, metadata={"target_precision": pub.precision, "circuit_metadata": pub.circuit.metadata}
-        )
+        return evs
 
 
 class SamplerV2(BaseSamplerV2):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask.array as da
@@ -24,7 +24,7 @@ from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_client, check_index, check_readout_qubits, check_shots
-from dasq.engine import layers, readout, stream
+from dasq.engine import layers, readout, stream, sweep
 from dasq.engine.memory import compute, resolve_relayout_method, runs_in_this_process
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve, project
@@ -96,19 +96,21 @@ class StateVector:
         layout: Sequence[int] | None = None,
         options: RunOptions | None = None,
         rng: np.random.Generator | None = None,
-        plan: PhysicalPlan | None = None,
+        plan: PhysicalPlan | Callable[[], PhysicalPlan] | None = None,
         report: Report | None = None,
         measurements: Sequence[tuple[int, int]] = (),
         store: str | None = None,
         storage_fidelity: float = 1.0,
+        held: np.ndarray | None = None,
     ) -> None:
         self._blocks = blocks
+        self._held = held  # the amplitudes in one numpy array (a compiled small run's): read-outs start there
         self._n = num_qubits
         self._L = chunk_qubits
         self._layout = tuple(layout) if layout is not None else tuple(range(num_qubits))
         self._options = options if options is not None else RunOptions()
         self._rng = rng if rng is not None else np.random.default_rng()
-        self.plan = plan
+        self._plan = plan
         self.report = report if report is not None else Report(num_qubits, chunk_qubits)
         self.measurements: list[tuple[int, int]] = list(measurements)
         self.store = store  # the zarr group holding the amplitudes, if stored
@@ -116,6 +118,18 @@ class StateVector:
         self._logical: da.Array | None = None
 
     # ----------------------------------------------------------------- properties
+    @property
+    def plan(self) -> PhysicalPlan | None:
+        """The physical plan that produced this state (a compiled small run plans it
+        only when asked)."""
+        if callable(self._plan):
+            self._plan = self._plan()
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: PhysicalPlan | None) -> None:
+        self._plan = plan
+
     @property
     def num_qubits(self) -> int:
         """Number of qubits."""
@@ -268,6 +282,8 @@ class StateVector:
                 f"{format_bytes(limit)}; pass force=True, or raise dask.config "
                 "'dasq.to-numpy-limit'"
             )
+        if self._held is not None:
+            return self._held.copy()
         if runs_in_this_process(self._options.client):  # one copy into one array
             return self._compute(readout.host_array(self._blocks, self._L, self._layout, self.backend))[0]
         return np.asarray(self.backend.to_host(self._compute(self.amplitudes)[0]))
@@ -355,6 +371,9 @@ class StateVector:
         obs = PauliSum.parse(observable)
         if obs.num_qubits != self._n:
             raise ValidationError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
+        if self._held is not None:
+            total = complex(sweep.expectations(self._held[None], sweep.PauliTerms.of(obs))[0])
+            return float(total.real) if obs.is_hermitian else total
         expectation = readout.pauli_sum_expectation(
             self._blocks, self._L, self._layout, obs.terms, self.backend
         )

@@ -1,0 +1,330 @@
+"""Many circuits: expectation values, gradients, states and counts over arrays of
+parameter sets, one compiled circuit re-bound per set.
+
+Why: most of what runs on a simulator is one circuit at many parameter values
+(sweeps, Estimator batches, optimisation loops). Here the circuit is compiled once
+(``dasq.engine.template``) and a batch of parameter sets runs as rows of one array
+(``dasq.engine.sweep``): no plan and no Dask graph per set. A batch is a Dask
+collection: its parameter array is split along the batch axis, each piece runs
+many circuits in one task, on this machine's threads or, given a
+``distributed.Client``, on the workers (the result is then a Dask array on the
+cluster, and the dashboard shows the pieces). Circuits the compiled path does not
+hold (mid-circuit measurements, channels, states wider than ``BATCH_MAX_QUBITS``)
+run set by set through ``dasq.simulate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from dasq import _config
+from dasq.api import simulate
+from dasq.circuit import validation as v
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.parameters import ParameterBatch, parameter_batch
+from dasq.engine import sweep
+from dasq.engine.template import Template, TemplateError, template_of
+from dasq.errors import ValidationError
+from dasq.state.observables import PauliSum
+
+BATCH_MAX_QUBITS = 26  # widest state the compiled batch path holds in one array
+CACHE_BYTES = 1 << 20  # rows run together inside a task: their states fit in this
+TASKS_PER_THREAD = 2  # pieces of a batch per thread (or worker thread) that runs it
+
+__all__ = ["expectation", "gradient"]
+
+
+# ------------------------------------------------------------------ observables
+def observable_list(observables: Any, num_qubits: int) -> tuple[list[PauliSum], bool]:
+    """(observables, one): a single observable, or a list of them (a list of
+    (label, coefficient) pairs is one observable)."""
+    single = isinstance(observables, str | PauliSum) or type(observables).__name__ == "SparsePauliOp"
+    if not single and isinstance(observables, Sequence) and observables:
+        single = all(isinstance(term, tuple) for term in observables)
+    items = [observables] if single else list(observables)
+    if not items:
+        raise ValidationError("no observables were given")
+    parsed = [PauliSum.parse(item) for item in items]
+    for obs in parsed:
+        if obs.num_qubits != num_qubits:
+            raise ValidationError(
+                f"an observable acts on {obs.num_qubits} qubits but the circuit has {num_qubits}"
+            )
+    return parsed, single
+
+
+# ------------------------------------------------------------------ running pieces
+def _rows_per_pass(num_qubits: int, dtype: Any) -> int:
+    return max(1, CACHE_BYTES // ((1 << num_qubits) * np.dtype(dtype).itemsize))
+
+
+def _expectation_piece(
+    x: np.ndarray, template: Template, terms: list, dtype: str, serial: bool
+) -> np.ndarray:
+    """(rows, observables) for one piece of a batch, in cache-sized passes."""
+    out = np.empty((x.shape[0], len(terms)), dtype=np.complex128)
+    step = _rows_per_pass(template.num_qubits, dtype)
+    with sweep.serial_kernels() if serial else contextlib.nullcontext():
+        for start in range(0, x.shape[0], step):
+            states = sweep.evolve(template, x[start : start + step], dtype=dtype)
+            for k, t in enumerate(terms):
+                out[start : start + step, k] = sweep.expectations(states, t)
+    return out
+
+
+def _gradient_piece(
+    x: np.ndarray, template: Template, terms: Any, dtype: str, initial: np.ndarray | None, serial: bool
+) -> np.ndarray:
+    """(rows, 1 + P): each row's value, then its gradient."""
+    out = np.empty((x.shape[0], 1 + template.num_parameters))
+    step = _rows_per_pass(template.num_qubits, dtype)
+    with sweep.serial_kernels() if serial else contextlib.nullcontext():
+        for start in range(0, x.shape[0], step):
+            values, grads = sweep.adjoint_gradient(
+                template, x[start : start + step], terms, dtype=dtype, initial=initial
+            )
+            out[start : start + step, 0] = values
+            out[start : start + step, 1:] = grads
+    return out
+
+
+def _pieces(rows: int, threads: int) -> int:
+    """Rows per task: a few tasks per thread, never fewer rows than a pass holds."""
+    return max(1, math.ceil(rows / max(1, threads * TASKS_PER_THREAD)))
+
+
+def _over_batch(
+    function: Any, batch: ParameterBatch, columns: int, client: Any, dtype_out: Any, **kwargs: Any
+) -> Any:
+    """``function(x_piece, **kwargs)`` -> (rows, columns) over the batch's rows as a
+    Dask array: computed on threads here (numpy back), or on ``client``'s workers
+    (a Dask array whose pieces are held there)."""
+    threads = sum(client.nthreads().values()) if client is not None else _config.cores(None)
+    rows = _pieces(batch.size, threads)
+    x = da.from_array(batch.values, chunks=(rows, batch.values.shape[1]), name=False)
+    serial = client is not None or batch.size > rows  # pieces side by side: no threads inside
+    piece = functools.partial(function, serial=serial, **kwargs)
+    result = x.map_blocks(
+        piece,
+        chunks=(x.chunks[0], (columns,)),
+        dtype=dtype_out,
+        name=f"dasq-batch-{uuid.uuid4().hex}",
+    )
+    if client is not None:
+        return client.persist(result)
+    if batch.size <= rows:  # one piece: no scheduler
+        return piece(batch.values)
+    with dask.config.set(scheduler="threads"):
+        return result.compute()
+
+
+def _shaped(values: Any, shape: tuple[int, ...], tail: tuple[int, ...]) -> Any:
+    return values.reshape((*shape, *tail))
+
+
+def _template(circuit: Circuit, dtype: str) -> Template | None:
+    """The compiled circuit, or None where the batch path does not hold it."""
+    if circuit.num_qubits > BATCH_MAX_QUBITS:
+        return None
+    try:
+        return template_of(circuit)
+    except TemplateError:
+        return None
+
+
+# ------------------------------------------------------------------ public
+def expectation(
+    circuit: Circuit,
+    observables: Any,
+    *,
+    parameters: Any = None,
+    client: Any = None,
+    dtype: str = "complex128",
+    **options: Any,
+) -> Any:
+    """Expectation values of ``observables`` on the states of ``circuit`` at every
+    parameter set of ``parameters``.
+
+    Args:
+        circuit: A ``dasq.Circuit``, maybe with ``dasq.Parameter`` angles (its
+            terminal measurements are ignored).
+        observables: One observable (a ``PauliSum``, a Pauli label, a list of
+            (label, coefficient) pairs, a Qiskit ``SparsePauliOp``) or a list of them.
+        parameters: None for a circuit without parameters; one set; an array
+            (..., P) whose last axis follows ``circuit.parameters``; or a mapping of
+            names (or Parameters) to arrays, broadcast together.
+        client: A ``distributed.Client``: the batch is split along its first axis
+            and each piece runs on a worker; the result is then a Dask array held
+            on the cluster (``.compute()`` brings it back).
+        dtype: "complex128" or "complex64".
+        **options: ``dasq.simulate``'s settings, for circuits that run set by set
+            (mid-circuit measurements, ``density=True``, wide states).
+
+    Returns:
+        A numpy array of the batch's shape (a float for one set and one
+        observable), with a last axis of observables when a list was given;
+        complex where an observable is not Hermitian. A Dask array with a client.
+
+    Raises:
+        ValidationError: Parameters of the wrong shape, observables of the wrong
+            width, or settings out of range.
+    """
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+    dtype = v.check_dtype(dtype)
+    client = v.check_client(client)
+    batch = parameter_batch(circuit.parameters, parameters)
+    parsed, single = observable_list(observables, circuit.num_qubits)
+    hermitian = all(obs.is_hermitian for obs in parsed)
+    template = None if options else _template(circuit, dtype)
+    if template is None:
+        values = _set_by_set(circuit, parsed, batch, client, dtype, options)
+    else:
+        terms = [sweep.PauliTerms.of(obs) for obs in parsed]
+        values = _over_batch(
+            _expectation_piece,
+            batch,
+            len(terms),
+            client,
+            np.complex128,
+            template=template,
+            terms=terms,
+            dtype=dtype,
+        )
+    if hermitian:
+        values = values.real
+    tail = () if single else (len(parsed),)
+    shaped = _shaped(values, batch.shape, tail)
+    if client is None and not batch.shape and single:
+        return shaped.item()
+    return shaped
+
+
+def _set_by_set(
+    circuit: Circuit, parsed: list, batch: ParameterBatch, client: Any, dtype: str, options: dict
+) -> Any:
+    """The general path: ``dasq.simulate`` per parameter set (its state may be big
+    and spread over ``client``'s workers)."""
+
+    out = np.empty((batch.size, len(parsed)), dtype=np.complex128)
+    for row, x in enumerate(batch.values):
+        state = simulate(
+            circuit, parameters=x if batch.names else None, dtype=dtype, client=client, **options
+        )
+        for k, obs in enumerate(parsed):
+            out[row, k] = state.expectation(obs)
+    return da.from_array(out) if client is not None else out
+
+
+def gradient(
+    circuit: Circuit,
+    observable: Any,
+    *,
+    parameters: Any,
+    dtype: str = "complex128",
+    client: Any = None,
+    initial: Any = None,
+    return_value: bool = False,
+) -> Any:
+    """The gradient of <observable> in every parameter of ``circuit``, by the adjoint
+    method (Jones and Gacon, 2020): one forward pass, then one backward sweep that
+    undoes each gate on two states, about three passes over the state in all.
+
+    Args:
+        circuit: A unitary ``dasq.Circuit`` with ``dasq.Parameter`` angles.
+        observable: One observable (as for ``expectation``), Hermitian.
+        parameters: One set (P,), an array (..., P) in ``circuit.parameters`` order,
+            or a mapping of names to arrays.
+        dtype: "complex128" or "complex64".
+        client: A ``distributed.Client``: the sets are split over its workers and a
+            Dask array is returned.
+        initial: None (|0...0>), a basis-state int or an array of 2^n amplitudes.
+        return_value: Also return the expectation values.
+
+    Returns:
+        An array (..., P) of derivatives (and, with ``return_value``, the values
+        (...)).
+
+    Raises:
+        ValidationError: A circuit the adjoint method cannot take (measurements,
+            channels, conditioned blocks), a non-Hermitian observable, or a state
+            that does not fit in memory three times.
+    """
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+    dtype = v.check_dtype(dtype)
+    client = v.check_client(client)
+    if not circuit.parameters:
+        raise ValidationError("the circuit has no parameters: there is nothing to differentiate")
+    batch = parameter_batch(circuit.parameters, parameters)
+    parsed, single = observable_list(observable, circuit.num_qubits)
+    if not single:
+        raise ValidationError("gradient() takes one observable; sum them first, or call it per observable")
+    (obs,) = parsed
+    if not obs.is_hermitian:
+        raise ValidationError("gradient() needs a Hermitian observable (real coefficients)")
+    try:
+        template = template_of(circuit)
+    except TemplateError as error:
+        raise ValidationError(
+            f"the adjoint gradient needs a unitary circuit of gates: {error} "
+            "(remove measurements, resets, channels and conditioned blocks)"
+        ) from None
+    _check_fits(circuit.num_qubits, dtype, copies=3)
+    terms = sweep.PauliTerms.of(obs)
+    start = _initial_vector(initial, circuit.num_qubits, dtype)
+    out = _over_batch(
+        _gradient_piece,
+        batch,
+        1 + template.num_parameters,
+        client,
+        np.float64,
+        template=template,
+        terms=terms,
+        dtype=dtype,
+        initial=start,
+    )
+    grads = _shaped(out[:, 1:], batch.shape, (template.num_parameters,))
+    if not return_value:
+        return grads
+    values = _shaped(out[:, 0], batch.shape, ())
+    if client is None and not batch.shape:
+        values = float(values)
+    return grads, values
+
+
+def _check_fits(num_qubits: int, dtype: str, copies: int) -> None:
+    available, where = _config.available_memory(None, None)
+    needed = copies * (1 << num_qubits) * np.dtype(dtype).itemsize
+    if needed > available:
+        raise ValidationError(
+            f"{copies} states of {num_qubits} qubits ({dtype}) take {needed / 2**30:.1f} GiB, more than "
+            f"the {available / 2**30:.1f} GiB of {where}"
+        )
+
+
+def _initial_vector(initial: Any, num_qubits: int, dtype: str) -> np.ndarray | None:
+    """None for |0...0>, else the 2^n amplitudes of a basis state or of an array."""
+    if initial is None:
+        return None
+    size = 1 << num_qubits
+    if v.is_int(initial):
+        vector = np.zeros(size, dtype=dtype)
+        vector[v.check_basis(initial, num_qubits)] = 1
+        return vector
+    vector = np.asarray(initial)
+    if vector.shape != (size,) or not np.issubdtype(vector.dtype, np.number):
+        raise ValidationError(
+            f"initial must be a basis-state int or {size} amplitudes, got shape {vector.shape}"
+        )
+    v.check_initial_amplitudes(bool(np.all(np.isfinite(vector))), float(np.linalg.norm(vector)))
+    return vector.astype(dtype)

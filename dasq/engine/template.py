@@ -1,0 +1,290 @@
+"""A circuit compiled once per structure, its parameters bound late.
+
+Why: a sweep runs one circuit on many parameter sets. Planning and building gate
+matrices are the costly part of a small circuit, and neither depends on the angles
+in any way that cannot be written down once: every gate dasq builds is, in each of
+its symbolic arguments a, a trigonometric polynomial of a/2 of degree at most 2
+(rotations e^{+-ia/2}, phases e^{ia}). So a gate's matrix is fitted once, exactly,
+by five samples per argument (a discrete Fourier transform), and the matrices of
+any batch of parameter sets are then ``exp(i k a/2) @ coefficients``: one small
+matrix product, no builder call, no planning. The same series gives the exact
+derivative in each argument, which the adjoint gradient needs.
+
+A template is pure data (steps with their tables), kept per circuit structure; the
+sweep executor (``dasq.engine.sweep``) applies it to a batch of states.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from dasq.backend.registry import get_backend
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.kinds import Operation
+from dasq.circuit.parameters import ParameterExpression, Parametric
+from dasq.engine.actions import apply_action
+from dasq.plan import lowering
+
+MAX_STEP_QUBITS = 6  # an operation on more qubits (controls included) is not templated
+MAX_SYMBOLIC_ARGS = 3  # a builder call with more symbolic arguments is not templated
+DEGREE = 2  # |k| <= 2 in exp(i k a / 2)
+SAMPLES = 2 * DEGREE + 1
+_FREQUENCIES = np.arange(-DEGREE, DEGREE + 1)
+_FIT_TOLERANCE = 1e-9
+
+
+class TemplateError(Exception):
+    """The circuit has something a template does not hold (a measurement, a channel,
+    a conditioned block, a very wide gate): run it the general way."""
+
+
+@dataclass(frozen=True)
+class ArgumentForm:
+    """One symbolic argument of a builder call: ``const + sum weight * x[index]``."""
+
+    const: float
+    weights: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One operation (or a fused run of them) on ``qubits``: bit t of its table's
+    index belongs to qubits[t]. ``fixed``: the table when no parameter enters;
+    otherwise ``series`` holds its Fourier coefficients over ``arguments``."""
+
+    qubits: tuple[int, ...]
+    diagonal: bool
+    fixed: np.ndarray | None = None
+    arguments: tuple[ArgumentForm, ...] = ()
+    series: np.ndarray | None = None  # (SAMPLES,) * m + table shape
+
+    @property
+    def parametric(self) -> bool:
+        return self.fixed is None
+
+    @cached_property
+    def qubit_array(self) -> np.ndarray:
+        return np.array(self.qubits, dtype=np.int64)
+
+    @cached_property
+    def parameters(self) -> tuple[int, ...]:
+        """Indices of the circuit parameters this step depends on."""
+        return tuple(sorted({i for form in self.arguments for i, _ in form.weights}))
+
+    def _argument_values(self, x: np.ndarray) -> np.ndarray:
+        """(B, m) values of the step's arguments at parameter sets ``x`` (B, P)."""
+        out = np.empty((x.shape[0], len(self.arguments)))
+        for a, form in enumerate(self.arguments):
+            column = np.full(x.shape[0], form.const)
+            for i, w in form.weights:
+                column += w * x[:, i]
+            out[:, a] = column
+        return out
+
+    def tables(self, x: np.ndarray, derivative: int | None = None) -> np.ndarray:
+        """(B, ...) tables at parameter sets ``x`` (a fixed step: (1, ...)). With
+        ``derivative`` = p: the derivative of each table in parameter p."""
+        if self.fixed is not None:
+            if derivative is not None:
+                return np.zeros_like(self.fixed)
+            return self.fixed
+        assert self.series is not None
+        values = self._argument_values(x)
+        shape = self.series.shape[len(self.arguments) :]
+        total = None
+        wanted = range(len(self.arguments)) if derivative is not None else (None,)
+        for which in wanted:
+            weight = 1.0
+            if which is not None:
+                weight = dict(self.arguments[which].weights).get(derivative, 0.0)
+                if weight == 0.0:
+                    continue
+            coeffs = self.series.reshape(-1, int(np.prod(shape)))
+            waves = np.ones((values.shape[0], 1), dtype=np.complex128)
+            for a in range(len(self.arguments)):
+                wave = np.exp(0.5j * np.outer(values[:, a], _FREQUENCIES))
+                if a == which:
+                    wave = wave * (0.5j * _FREQUENCIES)
+                waves = (waves[:, :, None] * wave[:, None, :]).reshape(values.shape[0], -1)
+            part = weight * (waves @ coeffs)
+            total = part if total is None else total + part
+        if total is None:
+            return np.zeros((x.shape[0], *shape), dtype=np.complex128)
+        return total.reshape(x.shape[0], *shape)
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """A unitary circuit as steps over its n qubits, for any binding of its parameters."""
+
+    num_qubits: int
+    parameter_names: tuple[str, ...]
+    steps: tuple[Step, ...]
+    global_phase: float = 0.0
+
+    @property
+    def num_parameters(self) -> int:
+        return len(self.parameter_names)
+
+
+# ------------------------------------------------------------------ compiling
+def op_table(op: Operation) -> tuple[tuple[int, ...], bool, np.ndarray]:
+    """(qubits, diagonal, table) of a unitary operation on its own qubits
+    (controls included): the lowering's actions applied to the identity, so every
+    kind that has a lowering has a table."""
+    qubits = tuple(op.qubits)
+    k = len(qubits)
+    if k > MAX_STEP_QUBITS:
+        raise TemplateError(f"{op.describe()} acts on {k} qubits")
+    mapping = {q: i for i, q in enumerate(qubits)}
+    local = op.remap([mapping.get(q, 0) for q in range(max(qubits) + 1)])
+    host = get_backend("cpu")
+    actions = lowering.local_actions(local, k, 0)
+    if op.is_diagonal:
+        table = np.ones(1 << k, dtype=np.complex128)
+        for action in actions:
+            apply_action(host, action, table, k)
+        return qubits, True, table
+    batch = np.eye(1 << k, dtype=np.complex128).reshape(-1)  # columns as a batch of states
+    for action in actions:
+        apply_action(host, action, batch, 2 * k)
+    return qubits, False, batch.reshape(1 << k, 1 << k).T
+
+
+def _checked(op: Any) -> Operation:
+    if not isinstance(op, Operation) or op.is_collapse or op.is_channel:
+        what = op.describe() if hasattr(op, "describe") else type(op).__name__
+        raise TemplateError(f"{what} is not a unitary gate")
+    return op
+
+
+def _fixed_step(op: Operation) -> Step:
+    qubits, diagonal, table = op_table(_checked(op))
+    return Step(qubits, diagonal, fixed=table[None])
+
+
+def _symbolic_slots(record: Parametric) -> list[tuple[str | int, ParameterExpression]]:
+    slots: list[tuple[str | int, ParameterExpression]] = []
+    for i, value in enumerate(record.args):
+        if isinstance(value, ParameterExpression):
+            slots.append((i, value))
+        elif isinstance(value, tuple) and any(isinstance(v, ParameterExpression) for v in value):
+            raise TemplateError(f"{record.describe()} has parameters inside a nested argument")
+    for key, value in record.kwargs:
+        if isinstance(value, ParameterExpression):
+            slots.append((key, value))
+    return slots
+
+
+def _call(record: Parametric, num_qubits: int, slots: Sequence, values: Sequence[float]) -> list:
+    args = list(record.args)
+    kwargs = dict(record.kwargs)
+    for (where, _), value in zip(slots, values):
+        if isinstance(where, int):
+            args[where] = float(value)
+        else:
+            kwargs[where] = float(value)
+    scratch = Circuit(num_qubits)
+    getattr(scratch, record.method)(*args, **kwargs)
+    if scratch.global_phase:
+        raise TemplateError(f"{record.describe()} changes the global phase")
+    return [_checked(op) for op in scratch]
+
+
+def _parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int]) -> list[Step]:
+    """The steps of a symbolic builder call, each fitted over the call's arguments."""
+    slots = _symbolic_slots(record)
+    m = len(slots)
+    if m > MAX_SYMBOLIC_ARGS:
+        raise TemplateError(f"{record.describe()} has {m} symbolic arguments")
+    forms = tuple(
+        ArgumentForm(float(expr.const), tuple((index[name], float(c)) for name, c in expr.terms))
+        for _, expr in slots
+    )
+    offsets = 0.3137 + 0.1173 * np.arange(m)  # off the special angles (ry(0) is diagonal)
+    grid = (
+        offsets[None, :] + 2 * np.pi * np.array(list(itertools.product(range(SAMPLES), repeat=m))) / SAMPLES
+    )
+    samples = [[op_table(op) for op in _call(record, num_qubits, slots, 2 * point)] for point in grid]
+    first = samples[0]
+    for other in samples[1:]:
+        if len(other) != len(first) or any(
+            (a[0], a[1], a[2].shape) != (b[0], b[1], b[2].shape) for a, b in zip(first, other)
+        ):
+            raise TemplateError(f"{record.describe()} changes its structure with its angles")
+    steps = []
+    phases = np.exp(-1j * grid[:, :, None] * _FREQUENCIES[None, None, :])  # (S^m, m, SAMPLES)
+    kernel = np.ones((len(grid), 1), dtype=np.complex128)
+    for a in range(m):
+        kernel = (kernel[:, :, None] * phases[:, a, None, :]).reshape(len(grid), -1)
+    kernel /= len(grid)
+    check_point = offsets + np.array([0.77, 1.91, 2.63][:m])
+    check = _call(record, num_qubits, slots, 2 * check_point)
+    for j, (qubits, diagonal, table) in enumerate(first):
+        stacked = np.stack([sample[j][2] for sample in samples]).reshape(len(grid), -1)
+        series = (kernel.T @ stacked).reshape((SAMPLES,) * m + table.shape)
+        step = Step(qubits, diagonal, arguments=forms, series=series)
+        expected = op_table(check[j])[2]
+        got = Step(
+            qubits, diagonal, arguments=tuple(ArgumentForm(v, ()) for v in 2 * check_point), series=series
+        )
+        if np.max(np.abs(got.tables(np.zeros((1, 0)))[0] - expected)) > _FIT_TOLERANCE:
+            raise TemplateError(f"{record.describe()} is not a trigonometric gate of its angles")
+        steps.append(step)
+    return steps
+
+
+def compile_template(circuit: Circuit) -> Template:
+    """The circuit's template (terminal measurements dropped, barriers skipped)."""
+    body = circuit.remove_final_measurements()
+    if not isinstance(body.global_phase, float | int):
+        raise TemplateError("a symbolic global phase")
+    names = tuple(circuit.parameters)
+    index = {name: i for i, name in enumerate(names)}
+    steps: list[Step] = []
+    for op in body:
+        if getattr(op, "is_barrier", False):
+            continue
+        if isinstance(op, Parametric):
+            steps.extend(_parametric_steps(op, body.num_qubits, index))
+        else:
+            steps.append(_fixed_step(op))
+    return Template(body.num_qubits, names, tuple(steps), float(body.global_phase))
+
+
+TEMPLATE_CACHE_SIZE = 32
+_templates: OrderedDict[Hashable, tuple[Template, tuple]] = OrderedDict()
+
+
+def template_of(circuit: Circuit) -> Template:
+    """``compile_template``, kept per circuit structure: found by the identity of the
+    circuit's (immutable) records first, else by its fingerprint, so an equal circuit
+    built again (converted again from Qiskit, say) is not compiled again."""
+    ops = tuple(circuit)
+    fast = (circuit.num_qubits, circuit.global_phase, tuple(map(id, ops)))
+    hit = _templates.get(fast)
+    if hit is None:
+        digest = ("fingerprint", circuit.remove_final_measurements().fingerprint())
+        hit = _templates.get(digest)
+        if hit is None:
+            hit = (compile_template(circuit), ops)
+            _remember(digest, hit)
+        _remember(fast, (hit[0], ops))  # the key holds the records: their ids stay theirs
+    _templates.move_to_end(fast)
+    return hit[0]
+
+
+def _remember(key: Hashable, entry: tuple[Template, tuple]) -> None:
+    _templates[key] = entry
+    while len(_templates) > TEMPLATE_CACHE_SIZE:
+        _templates.popitem(last=False)
+
+
+__all__ = ["Step", "Template", "TemplateError", "compile_template", "op_table", "template_of"]

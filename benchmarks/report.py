@@ -281,6 +281,18 @@ def cold(d: dict) -> str:
     if d.get("import_seconds"):
         spent = ", ".join(f"{name} {t:.2f} s" for name, t in d["import_seconds"].items())
         out += ["", f"Imports in one warm `dasq run` (cumulative, `-X importtime`): {spent}"]
+    if d.get("random"):  # the 20-qubit random file, dasq with and without numba's kernels
+        random = d["random"]
+        out += [
+            "",
+            f"{random['qubits']} qubits: {random['circuit']}",
+            "",
+            "| 20 qubits | cold s (median) | warm s (median) |",
+            "|---|---|---|",
+        ]
+        for r in random["rows"]:
+            cold, warm = r["median_cold_seconds"], r["median_warm_seconds"]
+            out.append(f"| {r['contender']} | {cold:.2f} | {warm:.2f} |")
     return "\n".join(out)
 
 
@@ -456,34 +468,35 @@ def _cell(text: str, width: int = 110) -> str:
 
 
 def sweeps(d: dict) -> str:
-    """Each part's contenders: median seconds (and sets per second in batch), the ratio
-    to the fastest peer, how far the numbers are from the reference's (the reference
-    row says "ref"), and how each ran; a contender that failed shows its error."""
+    """Each part's contenders: median seconds (and sets per second in batch) and the
+    ratio to the fastest peer (bold for dasq); a contender that failed shows its error.
+    Below: the largest distance of any contender's numbers from the reference's (the
+    JSON keeps each contender's, and how each ran)."""
     out = [
-        f"Machine: {machine_line(d['machine'])}; {d['threads']} thread(s) per contender, "
-        f"medians of {d['reps']} processes",
+        f"{d['threads']} thread(s) per contender, medians of {d['reps']} processes",
         "",
-        "| part | qubits | work | contender | median s | sets/s | / fastest peer "
-        "| max abs diff to reference | method |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| part | qubits | contender | median s | sets/s | / fastest peer |",
+        "|---|---|---|---|---|---|",
     ]
+    diffs = {}
     for r in d["rows"]:
-        start = f"| {r['part']} | {r['qubits']} | {r['work']} "
+        start = f"| {r['part']} | {r['qubits']} "
         for name, c in r["contenders"].items():
             if "median_seconds" not in c:
-                out.append(f"{start}| {name} | n/a | | | | {_cell(c.get('error', ''))} |")
+                out.append(f"{start}| {name} | n/a | | {_cell(c.get('error', ''), 60)} |")
                 continue
             rate = f"{c['sets_per_second']:.0f}" if "sets_per_second" in c else "-"
             ratio = c.get("ratio_to_fastest_peer")
             ratio = "-" if ratio is None else f"{ratio:.2f}"
             ratio = f"**{ratio}**" if name.startswith("dasq") and ratio != "-" else ratio
-            diff = c.get("max_abs_diff_to_reference")
-            diff = "ref" if name == r["reference"] else "-" if diff is None else f"{diff:.0e}"
             mixed = " (rounds of different methods: rerun)" if c.get("mixed_methods") else ""
-            out.append(
-                f"{start}| {name} | {c['median_seconds']:.4f} | {rate} | {ratio} | {diff} "
-                f"| {_cell(c['method'])}{mixed} |"
-            )
+            out.append(f"{start}| {name} | {c['median_seconds']:.4f} | {rate} | {ratio}{mixed} |")
+            if c.get("max_abs_diff_to_reference") is not None:
+                diffs[name] = max(diffs.get(name, 0.0), c["max_abs_diff_to_reference"])
+    double = [v for k, v in diffs.items() if k != "qsim"]
+    if double:
+        qsim = f" (qsim, complex64: {diffs['qsim']:.0e})" if "qsim" in diffs else ""
+        out += ["", f"Largest difference from the reference's numbers: {max(double):.0e}{qsim}."]
     return "\n".join(out)
 
 

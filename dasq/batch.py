@@ -37,7 +37,7 @@ from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
 
 BATCH_MAX_QUBITS = 26  # widest state the compiled batch path holds in one array
-CACHE_BYTES = 1 << 20  # rows run together inside a task: their states fit in this
+PASS_BYTES = 1 << 21  # rows run together in a task: their states take this (Python paid once a pass)
 TASKS_PER_THREAD = 2  # pieces of a batch per thread (or worker thread) that runs it
 
 __all__ = ["expectation", "gradient"]
@@ -64,7 +64,7 @@ def observable_list(observables: Any, num_qubits: int) -> tuple[list[PauliSum], 
 
 # ------------------------------------------------------------------ running pieces
 def _rows_per_pass(num_qubits: int, dtype: Any) -> int:
-    return max(1, CACHE_BYTES // ((1 << num_qubits) * np.dtype(dtype).itemsize))
+    return max(1, PASS_BYTES // ((1 << num_qubits) * np.dtype(dtype).itemsize))
 
 
 def _expectation_piece(
@@ -108,21 +108,24 @@ def _over_batch(
     """``function(x_piece, **kwargs)`` -> (rows, columns) over the batch's rows as a
     Dask array: computed on threads here (numpy back), or on ``client``'s workers
     (a Dask array whose pieces are held there)."""
-    threads = sum(client.nthreads().values()) if client is not None else _config.cores(None)
+    if client is not None:
+        threads = sum(client.nthreads().values())
+    else:  # Dask's threads: dask config num_workers, else this machine's cores
+        threads = dask.config.get("num_workers", None) or _config.cores(None)
     rows = _pieces(batch.size, threads)
-    x = da.from_array(batch.values, chunks=(rows, batch.values.shape[1]), name=False)
     serial = client is not None or batch.size > rows  # pieces side by side: no threads inside
     piece = functools.partial(function, serial=serial, **kwargs)
+    if client is None and batch.size <= rows:  # one piece: no graph, no scheduler
+        return piece(batch.values)
+    x = da.from_array(batch.values, chunks=(rows, batch.values.shape[1]), name=False)
     result = x.map_blocks(
         piece,
         chunks=(x.chunks[0], (columns,)),
-        dtype=dtype_out,
+        meta=np.empty((0, columns), dtype=dtype_out),  # no trial call to infer it
         name=f"dasq-batch-{uuid.uuid4().hex}",
     )
     if client is not None:
         return client.persist(result)
-    if batch.size <= rows:  # one piece: no scheduler
-        return piece(batch.values)
     with dask.config.set(scheduler="threads"):
         return result.compute()
 

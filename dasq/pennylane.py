@@ -760,40 +760,59 @@ def _simulated(
     return states[key]
 
 
-def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
-    """A tape's expectation values and their Jacobian (shaped as PennyLane's adjoint
-    method shapes it): its trainable angles become ``dasq.Parameter`` symbols and
-    ``dasq.gradient`` differentiates the circuit once per observable."""
+@dataclass(frozen=True)
+class SymbolicTape:
+    """A tape's operations as a dasq circuit whose trainable angles are
+    ``dasq.Parameter`` symbols ``names`` (in ``circuit.parameters`` order);
+    ``columns[k]``: the symbol of the k-th trainable parameter (-1: a global phase,
+    no effect on an expectation value); ``index``: wire -> qubit."""
+
+    circuit: Circuit
+    names: tuple[str, ...]
+    columns: tuple[int, ...]
+    index: dict
+    initial: Any
+
+
+_SYMBOLIC_TAPES: dict[tuple, SymbolicTape] = {}
+SYMBOLIC_TAPE_CACHE = 64  # converted tapes kept: an optimisation loop re-sends one structure
+
+
+def _structure_key(tape: QuantumScript, wires: Wires) -> tuple:
+    """What conversion reads of a tape but its trainable values: each operation's name,
+    wires and hyperparameters, its untrainable data, which of its data are trainable."""
+    trainable = set(tape.trainable_params)
+    key: list[Any] = [tuple(wires)]
+    index = 0
+    for op in tape.operations:
+        data = []
+        for value in op.data:
+            data.append(None if index in trainable else np.asarray(value).tobytes())
+            index += 1
+        key.append((op.name, tuple(op.wires), tuple(data), repr(op.hyperparameters)))
+    return tuple(key)
+
+
+def _symbolic_tape(tape: QuantumScript, wires: Wires) -> SymbolicTape:
     ops, initial = tape.operations, None
     if ops and isinstance(ops[0], qml.operation.StatePrepBase):
         ops, initial = ops[1:], initial_state(ops[0], wires)
     trainable = set(tape.trainable_params)
-    offset = sum(len(op.data) for op in tape.operations[: len(tape.operations) - len(ops)])
+    index = sum(len(op.data) for op in tape.operations[: len(tape.operations) - len(ops)])
     symbols: dict[int, list[Any]] = {}
-    columns: list[int] = []  # trainable index -> the symbol's position (-1: no effect on <O>)
     names: list[str] = []
-    values: list[float] = []
-    index = offset
     for op in ops:
         base = op.base if isinstance(op, Controlled) else op
         angles: list[Any] = []
         for value in op.data:
-            if index in trainable:
-                if base.name in SYMBOLIC_GATES:
-                    name = f"t{index:06d}"
-                    names.append(name)
-                    values.append(float(np.real(value)))
-                    angles.append(Parameter(name))
-                else:  # a GlobalPhase: no effect on an expectation value
-                    angles.append(float(np.real(value)))
-            else:
+            if index in trainable and base.name in SYMBOLIC_GATES:
+                names.append(f"t{index:06d}")
+                angles.append(Parameter(names[-1]))
+            else:  # untrainable, or a GlobalPhase: no effect on an expectation value
                 angles.append(float(np.real(value)))
             index += 1
         if any(isinstance(a, Parameter) for a in angles):
             symbols[id(op)] = symbols[id(base)] = angles  # a controlled gate converts by its base
-    position = {name: i for i, name in enumerate(names)}
-    for t in sorted(trainable):
-        columns.append(position.get(f"t{t:06d}", -1))
     converter = _Converter(wires)
     token = _SYMBOLS.set(symbols)
     try:
@@ -805,21 +824,33 @@ def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
     if len(program.parts) != 1:
         raise DeviceError("dasq.qubit's adjoint method does not take postselection")
     circuit = program.parts[0]
-    order = circuit.parameters  # names sort as their tape positions
-    if len(order) != len(names):
-        raise DeviceError(
-            f"dasq.qubit's adjoint method lost trainable angles {sorted(set(names) - set(order))}"
-        )
-    x = np.array([values[position[name]] for name in order])
+    if tuple(circuit.parameters) != tuple(names):  # names sort as their tape positions
+        lost = sorted(set(names) - set(circuit.parameters))
+        raise DeviceError(f"dasq.qubit's adjoint method lost trainable angles {lost}")
+    position = {name: i for i, name in enumerate(names)}
+    columns = tuple(position.get(f"t{t:06d}", -1) for t in sorted(trainable))
+    return SymbolicTape(circuit, tuple(names), columns, converter.index, initial)
+
+
+def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
+    """A tape's expectation values and their Jacobian (shaped as PennyLane's adjoint
+    method shapes it): its trainable angles become ``dasq.Parameter`` symbols (a tape
+    of a structure met before reuses that conversion, and dasq its compiled circuit)
+    and ``dasq.gradient`` differentiates the circuit once per observable."""
+    key = _structure_key(tape, wires)
+    converted = _SYMBOLIC_TAPES.get(key)
+    if converted is None:
+        if len(_SYMBOLIC_TAPES) >= SYMBOLIC_TAPE_CACHE:
+            _SYMBOLIC_TAPES.clear()
+        converted = _SYMBOLIC_TAPES[key] = _symbolic_tape(tape, wires)
+    parameters = tape.get_parameters(trainable_only=False)
+    x = np.array([float(np.real(parameters[int(name[1:])])) for name in converted.names])
+    circuit, columns, initial = converted.circuit, converted.columns, converted.initial
     n = len(wires)
     results, rows = [], []
     for mp in tape.measurements:
-        terms = _label_terms(pauli_sentence(mp.obs), converter.index, n)
-        if not terms:
-            results.append(np.float64(0.0))
-            rows.append(np.zeros(len(columns)))
-            continue
-        if not order:
+        terms = _label_terms(pauli_sentence(mp.obs), converted.index, n)
+        if not converted.names:
             value = simulate(circuit, initial=initial, dtype=dtype).expectation(PauliSum(terms))
             results.append(np.float64(value))
             rows.append(np.zeros(len(columns)))
@@ -827,9 +858,8 @@ def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
         grads, value = gradient(
             circuit, PauliSum(terms), parameters=x, dtype=dtype, initial=initial, return_value=True
         )
-        by_name = dict(zip(order, grads))
         results.append(np.float64(value))
-        rows.append(np.array([by_name[names[c]] if c >= 0 else 0.0 for c in columns]))
+        rows.append(np.array([grads[c] if c >= 0 else 0.0 for c in columns]))
     jac = np.squeeze(np.array(rows))
     result = results[0] if len(results) == 1 else tuple(results)
     if jac.ndim == 0:

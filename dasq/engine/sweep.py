@@ -136,8 +136,9 @@ def _merged(steps: tuple[Step, ...], fused: Fused, tables: list[np.ndarray]) -> 
         for i in fused.members:
             table = tables[i]
             if steps[i].diagonal:
-                sub = _local_index(np.arange(d), tuple(position[q] for q in steps[i].qubits))
-                product = table[:, sub, None] * (total if total is not None else np.eye(d))
+                if steps[i].qubits != fused.qubits:
+                    table = table[:, _local_index(np.arange(d), tuple(position[q] for q in steps[i].qubits))]
+                product = table[:, :, None] * total if total is not None else _diagonal_matrix(table)
             else:
                 product = table if total is None else table @ total
             total = product
@@ -187,6 +188,14 @@ def _apply(states: np.ndarray, qubits: np.ndarray, diagonal: bool, table: np.nda
 
 
 PERMUTATION_MAX_QUBITS = 20  # runs of fixed permutations compose into one gather up to this width
+
+
+def _diagonal_matrix(values: np.ndarray) -> np.ndarray:
+    """(rows, d) diagonals as (rows, d, d) matrices."""
+    out = np.zeros((*values.shape, values.shape[-1]), dtype=values.dtype)
+    index = np.arange(values.shape[-1])
+    out[:, index, index] = values
+    return out
 
 
 def _local_index(index: np.ndarray, qubits: tuple[int, ...]) -> np.ndarray:

@@ -36,9 +36,9 @@ from dasq.engine.template import Template, TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
 
-BATCH_MAX_QUBITS = 26  # widest state the compiled batch path holds in one array
+BATCH_MAX_QUBITS = 16  # wider states run set by set: their planned runs (fused groups in cache tiles) win
 PASS_BYTES = 1 << 21  # rows run together in a task: their states take this (Python paid once a pass)
-TASKS_PER_THREAD = 2  # pieces of a batch per thread (or worker thread) that runs it
+TASKS_PER_THREAD = 1  # pieces of a batch per thread (or worker thread): fewer round trips measured best
 
 __all__ = ["expectation", "gradient"]
 

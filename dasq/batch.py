@@ -236,6 +236,7 @@ def gradient(
     dtype: str = "complex128",
     client: Any = None,
     initial: Any = None,
+    memory_limit: int | str | None = None,
     return_value: bool = False,
 ) -> Any:
     """The gradient of <observable> in every parameter of ``circuit``, by the adjoint
@@ -251,6 +252,8 @@ def gradient(
         client: A ``distributed.Client``: the sets are split over its workers and a
             Dask array is returned.
         initial: None (|0...0>), a basis-state int or an array of 2^n amplitudes.
+        memory_limit: Bytes or "4GiB" the three states may take (default: this
+            machine's available memory); the gradient runs in memory, not out of core.
         return_value: Also return the expectation values.
 
     Returns:
@@ -282,7 +285,7 @@ def gradient(
             f"the adjoint gradient needs a unitary circuit of gates: {error} "
             "(remove measurements, resets, channels and conditioned blocks)"
         ) from None
-    _check_fits(circuit.num_qubits, dtype, copies=3)
+    _check_fits(circuit.num_qubits, dtype, copies=3, memory_limit=memory_limit)
     terms = sweep.PauliTerms.of(obs)
     start = _initial_vector(initial, circuit.num_qubits, dtype)
     out = _over_batch(
@@ -305,8 +308,11 @@ def gradient(
     return grads, values
 
 
-def _check_fits(num_qubits: int, dtype: str, copies: int) -> None:
-    available, where = _config.available_memory(None, None)
+def _check_fits(num_qubits: int, dtype: str, copies: int, memory_limit: Any = None) -> None:
+    if memory_limit is not None:
+        available, where = v.check_memory_limit(memory_limit), "memory_limit"
+    else:
+        available, where = _config.available_memory(None, None)
     needed = copies * (1 << num_qubits) * np.dtype(dtype).itemsize
     if needed > available:
         raise ValidationError(

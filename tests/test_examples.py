@@ -40,3 +40,10 @@ def test_cluster_script_on_a_local_cluster():
     assert moved > 0
     assert float(re.search(r"max \|p - 2\^-n\|: (\S+)", out)[1]) < 1e-12
     assert "norm 1.000000" in out
+
+
+def test_sweeps_example_batches_sweeps_and_differentiates():
+    out = _run(str(EXAMPLES / "sweeps.py"))
+    assert re.search(r"2000 parameter sets in \S+ s; lowest energy -?\d", out)
+    assert len(re.search(r"sweep of t00: \[([^\]]*)\]", out, re.S)[1].split()) == 9
+    assert float(re.search(r"max difference (\S+)", out)[1]) < 1e-10

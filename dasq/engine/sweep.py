@@ -394,6 +394,8 @@ def _inverse(table: np.ndarray, diagonal: bool) -> np.ndarray:
 
 def _embedded(step: Step, table: np.ndarray, qubits: tuple[int, ...]) -> np.ndarray:
     """A member's table (rows, ...) as a (rows, d, d) matrix on its run's ``qubits``."""
+    if step.qubits == qubits:  # the common case: nothing to move
+        return _diagonal_matrix(table) if step.diagonal else table
     d = 1 << len(qubits)
     index = np.arange(d)
     positions = tuple(qubits.index(q) for q in step.qubits)
@@ -423,7 +425,7 @@ def _run_gradients(
     for slot, i in enumerate(run.members):
         for p, table in binding.derivative(i):
             moved = after[slot] @ _embedded(steps[i], table, run.qubits) @ before[slot]
-            grads[:, p] += 2 * np.einsum("bjc,bjc->b", np.broadcast_to(moved, overlap.shape), overlap).real
+            grads[:, p] += 2 * (moved * overlap).sum(axis=(1, 2)).real
 
 
 def adjoint_gradient(

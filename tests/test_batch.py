@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import operator, pauli_matrix
 
 import dasq
 from dasq.engine.template import TemplateError, template_of
 from dasq.errors import ValidationError
-from reference import operator, pauli_matrix
 
 RX = lambda t: np.array([[np.cos(t / 2), -1j * np.sin(t / 2)], [-1j * np.sin(t / 2), np.cos(t / 2)]])  # noqa: E731
 RY = lambda t: np.array([[np.cos(t / 2), -np.sin(t / 2)], [np.sin(t / 2), np.cos(t / 2)]])  # noqa: E731

@@ -500,6 +500,27 @@ def sweeps(d: dict) -> str:
     return "\n".join(out)
 
 
+def stored_gradient(d: dict) -> str:
+    s, gib = d["stored"], 2**30
+    m = d.get("in_memory")
+    return "\n".join(
+        [
+            "| qubits | angles | limit GiB | state GiB | blocks | passes | seconds | peak over start GiB "
+            "| in memory: seconds, peak over start GiB | max diff |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| {d['qubits']} | {d['parameters']} | {d['memory_limit_bytes'] / gib:.2f} "
+            f"| {d['state_bytes'] / gib:.2f} | 2^{s['run']['block_qubits']} | {s['run']['passes']} "
+            f"| {s['seconds']:.0f} | {(s['peak_rss_bytes'] - s['rss_before_bytes']) / gib:.2f} "
+            + (
+                f"| {m['seconds']:.0f}, {(m['peak_rss_bytes'] - m['rss_before_bytes']) / gib:.2f} "
+                f"| {d['max_abs_difference']:.0e} |"
+                if m
+                else "| - | - |"
+            ),
+        ]
+    )
+
+
 def compact(text: str) -> str:
     """Table rows without the spaces around their cells (the README's style: the same
     table rendered, in fewer bytes)."""
@@ -529,6 +550,7 @@ def main() -> None:
         ("scaling", scaling),
         ("diskfloor", diskfloor),
         ("sweeps", sweeps),
+        ("stored_gradient", stored_gradient),
     )
     renderers = dict(suites)
     # a kept table ("inmemory-26q", "outofcore-62c0d70") renders as its suite does

@@ -66,6 +66,7 @@ SUITES = {
     "gpupeer": ("gpupeer", "suite_gpupeer"),
     "gpucluster": ("gpucluster", "suite_gpucluster"),
     "sweeps": ("sweeps", "suite_sweeps"),
+    "stored_gradient": ("stored_gradient", "suite_stored_gradient"),
 }
 
 # a suite's child process -> (module, function): one timed run, its result printed as JSON
@@ -79,6 +80,7 @@ CHILDREN = {
     "_gpu": ("gpu", "child"),
     "_gpupeer": ("gpupeer", "child"),
     "_sweeps": ("sweeps", "child"),
+    "_stored_gradient": ("stored_gradient", "child"),
 }
 
 
@@ -237,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
     gcl.add_argument("--device", default="gpu", help="gpu, or gpu-twin for a dry run without a GPU")
     gcl.add_argument("--output", default="gpucluster", help="results/OUTPUT.json")
     _function("sweeps", "add_options")(sub)  # its choices come from the suite's module
+    _function("stored_gradient", "add_options")(sub)
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")

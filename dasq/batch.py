@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -31,10 +32,11 @@ from dasq.api import simulate
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import ParameterBatch, parameter_batch
-from dasq.engine import sweep
+from dasq.engine import stored_gradient, sweep
 from dasq.engine.template import Template, TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
+from dasq.storage.store import state_bytes
 
 BATCH_MAX_QUBITS = 16  # wider states run set by set: their planned runs (fused groups in cache tiles) win
 PASS_BYTES = 1 << 21  # rows run together in a task: their states take this (Python paid once a pass)
@@ -237,11 +239,14 @@ def gradient(
     client: Any = None,
     initial: Any = None,
     memory_limit: int | str | None = None,
+    store: str | os.PathLike[str] | None = None,
     return_value: bool = False,
 ) -> Any:
     """The gradient of <observable> in every parameter of ``circuit``, by the adjoint
     method (Jones and Gacon, 2020): one forward pass, then one backward sweep that
-    undoes each gate on two states, about three passes over the state in all.
+    undoes each gate on two states, about three passes over the state in all. When
+    three states do not fit ``memory_limit`` (or ``store`` is given), psi and lambda
+    live in a zarr store, out of core, and the sweep runs in passes over their blocks.
 
     Args:
         circuit: A unitary ``dasq.Circuit`` with ``dasq.Parameter`` angles.
@@ -251,9 +256,15 @@ def gradient(
         dtype: "complex128" or "complex64".
         client: A ``distributed.Client``: the sets are split over its workers and a
             Dask array is returned.
-        initial: None (|0...0>), a basis-state int or an array of 2^n amplitudes.
-        memory_limit: Bytes or "4GiB" the three states may take (default: this
-            machine's available memory); the gradient runs in memory, not out of core.
+        initial: None (|0...0>), a basis-state int or an array of 2^n amplitudes
+            (out of core: None or an int).
+        memory_limit: Bytes or "4GiB" the run may hold (default: this machine's
+            memory). Three states larger than this run out of core, blocks sized to it.
+        store: A directory for the out-of-core states (psi and lambda, two copies
+            each), kept after the run: the same call on it resumes an interrupted run
+            or answers from its record. Default: a temporary directory (under Dask's
+            ``temporary-directory``), removed after. With a ``client``, every worker
+            must reach it. One parameter set per store.
         return_value: Also return the expectation values.
 
     Returns:
@@ -262,8 +273,9 @@ def gradient(
 
     Raises:
         ValidationError: A circuit the adjoint method cannot take (measurements,
-            channels, conditioned blocks), a non-Hermitian observable, or a state
-            that does not fit in memory three times.
+            channels, conditioned blocks), a non-Hermitian observable, or a
+            ``memory_limit`` too small for blocks of 2^8 amplitudes.
+        StoreError: A ``store`` that holds something else, or is damaged.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
@@ -285,8 +297,12 @@ def gradient(
             f"the adjoint gradient needs a unitary circuit of gates: {error} "
             "(remove measurements, resets, channels and conditioned blocks)"
         ) from None
-    _check_fits(circuit.num_qubits, dtype, copies=3, memory_limit=memory_limit)
     terms = sweep.PauliTerms.of(obs)
+    limit = _memory_limit(memory_limit)
+    if store is not None or 3 * state_bytes(circuit.num_qubits, dtype) > limit:
+        return _stored_gradient(
+            circuit, template, batch, terms, dtype, initial, limit, store, client, return_value
+        )
     start = _initial_vector(initial, circuit.num_qubits, dtype)
     out = _over_batch(
         _gradient_piece,
@@ -308,17 +324,56 @@ def gradient(
     return grads, values
 
 
-def _check_fits(num_qubits: int, dtype: str, copies: int, memory_limit: Any = None) -> None:
+def _memory_limit(memory_limit: Any) -> int:
     if memory_limit is not None:
-        available, where = v.check_memory_limit(memory_limit), "memory_limit"
-    else:
-        available, where = _config.available_memory(None, None)
-    needed = copies * (1 << num_qubits) * np.dtype(dtype).itemsize
-    if needed > available:
+        return v.check_memory_limit(memory_limit)
+    return _config.available_memory(None, None)[0]
+
+
+def _stored_gradient(
+    circuit: Circuit,
+    template: Template,
+    batch: ParameterBatch,
+    terms: sweep.PauliTerms,
+    dtype: str,
+    initial: Any,
+    limit: int,
+    store: Any,
+    client: Any,
+    return_value: bool,
+) -> Any:
+    """``gradient`` out of core: each parameter set in turn, psi and lambda in a store."""
+    if initial is not None and not v.is_int(initial):
         raise ValidationError(
-            f"{copies} states of {num_qubits} qubits ({dtype}) take {needed / 2**30:.1f} GiB, more than "
-            f"the {available / 2**30:.1f} GiB of {where}"
+            "an out-of-core gradient starts from |0...0> or a basis-state int, not an array"
         )
+    basis = 0 if initial is None else v.check_basis(initial, circuit.num_qubits)
+    if store is not None and batch.size != 1:
+        raise ValidationError(f"a gradient store holds one parameter set's run; got {batch.size} sets")
+    if client is not None:
+        workers = sum(client.nthreads().values())
+    else:
+        workers = dask.config.get("num_workers", None) or _config.cores(None)
+    values = np.empty(batch.size)
+    grads = np.empty((batch.size, template.num_parameters))
+    for row in range(batch.size):
+        run = stored_gradient.describe_run(
+            template,
+            batch.values[row],
+            terms,
+            dtype=dtype,
+            basis=basis,
+            memory_limit=limit,
+            workers=workers,
+            circuit_key=circuit.fingerprint(),
+        )
+        values[row], grads[row] = stored_gradient.run_stored_gradient(
+            run, store, workers=workers, client=client
+        )
+    shaped = _shaped(grads, batch.shape, (template.num_parameters,))
+    if not return_value:
+        return shaped
+    return shaped, (float(values[0]) if not batch.shape else _shaped(values, batch.shape, ()))
 
 
 def _initial_vector(initial: Any, num_qubits: int, dtype: str) -> np.ndarray | None:

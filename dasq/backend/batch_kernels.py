@@ -171,7 +171,9 @@ def _dense(states: np.ndarray, qubits: np.ndarray, tables: np.ndarray) -> None:
     d = 1 << k
     offsets = _offsets(qubits)
     ascending = np.sort(qubits)
-    run = min(np.int64(1) << ascending[0], size >> k)  # indices below the lowest qubit: contiguous
+    # contiguous indices below the lowest qubit, at most GROUP_AMPLITUDES: a gate on a
+    # high qubit gets many work items and a small scratch, never one the state's size
+    run = min(np.int64(1) << ascending[0], size >> k, GROUP_AMPLITUDES)
     runs = (size >> k) // run
     group = max(1, min(runs, GROUP_AMPLITUDES // run))
     groups = runs // group
@@ -323,7 +325,7 @@ def _overlap(left: np.ndarray, right: np.ndarray, qubits: np.ndarray) -> np.ndar
     d = 1 << k
     offsets = _offsets(qubits)
     ascending = np.sort(qubits)
-    run = min(np.int64(1) << ascending[0], size >> k)
+    run = min(np.int64(1) << ascending[0], size >> k, GROUP_AMPLITUDES)
     runs = (size >> k) // run
     group = max(1, min(runs, GROUP_AMPLITUDES // run))
     groups = runs // group

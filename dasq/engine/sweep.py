@@ -256,11 +256,13 @@ class Program:
     permutations: dict[int, tuple[int, Permutation]]  # first run -> (runs it covers, its gather)
 
     @classmethod
-    def of(cls, template: Template, fusion_qubits: int = FUSION_QUBITS) -> Program:
+    def of(cls, template: Template, fusion_qubits: int = FUSION_QUBITS, gathers: bool = True) -> Program:
+        """``gathers`` False: no permutation stretches (their index and phase arrays,
+        24 bytes an amplitude, are more than a memory-bounded caller can spare)."""
         steps = template.steps
         runs = fuse(steps, fusion_qubits)
         permutations: dict[int, tuple[int, Permutation]] = {}
-        if template.num_qubits <= PERMUTATION_MAX_QUBITS:
+        if gathers and template.num_qubits <= PERMUTATION_MAX_QUBITS:
             r = 0
             while r < len(runs):
                 stretch: list[tuple[tuple[int, ...], Monomial]] = []
@@ -428,6 +430,35 @@ def _run_gradients(
             grads[:, p] += 2 * (moved * overlap).sum(axis=(1, 2)).real
 
 
+def undo_with_gradients(
+    program: Program, binding: Binding, psi: np.ndarray, lam: np.ndarray, grads: np.ndarray
+) -> None:
+    """The reverse sweep: ``program`` undone run by run on psi and lambda (in place),
+    each parametrised run's derivatives added to ``grads`` (B, P). Also what a stored
+    gradient runs on each group of blocks (engine/stored_gradient.py)."""
+    template = program.template
+    dtype = psi.dtype
+    work = psi.size
+    for kind, item in reversed(program.segments()):
+        if kind == "permutation":
+            undo = item.inverse
+            phases = undo.phases.astype(dtype)
+            for states in (psi, lam):
+                kernels.pick(kernels.gather, work)(states, undo.source, phases)
+            continue
+        run = item
+        qubits = np.array(run.qubits, dtype=np.int64)
+        inverse = _inverse(_merged(template.steps, run, binding.tables), run.diagonal).astype(dtype)
+        _apply(psi, qubits, run.diagonal, inverse)
+        if any(template.steps[i].parametric for i in run.members):
+            if len(qubits) == 1:
+                overlap = kernels.pick(kernels.overlap_one, work)(lam, psi, qubits[0])
+            else:
+                overlap = kernels.pick(kernels.overlap, work)(lam, psi, qubits)
+            _run_gradients(template, run, binding, overlap, grads)
+        _apply(lam, qubits, run.diagonal, inverse)
+
+
 def adjoint_gradient(
     template: Template,
     x: np.ndarray,
@@ -448,25 +479,7 @@ def adjoint_gradient(
     values = expectations(psi, terms).real
     lam = apply_observable(psi, terms)
     grads = np.zeros((x.shape[0], template.num_parameters))
-    work = psi.size
-    for kind, item in reversed(program.segments()):
-        if kind == "permutation":
-            undo = item.inverse
-            phases = undo.phases.astype(dtype)
-            for states in (psi, lam):
-                kernels.pick(kernels.gather, work)(states, undo.source, phases)
-            continue
-        run = item
-        qubits = np.array(run.qubits, dtype=np.int64)
-        inverse = _inverse(_merged(template.steps, run, binding.tables), run.diagonal).astype(dtype)
-        _apply(psi, qubits, run.diagonal, inverse)
-        if any(template.steps[i].parametric for i in run.members):
-            if len(qubits) == 1:
-                overlap = kernels.pick(kernels.overlap_one, work)(lam, psi, qubits[0])
-            else:
-                overlap = kernels.pick(kernels.overlap, work)(lam, psi, qubits)
-            _run_gradients(template, run, binding, overlap, grads)
-        _apply(lam, qubits, run.diagonal, inverse)
+    undo_with_gradients(program, binding, psi, lam, grads)
     return values, grads
 
 
@@ -482,4 +495,5 @@ __all__ = [
     "fuse",
     "program_of",
     "serial_kernels",
+    "undo_with_gradients",
 ]

@@ -1,0 +1,537 @@
+"""The adjoint gradient of a state larger than memory: psi and lambda in a store.
+
+Why: at 26 qubits and more, psi, lambda = O psi and a working copy do not fit the
+memory a run is given. Both states live in a zarr store in blocks of 2^L
+amplitudes, in the natural order (the bits of a block's index are the global
+qubits). A pass runs a stretch of the template's steps whose global qubits number
+at most k: the 2^k blocks that differ only in those bits meet in one task as one
+(L + k)-qubit vector (the seed paper's pairwise exchange, for k qubits at once),
+and are written back. Forward passes run on psi; one pass makes lambda, each of
+its blocks read from the blocks the Pauli terms map onto; backward passes run the
+reverse sweep (``sweep.undo_with_gradients``) on both states, each task returning
+its share of every derivative. At most ``workers`` groups are in memory at once.
+
+Every pass reads one copy of each state and writes the other (a/b), and the
+record (``dasq-gradient.json``: the pass reached, the checksums of every chunk,
+the sums so far) is replaced atomically after each pass: a run interrupted at any
+instant resumes from its last completed pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import dask
+import numpy as np
+
+from dasq.backend import batch_kernels as kernels
+from dasq.engine.sweep import Binding, PauliTerms, Program, undo_with_gradients
+from dasq.engine.template import Template
+from dasq.errors import StoreError, ValidationError
+from dasq.storage import store as st
+from dasq.storage.location import LocalDir, Location, location
+
+RECORD = "dasq-gradient.json"
+STATES = ("psi", "lambda")
+GROUP_COPIES = 3  # amplitudes held per group amplitude in a backward task: psi, lambda, a block read
+MIN_SPANNED = 2  # global qubits a pass may span at least (fewer passes, larger groups)
+MIN_BLOCK_QUBITS = 8
+STORAGE_QUBITS = 20  # chunks of at most 2^20 amplitudes
+
+
+@dataclass(frozen=True)
+class GradientPass:
+    """Steps (template indices, in order) that run in one pass, and the global
+    qubits they touch: the bits in which the blocks of one group differ."""
+
+    steps: tuple[int, ...]
+    spanned: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Blocks of 2^L amplitudes; a pass spans at most k global qubits."""
+
+    num_qubits: int
+    L: int
+    k: int
+
+    @property
+    def global_qubits(self) -> int:
+        return self.num_qubits - self.L
+
+
+def choose_blocking(template: Template, dtype: str, memory_limit: int, workers: int) -> Blocking:
+    """The largest blocks such that ``workers`` groups in flight fit ``memory_limit``;
+    k grows to the widest step's global qubits when a step spans more."""
+    n = template.num_qubits
+    itemsize = np.dtype(dtype).itemsize
+    k = MIN_SPANNED
+    while True:
+        fits = memory_limit // (workers * GROUP_COPIES * itemsize << k)
+        L = min(n, int(math.log2(fits))) if fits >= 1 else 0
+        if min(n, MIN_BLOCK_QUBITS) > L:
+            smallest = workers * GROUP_COPIES * itemsize << (min(n, MIN_BLOCK_QUBITS) + k)
+            raise ValidationError(
+                f"memory_limit {memory_limit} bytes is too small for a stored gradient of {n} qubits: "
+                f"{workers} group(s) of 2^{k} blocks of 2^{min(n, MIN_BLOCK_QUBITS)} amplitudes, "
+                f"{GROUP_COPIES} copies each, need {smallest} bytes"
+            )
+        widest = max((sum(q >= L for q in s.qubits) for s in template.steps), default=0)
+        if widest <= k:
+            return Blocking(n, L, min(k, n - L))
+        k = widest
+
+
+def plan_passes(template: Template, blocking: Blocking) -> tuple[GradientPass, ...]:
+    """Passes of at most k global qubits each. A pass takes, in order, every step it
+    can hold that shares no qubit with a step left for later (so it commutes with
+    those): fewer passes than cutting the list where it first overflows."""
+    L, k = blocking.L, blocking.k
+    left = list(range(len(template.steps)))
+    passes: list[GradientPass] = []
+    while left:
+        taken: list[int] = []
+        spanned: set[int] = set()
+        blocked: set[int] = set()
+        later: list[int] = []
+        for i in left:
+            qubits = set(template.steps[i].qubits)
+            touched = {q for q in qubits if q >= L}
+            if qubits & blocked or len(spanned | touched) > k:
+                blocked |= qubits
+                later.append(i)
+                continue
+            taken.append(i)
+            spanned |= touched
+        passes.append(GradientPass(tuple(taken), tuple(sorted(spanned))))
+        left = later
+    return tuple(passes) or (GradientPass((), ()),)
+
+
+def group_template(template: Template, one: GradientPass, L: int) -> Template:
+    """The pass's steps on a group's vector: local qubits stay, spanned qubit j -> L + j."""
+    where = {q: L + j for j, q in enumerate(one.spanned)}
+    steps = tuple(
+        replace(template.steps[i], qubits=tuple(where.get(q, q) for q in template.steps[i].qubits))
+        for i in one.steps
+    )
+    return Template(L + len(one.spanned), template.parameter_names, steps)
+
+
+def groups(blocking: Blocking, spanned: Sequence[int]) -> list[tuple[int, ...]]:
+    """Each group's blocks, ordered so that bit j of a block's place is qubit spanned[j]."""
+    bits = [q - blocking.L for q in spanned]
+    mask = sum(1 << b for b in bits)
+    out = []
+    for base in range(1 << blocking.global_qubits):
+        if base & mask:
+            continue
+        out.append(
+            tuple(base | sum(((j >> t) & 1) << b for t, b in enumerate(bits)) for j in range(1 << len(bits)))
+        )
+    return out
+
+
+# ------------------------------------------------------------------ tasks
+@dataclass(frozen=True)
+class Side:
+    """One state's current copy: its group in the store, the array holding it ("a"
+    or "b"; None: not written yet) and the checksum of each of its chunks."""
+
+    group: str
+    array: str | None
+    crcs: np.ndarray | None = None
+
+    @property
+    def target(self) -> str:
+        return "b" if self.array == "a" else "a"
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What every task of one pass needs; enters the graph once."""
+
+    L: int
+    dtype: str
+    template: Template  # the pass's steps on a group's vector (group_template)
+    x: np.ndarray  # (1, P)
+    psi: Side
+    lam: Side
+    basis: int = 0  # psi's basis state, before its first pass
+    terms: PauliTerms | None = None  # the lambda pass
+    serial: bool = True  # tasks side by side: numba's serial kernels
+    reuse: bool = True  # rows from this process's scratch (not on a cluster's workers)
+
+    def row(self, slot: str, amplitudes: int) -> np.ndarray:
+        if not self.reuse:
+            return np.empty((1, amplitudes), dtype=self.dtype)
+        return SCRATCH.row(slot, amplitudes, self.dtype)
+
+    def read(self, side: Side, blocks: Sequence[int], slot: str) -> np.ndarray:
+        size = 1 << self.L
+        row = self.row(slot, len(blocks) * size)
+        if side.array is None:
+            row[...] = 0
+        for j, c in enumerate(blocks):
+            if side.array is None:
+                if self.basis >> self.L == c:
+                    row[0, j * size + (self.basis & (size - 1))] = 1
+                continue
+            row[0, j * size : (j + 1) * size] = st.read_amplitudes(
+                side.group, side.array, c * size, size, self.dtype, crcs=side.crcs
+            )
+        return row
+
+    def write(self, side: Side, blocks: Sequence[int], row: np.ndarray) -> dict[int, np.ndarray]:
+        size = 1 << self.L
+        return {
+            c: st.write_amplitudes(side.group, side.target, c * size, row[0, j * size : (j + 1) * size])
+            for j, c in enumerate(blocks)
+        }
+
+
+class Scratch:
+    """One buffer per thread and slot, reused while a run lasts: fresh large
+    allocations are slow (first touch) and leave the heap fragmented, so a run's
+    resident set would grow past the groups it holds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[int, str, str], np.ndarray] = {}
+
+    def row(self, slot: str, amplitudes: int, dtype: str) -> np.ndarray:
+        key = (threading.get_ident(), slot, np.dtype(dtype).str)
+        with self._lock:
+            buffer = self._held.get(key)
+        if buffer is None or buffer.size < amplitudes:
+            buffer = None  # the old one freed before the new one is made
+            with self._lock:
+                self._held.pop(key, None)
+            buffer = np.empty(amplitudes, dtype=dtype)
+            with self._lock:
+                self._held[key] = buffer
+        return buffer[:amplitudes].reshape(1, amplitudes)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+
+SCRATCH = Scratch()
+
+
+def _serially(work: PassWork) -> Any:
+    return kernels.serial() if work.serial else _Nothing()
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def forward_task(work: PassWork, blocks: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """Run the pass's steps on one group of psi."""
+    with _serially(work):
+        row = work.read(work.psi, blocks, "psi")
+        Program.of(work.template, gathers=False).apply(row, Binding(work.template, work.x))
+        return work.write(work.psi, blocks, row)
+
+
+def lambda_task(work: PassWork, c: int) -> tuple[float, dict[int, np.ndarray]]:
+    """Block c of lambda = O psi, from the blocks c ^ x (x: a term's global flips),
+    and block c's share of <psi|O|psi>."""
+    assert work.terms is not None
+    L = work.L
+    low = (1 << L) - 1
+    masks, weights = work.terms.masks, work.terms.weights
+    with _serially(work):
+        lam = work.row("lambda", 1 << L)
+        lam[...] = 0
+        add = kernels.pick(kernels.add_pauli, lam.size)
+        for flip in sorted({int(x) >> L for x, _ in masks}):
+            source = c ^ flip
+            psi = work.read(work.psi, (source,), "psi")
+            for (x, z), w in zip(masks, weights):
+                if int(x) >> L != flip:
+                    continue
+                sign = -1.0 if bin(source & (int(z) >> L)).count("1") % 2 else 1.0
+                add(lam, psi, np.int64(int(x) & low), np.int64(int(z) & low), complex(w) * sign)
+        own = work.read(work.psi, (c,), "psi")
+        value = float(np.vdot(own, lam).real)
+        return value, work.write(work.lam, (c,), lam)
+
+
+def backward_task(
+    work: PassWork, blocks: tuple[int, ...]
+) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Undo the pass's steps on one group of psi and lambda; this group's share of
+    every derivative."""
+    with _serially(work):
+        psi = work.read(work.psi, blocks, "psi")
+        lam = work.read(work.lam, blocks, "lambda")
+        grads = np.zeros((1, work.x.shape[1]))
+        program = Program.of(work.template, gathers=False)
+        undo_with_gradients(program, Binding(work.template, work.x), psi, lam, grads)
+        return grads[0], work.write(work.psi, blocks, psi), work.write(work.lam, blocks, lam)
+
+
+# ------------------------------------------------------------------ the run
+@dataclass(frozen=True)
+class StoredGradient:
+    """The run's constants: what it computes (``key``) and how it is blocked."""
+
+    template: Template
+    x: np.ndarray  # (1, P)
+    terms: PauliTerms
+    dtype: str
+    basis: int
+    blocking: Blocking
+    passes: tuple[GradientPass, ...]
+    key: str
+
+    @property
+    def total(self) -> int:
+        return 2 * len(self.passes) + 1
+
+
+def describe_run(
+    template: Template,
+    x: np.ndarray,
+    terms: PauliTerms,
+    *,
+    dtype: str,
+    basis: int,
+    memory_limit: int,
+    workers: int,
+    circuit_key: str,
+) -> StoredGradient:
+    blocking = choose_blocking(template, dtype, memory_limit, workers)
+    digest = hashlib.sha256()
+    for part in (circuit_key, dtype, str(basis), str((blocking.L, blocking.k))):
+        digest.update(part.encode() + b"\0")
+    for array in (np.asarray(x, dtype=np.float64), terms.masks, terms.weights):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    x = np.asarray(x, dtype=np.float64).reshape(1, -1)
+    return StoredGradient(
+        template, x, terms, dtype, basis, blocking, plan_passes(template, blocking), digest.hexdigest()
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the record holds: passes done, both states' copies, the sums so far."""
+
+    done: int
+    psi: Side
+    lam: Side
+    value: float
+    grads: np.ndarray
+
+
+def _record_bytes(run: StoredGradient, progress: Progress) -> bytes:
+    def side(s: Side) -> dict:
+        return {"array": s.array, "crcs": None if s.crcs is None else [int(v) for v in s.crcs]}
+
+    return json.dumps(
+        {
+            "dasq-gradient": 1,
+            "key": run.key,
+            "passes": run.total,
+            "done": progress.done,
+            "psi": side(progress.psi),
+            "lambda": side(progress.lam),
+            "value": progress.value,
+            "gradient": [float(g) for g in progress.grads],
+        }
+    ).encode()
+
+
+def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) -> Progress | None:
+    """The record of this run (None: a new store); anything else in it is refused."""
+    if not where.exists(RECORD):
+        return None
+    try:
+        data = json.loads(where.read_bytes(RECORD))
+        if not isinstance(data, dict) or data.get("dasq-gradient") != 1:
+            raise ValueError("not a gradient record")
+        if data.get("key") != run.key:
+            raise StoreError(
+                f"{where} holds another gradient run (another circuit, parameters, observable or "
+                "memory_limit); give a new store"
+            )
+        done = data["done"]
+        if not (isinstance(done, int) and 0 <= done <= run.total and data.get("passes") == run.total):
+            raise ValueError("pass counts out of range")
+        sides = []
+        for name in STATES:
+            entry = data[name]
+            array, crcs = entry["array"], entry["crcs"]
+            if array not in (None, "a", "b") or (array is None) != (crcs is None):
+                raise ValueError(f"bad {name} entry")
+            if crcs is not None:
+                if not (isinstance(crcs, list) and len(crcs) == chunks_per_state):
+                    raise ValueError(f"bad {name} checksums")
+                crcs = np.array(crcs, dtype=np.int64)
+                if crcs.min() < 0 or crcs.max() >= 1 << 32:
+                    raise ValueError(f"bad {name} checksums")
+                crcs = crcs.astype(np.uint32)
+            sides.append(Side(str(where / name), array, crcs))
+        grads = np.array(data["gradient"], dtype=np.float64)
+        if grads.shape != (run.x.shape[1],) or not np.all(np.isfinite(grads)):
+            raise ValueError("bad gradient")
+        value = float(data["value"])
+    except StoreError:
+        raise
+    except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
+        raise StoreError(f"{where / RECORD} is not a readable dasq gradient record: {exc}") from None
+    return Progress(done, sides[0], sides[1], value, grads)
+
+
+def run_stored_gradient(
+    run: StoredGradient,
+    store: str | os.PathLike[str] | None,
+    *,
+    workers: int,
+    client: Any = None,
+    after_pass: Callable[[int], None] | None = None,
+) -> tuple[float, np.ndarray]:
+    """(value, gradient) of the run, its states in ``store`` (None: a temporary
+    directory, removed after). A store holding this run resumes where it stopped,
+    or answers from its record when complete."""
+    if store is None:
+        base = dask.config.get("temporary-directory", None) or None
+        scratch = tempfile.mkdtemp(prefix="dasq-gradient-", dir=base)
+        try:
+            return _run(run, location(scratch), workers, client, after_pass)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    where = location(store)
+    where.check()
+    if not where.exists(RECORD):  # absent, or an empty directory
+        where = st.new_store_path(where)
+        if isinstance(where, LocalDir):
+            where.path.mkdir(parents=True, exist_ok=True)
+    return _run(run, where, workers, client, after_pass)
+
+
+def _run(
+    run: StoredGradient,
+    where: Location,
+    workers: int,
+    client: Any,
+    after_pass: Callable[[int], None] | None,
+) -> tuple[float, np.ndarray]:
+    blocking = run.blocking
+    n, L = blocking.num_qubits, blocking.L
+    storage = min(L, STORAGE_QUBITS)
+    chunks_per_state = 1 << (n - storage)
+    with where.writer():
+        progress = _read_record(where, run, chunks_per_state)
+        if progress is None:
+            st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(n, run.dtype))
+            progress = Progress(
+                0,
+                Side(str(where / "psi"), None),
+                Side(str(where / "lambda"), None),
+                0.0,
+                np.zeros(run.x.shape[1]),
+            )
+            where.publish(RECORD, _record_bytes(run, progress))
+        codec = st.Codec(None, None)
+        for name in STATES:  # made after the record: a store without one is refused as foreign
+            if not where.exists(f"{name}/b/zarr.json"):
+                st.create_arrays(where / name, n, run.dtype, storage, codec)
+        try:
+            while progress.done < run.total:
+                progress = _one_pass(run, progress, workers, client)
+                where.publish(RECORD, _record_bytes(run, progress))
+                if after_pass is not None:
+                    after_pass(progress.done)
+        finally:
+            SCRATCH.clear()
+    return progress.value, progress.grads
+
+
+def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any) -> Progress:
+    t, F = progress.done, len(run.passes)
+    blocking = run.blocking
+    nblocks = 1 << blocking.global_qubits
+    if t == F:  # lambda = O psi
+        work = _work(run, progress, None, nblocks > 1 and workers > 1, client)
+        results = _compute([dask.delayed(lambda_task)(work, c) for c in range(nblocks)], workers, client)
+        lam = _written(progress.lam, [r[1] for r in results], nblocks)
+        return replace(progress, done=t + 1, lam=lam, value=sum(r[0] for r in results))
+    one = run.passes[t] if t < F else run.passes[2 * F - t]
+    blocks = groups(blocking, one.spanned)
+    work = _work(run, progress, one, len(blocks) > 1 and workers > 1, client)
+    if t < F:
+        results = _compute([dask.delayed(forward_task)(work, g) for g in blocks], workers, client)
+        return replace(progress, done=t + 1, psi=_written(progress.psi, results, nblocks))
+    results = _compute([dask.delayed(backward_task)(work, g) for g in blocks], workers, client)
+    return replace(
+        progress,
+        done=t + 1,
+        psi=_written(progress.psi, [r[1] for r in results], nblocks),
+        lam=_written(progress.lam, [r[2] for r in results], nblocks),
+        grads=progress.grads + sum(r[0] for r in results),
+    )
+
+
+def _work(
+    run: StoredGradient, progress: Progress, one: GradientPass | None, serial: bool, client: Any
+) -> PassWork:
+    L = run.blocking.L
+    template = group_template(run.template, one, L) if one is not None else run.template
+    return PassWork(
+        L,
+        run.dtype,
+        template,
+        run.x,
+        progress.psi,
+        progress.lam,
+        run.basis,
+        run.terms if one is None else None,
+        serial,
+        reuse=client is None,
+    )
+
+
+def _written(side: Side, pieces: Sequence[dict[int, np.ndarray]], nblocks: int) -> Side:
+    """The side's new copy: the other array, with the checksums its tasks wrote."""
+    by_block: dict[int, np.ndarray] = {}
+    for piece in pieces:
+        by_block.update(piece)
+    crcs = np.concatenate([by_block[c] for c in range(nblocks)]).astype(np.uint32)
+    return Side(side.group, side.target, crcs)
+
+
+def _compute(tasks: list[Any], workers: int, client: Any) -> list[Any]:
+    if client is not None:
+        return client.gather(client.compute(tasks))
+    return list(dask.compute(*tasks, scheduler="threads", num_workers=workers))
+
+
+__all__ = [
+    "Blocking",
+    "GradientPass",
+    "StoredGradient",
+    "choose_blocking",
+    "describe_run",
+    "group_template",
+    "groups",
+    "plan_passes",
+    "run_stored_gradient",
+]

@@ -1,0 +1,144 @@
+"""The adjoint gradient out of core (dasq.engine.stored_gradient): psi and lambda in a
+store, passes over groups of blocks, checked against the in-memory gradient (itself
+checked against parameter shift and a dense reference in test_batch.py); resumed
+after an interruption; foreign and damaged stores refused."""
+
+from __future__ import annotations
+
+import json
+
+import dask
+import numpy as np
+import pytest
+
+import dasq
+from dasq.engine import stored_gradient as sg
+from dasq.engine.template import template_of
+from dasq.errors import StoreError, ValidationError
+
+N = 12
+# two groups in flight of 2^2 blocks, three copies each: blocks of 2^8 amplitudes, so 4
+# of the 12 qubits are global (and three 12-qubit states, 192 KiB, do not fit)
+LIMIT = 2 * sg.GROUP_COPIES * 16 * 4 << 8
+OBSERVABLE = [("Z" + "I" * (N - 2) + "X", 0.7), ("Y" * N, 0.3), ("IXZ" + "I" * (N - 3), -1.1)]
+
+
+def wide_circuit() -> dasq.Circuit:
+    """Every kind of symbolic gate, on local and global qubits and across them."""
+    a, b, c, d = (dasq.Parameter(name) for name in "abcd")
+    top = N - 1
+    circuit = dasq.Circuit(N)
+    for q in range(N):
+        circuit.h(q).rx(a + 0.1 * q, q)
+    circuit.ry(2 * b + 0.1, top).rz(a - c, top - 1).p(d, 0).cx(top, 0).cx(3, top - 2)
+    circuit.u(a, b, c, top - 2).crx(b, top, 1).cry(0.5 * c, 1, top).crz(d, top - 1, top)
+    circuit.pauli_gadget(b, "XYZ", [0, top - 1, top]).phase_gadget(c, [2, top - 2]).swap(0, top)
+    circuit.rx(d, top - 1, controls=(0, top)).cp(a, 4, top - 2)
+    return circuit
+
+
+@pytest.fixture(autouse=True)
+def two_threads():
+    with dask.config.set(num_workers=2):
+        yield
+
+
+X = np.array([0.3, -1.2, 2.5, 0.7])
+
+
+def test_the_stored_gradient_is_the_in_memory_one(monkeypatch):
+    circuit = wide_circuit()
+    want, value = dasq.gradient(circuit, OBSERVABLE, parameters=X, return_value=True)
+    real, runs = sg.run_stored_gradient, []
+    monkeypatch.setattr(
+        sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
+    )
+    got, got_value = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, return_value=True)
+    assert len(runs) == 1  # out of core
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert got_value == pytest.approx(value, abs=1e-12)
+    (run,) = runs
+    assert (run.blocking.L, run.blocking.k) == (8, 2)
+    assert len(run.passes) > 1
+    assert all(len(p.spanned) <= 2 for p in run.passes)
+    assert sorted(i for p in run.passes for i in p.steps) == list(range(len(template_of(circuit).steps)))
+
+
+def test_a_basis_state_and_a_batch_out_of_core():
+    circuit = wide_circuit()
+    sets = np.stack([X, X[::-1]])
+    want = dasq.gradient(circuit, OBSERVABLE, parameters=sets, initial=5)
+    got = dasq.gradient(circuit, OBSERVABLE, parameters=sets, initial=5, memory_limit=LIMIT)
+    assert got.shape == (2, 4)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_an_interrupted_run_resumes_from_its_last_pass(tmp_path, monkeypatch):
+    circuit, store = wide_circuit(), tmp_path / "grad"
+    want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
+    real, calls = sg._one_pass, []
+
+    def dies_at_the_fourth(run, progress, workers, client):
+        calls.append(progress.done)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(run, progress, workers, client)
+
+    monkeypatch.setattr(sg, "_one_pass", dies_at_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    assert json.loads((store / sg.RECORD).read_text())["done"] == 3
+    monkeypatch.setattr(sg, "_one_pass", real)
+    got = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    # complete: answered from the record, nothing run
+    monkeypatch.setattr(sg, "_one_pass", None)
+    again = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    np.testing.assert_array_equal(again, got)
+
+
+def test_foreign_and_damaged_stores_are_refused(tmp_path, monkeypatch):
+    circuit, store = wide_circuit(), tmp_path / "grad"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="not a dasq store"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "other")
+    real, calls = sg._one_pass, []
+
+    def stops_after_two(run, progress, workers, client):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(run, progress, workers, client)
+
+    monkeypatch.setattr(sg, "_one_pass", stops_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    monkeypatch.setattr(sg, "_one_pass", real)
+    with pytest.raises(StoreError, match="another gradient run"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X + 1, memory_limit=LIMIT, store=store)
+    record = json.loads((store / sg.RECORD).read_text())
+    chunk = next(
+        p for p in (store / "psi" / record["psi"]["array"]).rglob("*") if p.is_file() and p.parent.name == "c"
+    )
+    data = bytearray(chunk.read_bytes())
+    data[100] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"checksum|changed"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    record["gradient"] = ["nan"] * 4
+    (store / sg.RECORD).write_text(json.dumps(record))
+    with pytest.raises(StoreError, match="not a readable dasq gradient record"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+
+
+def test_bad_requests_get_one_clear_error(tmp_path):
+    circuit = wide_circuit()
+    with pytest.raises(ValidationError, match="basis-state int, not an array"):
+        dasq.gradient(
+            circuit, "Z" * N, parameters=X, memory_limit=LIMIT, initial=np.ones(1 << N) / 2 ** (N / 2)
+        )
+    with pytest.raises(ValidationError, match="one parameter set"):
+        dasq.gradient(circuit, "Z" * N, parameters=np.stack([X, X]), store=tmp_path / "g")
+    with pytest.raises(ValidationError, match="too small for a stored gradient"):
+        dasq.gradient(circuit, "Z" * N, parameters=X, memory_limit=1 << 12)

@@ -19,7 +19,10 @@ import contextlib
 import functools
 import math
 import os
+import threading
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,6 +107,39 @@ def _pieces(rows: int, threads: int) -> int:
     return max(1, math.ceil(rows / max(1, threads * TASKS_PER_THREAD)))
 
 
+HELD_TEMPLATES = 8  # templates a worker keeps between batches (their compiled programs with them)
+_template_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # here: template -> its key
+_held_templates: OrderedDict[str, Template] = OrderedDict()  # on a worker: key -> the first copy met
+_held_lock = threading.Lock()
+
+
+def _template_key(template: Template) -> str:
+    """A key naming this template object on workers for as long as it lives here."""
+    key = _template_keys.get(template)
+    if key is None:
+        key = _template_keys[template] = uuid.uuid4().hex
+    return key
+
+
+def _held_template(key: str, template: Template) -> Template:
+    """The copy of the template this worker met first under ``key``: each task
+    unpickles a new copy, and ``sweep.program_of`` keeps its program (fused runs,
+    composed permutations: milliseconds) per template object."""
+    with _held_lock:
+        found = _held_templates.get(key)
+        if found is None:
+            found = _held_templates[key] = template
+            while len(_held_templates) > HELD_TEMPLATES:
+                _held_templates.popitem(last=False)
+        else:
+            _held_templates.move_to_end(key)
+        return found
+
+
+def _piece_on_worker(x: np.ndarray, function: Any, key: str, template: Template, **kwargs: Any) -> Any:
+    return function(x, template=_held_template(key, template), **kwargs)
+
+
 def _over_batch(
     function: Any, batch: ParameterBatch, columns: int, client: Any, dtype_out: Any, **kwargs: Any
 ) -> Any:
@@ -117,6 +153,9 @@ def _over_batch(
     rows = _pieces(batch.size, threads)
     serial = client is not None or batch.size > rows  # pieces side by side: no threads inside
     piece = functools.partial(function, serial=serial, **kwargs)
+    if client is not None and isinstance(kwargs.get("template"), Template):
+        key = _template_key(kwargs["template"])  # the workers' copies, kept between calls
+        piece = functools.partial(_piece_on_worker, function=function, key=key, serial=serial, **kwargs)
     if client is None and batch.size <= rows:  # one piece: no graph, no scheduler
         return piece(batch.values)
     x = da.from_array(batch.values, chunks=(rows, batch.values.shape[1]), name=False)

@@ -471,16 +471,16 @@ def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any
     nblocks = 1 << blocking.global_qubits
     if t == F:  # lambda = O psi
         work = _work(run, progress, None, nblocks > 1 and workers > 1, client)
-        results = _compute([dask.delayed(lambda_task)(work, c) for c in range(nblocks)], workers, client)
+        results = _compute(lambda_task, work, list(range(nblocks)), workers, client)
         lam = _written(progress.lam, [r[1] for r in results], nblocks)
         return replace(progress, done=t + 1, lam=lam, value=sum(r[0] for r in results))
     one = run.passes[t] if t < F else run.passes[2 * F - t]
     blocks = groups(blocking, one.spanned)
     work = _work(run, progress, one, len(blocks) > 1 and workers > 1, client)
     if t < F:
-        results = _compute([dask.delayed(forward_task)(work, g) for g in blocks], workers, client)
+        results = _compute(forward_task, work, blocks, workers, client)
         return replace(progress, done=t + 1, psi=_written(progress.psi, results, nblocks))
-    results = _compute([dask.delayed(backward_task)(work, g) for g in blocks], workers, client)
+    results = _compute(backward_task, work, blocks, workers, client)
     return replace(
         progress,
         done=t + 1,
@@ -518,7 +518,11 @@ def _written(side: Side, pieces: Sequence[dict[int, np.ndarray]], nblocks: int) 
     return Side(side.group, side.target, crcs)
 
 
-def _compute(tasks: list[Any], workers: int, client: Any) -> list[Any]:
+def _compute(task: Callable, work: PassWork, items: Sequence[Any], workers: int, client: Any) -> list[Any]:
+    """``task(work, item)`` for every item, as one graph; ``work`` enters it once and
+    is not searched for collections (its template and checksums are plain data)."""
+    shared = dask.delayed(work, traverse=False)
+    tasks = [dask.delayed(task, pure=True)(shared, item) for item in items]
     if client is not None:
         return client.gather(client.compute(tasks))
     return list(dask.compute(*tasks, scheduler="threads", num_workers=workers))

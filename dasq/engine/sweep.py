@@ -153,7 +153,7 @@ def _merged(steps: tuple[Step, ...], fused: Fused, tables: list[np.ndarray]) -> 
     return columns.reshape(rows, d, d).transpose(0, 2, 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Monomial:
     """A fixed table that only permutes and rephases: applied by moving amplitudes."""
 
@@ -170,6 +170,14 @@ class Monomial:
             return None
         source = np.argmax(nonzero, axis=1).astype(np.int64)
         return cls(source, m[np.arange(len(source)), source].copy())
+
+    @cached_property
+    def inverse(self) -> Monomial:
+        source = np.argsort(self.source)
+        return Monomial(source, np.conj(self.phases[source]))
+
+    def phases_as(self, dtype: Any) -> np.ndarray:
+        return self.phases.astype(dtype)
 
 
 def serial_kernels() -> Any:
@@ -254,6 +262,7 @@ class Program:
     template: Template
     runs: tuple[Fused, ...]
     permutations: dict[int, tuple[int, Permutation]]  # first run -> (runs it covers, its gather)
+    monomials: dict[int, Monomial]  # other fixed runs on 2+ qubits that only move amplitudes
 
     @classmethod
     def of(cls, template: Template, fusion_qubits: int = FUSION_QUBITS, gathers: bool = True) -> Program:
@@ -278,10 +287,17 @@ class Program:
                         total = total.then(qubits, move)
                     permutations[r] = (len(stretch), total)
                 r += max(1, len(stretch))
-        return cls(template, runs, permutations)
+        covered = {r + i for r, (count, _) in permutations.items() for i in range(count)}
+        monomials = {}
+        for r, run in enumerate(runs):
+            move = None if r in covered or len(run.qubits) < 2 else _monomial_of(steps, run)
+            if move is not None:
+                monomials[r] = move
+        return cls(template, runs, permutations, monomials)
 
     def segments(self) -> list[tuple[str, Any]]:
-        """In order: ("permutation", a Permutation) or ("run", a Fused run)."""
+        """In order: ("permutation", a Permutation), ("monomial", (qubits, a Monomial))
+        or ("run", a Fused run)."""
         out: list[tuple[str, Any]] = []
         r = 0
         while r < len(self.runs):
@@ -289,9 +305,13 @@ class Program:
             if found is not None:
                 out.append(("permutation", found[1]))
                 r += found[0]
+                continue
+            move = self.monomials.get(r)
+            if move is not None:
+                out.append(("monomial", (np.array(self.runs[r].qubits, dtype=np.int64), move)))
             else:
                 out.append(("run", self.runs[r]))
-                r += 1
+            r += 1
         return out
 
     def apply(self, states: np.ndarray, binding: Binding) -> None:
@@ -300,6 +320,12 @@ class Program:
             if kind == "permutation":
                 phases = item.phases.astype(states.dtype)
                 kernels.pick(kernels.gather, states.size)(states, item.source, phases)
+                continue
+            if kind == "monomial":
+                qubits, move = item
+                kernels.pick(kernels.monomial, states.size)(
+                    states, qubits, move.source, move.phases_as(states.dtype)
+                )
                 continue
             table = np.ascontiguousarray(_merged(steps, item, tables), dtype=states.dtype)
             _apply(states, np.array(item.qubits, dtype=np.int64), item.diagonal, table)
@@ -445,6 +471,12 @@ def undo_with_gradients(
             phases = undo.phases.astype(dtype)
             for states in (psi, lam):
                 kernels.pick(kernels.gather, work)(states, undo.source, phases)
+            continue
+        if kind == "monomial":
+            qubits, move = item
+            back = move.inverse
+            for states in (psi, lam):
+                kernels.pick(kernels.monomial, work)(states, qubits, back.source, back.phases_as(dtype))
             continue
         run = item
         qubits = np.array(run.qubits, dtype=np.int64)

@@ -19,9 +19,9 @@ instant resumes from its last completed pass.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -34,6 +34,7 @@ import dask
 import numpy as np
 
 from dasq.backend import batch_kernels as kernels
+from dasq.engine.stream import MIN_BLOCK_QUBITS
 from dasq.engine.sweep import Binding, PauliTerms, Program, undo_with_gradients
 from dasq.engine.template import Template
 from dasq.errors import StoreError, ValidationError
@@ -44,7 +45,6 @@ RECORD = "dasq-gradient.json"
 STATES = ("psi", "lambda")
 GROUP_COPIES = 3  # amplitudes held per group amplitude in a backward task: psi, lambda, a block read
 MIN_SPANNED = 2  # global qubits a pass may span at least (fewer passes, larger groups)
-MIN_BLOCK_QUBITS = 8
 STORAGE_QUBITS = 20  # chunks of at most 2^20 amplitudes
 
 
@@ -78,7 +78,7 @@ def choose_blocking(template: Template, dtype: str, memory_limit: int, workers: 
     k = MIN_SPANNED
     while True:
         fits = memory_limit // (workers * GROUP_COPIES * itemsize << k)
-        L = min(n, int(math.log2(fits))) if fits >= 1 else 0
+        L = min(n, fits.bit_length() - 1) if fits >= 1 else 0
         if min(n, MIN_BLOCK_QUBITS) > L:
             smallest = workers * GROUP_COPIES * itemsize << (min(n, MIN_BLOCK_QUBITS) + k)
             raise ValidationError(
@@ -231,15 +231,7 @@ SCRATCH = Scratch()
 
 
 def _serially(work: PassWork) -> Any:
-    return kernels.serial() if work.serial else _Nothing()
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    return kernels.serial() if work.serial else contextlib.nullcontext()
 
 
 def forward_task(work: PassWork, blocks: tuple[int, ...]) -> dict[int, np.ndarray]:

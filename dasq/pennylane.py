@@ -78,7 +78,7 @@ except ImportError:  # pragma: no cover - PennyLane before 0.45 names it Transfo
     from pennylane.transforms.core import TransformProgram as _Pipeline
 
 from dasq.api import simulate, simulate_settings
-from dasq.batch import gradient
+from dasq.batch import BATCH_MAX_QUBITS, expectation, gradient
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import Parameter
 from dasq.circuit.validation import check_dtype, random_generator
@@ -140,6 +140,13 @@ def _dense(c: Circuit, op: Operator, t: list[int], ctl: dict[str, Any]) -> objec
     return c.unitary(np.asarray(op.matrix(), dtype=complex), t[::-1], **ctl)
 
 
+def _rot(c: Circuit, op: Operator, t: list[int], ctl: dict[str, Any]) -> object:
+    """PennyLane's Rot(phi, theta, omega) = RZ(omega) RY(theta) RZ(phi), exactly."""
+    phi, theta, omega = _angles(op)
+    c.rz(phi, t[0], **ctl).ry(theta, t[0], **ctl)
+    return c.rz(omega, t[0], **ctl)
+
+
 GATES: dict[str, Applier] = {
     "Hadamard": _first("h"),
     "PauliX": _first("x"),
@@ -155,6 +162,7 @@ GATES: dict[str, Applier] = {
     "RZ": _first("rz"),
     "PhaseShift": _first("p"),
     "U3": _first("u"),  # PennyLane's U3(theta, phi, delta) is Qiskit's U(theta, phi, lam)
+    "Rot": _rot,
     "SWAP": lambda c, op, t, ctl: c.swap(t[0], t[1], **ctl),
     "ISWAP": lambda c, op, t, ctl: c.iswap(t[0], t[1], **ctl),
     "IsingXX": _gadget("XX"),
@@ -175,7 +183,7 @@ TARGET_GATES = frozenset(
 
 
 SYMBOLIC_GATES = frozenset(
-    {"RX", "RY", "RZ", "PhaseShift", "U3", "IsingXX", "IsingYY", "IsingZZ", "MultiRZ", "PauliRot"}
+    {"RX", "RY", "RZ", "PhaseShift", "U3", "Rot", "IsingXX", "IsingYY", "IsingZZ", "MultiRZ", "PauliRot"}
 )
 """Gates whose angles dasq's builder takes as symbols: what the adjoint method
 differentiates (alone or controlled); PennyLane decomposes other trainable gates."""
@@ -591,14 +599,89 @@ class DasqDevice(Device):
         options = {**self._options, **extra}
         mode = execution_config.mcm_config.postselect_mode if execution_config is not None else None
         states: dict[tuple, Simulated] = {}
-        results = tuple(self._run(tape, options, states, mode) for tape in batch)
+        found: dict[int, Any] = {}
+        sets = 0
+        for members, values in self._batched(batch, options):
+            found.update(zip(members, values))
+            sets += len(members)
+        results = tuple(
+            found[i] if i in found else self._run(tape, options, states, mode) for i, tape in enumerate(batch)
+        )
         if self.tracker.active:
             self.tracker.update(batches=1, batch_len=len(batch))
             for tape, result in zip(batch, results):
                 self.tracker.update(executions=1, results=result, shots=tape.shots.total_shots or 0)
-            self.tracker.update(simulations=len(states))
+            self.tracker.update(simulations=len(states) + sets)
             self.tracker.record()
         return results[0] if single else results
+
+    def _batched(
+        self, batch: Sequence[QuantumScript], options: dict[str, Any]
+    ) -> list[tuple[list[int], list]]:
+        """Analytic expectation-value tapes of one structure (two or more: a parameter-shift
+        gradient, a broadcast, an optimiser's batch) as ONE ``dasq.expectation`` call over
+        their parameter sets: the circuit compiled once, the sets run as rows of one
+        array. Other tapes run one by one (``_run``)."""
+        if set(options) - {"dtype", "seed"}:  # stores, clients, devices: the general path
+            return []
+        groups: dict[tuple, list[int]] = {}
+        for i, tape in enumerate(batch):
+            key = self._batch_key(tape)
+            if key is not None:
+                groups.setdefault(key, []).append(i)
+        out = []
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            tapes = [batch[i] for i in members]
+            wires = self._wire_order(tapes[0])
+            try:
+                converted = _converted(tapes[0], wires)
+            except DeviceError:  # postselection: the general path
+                continue
+            if converted.initial is not None or converted.circuit.num_qubits > BATCH_MAX_QUBITS:
+                continue
+            observables = [
+                PauliSum(_label_terms(pauli_sentence(mp.obs), converted.index, len(wires)))
+                for mp in tapes[0].measurements
+            ]
+            x = np.array([_symbol_values(tape, converted) for tape in tapes]) if converted.names else None
+            values = np.real(
+                expectation(
+                    converted.circuit,
+                    observables,
+                    parameters=x,
+                    dtype=options.get("dtype", _SIMULATE_DTYPE),
+                )
+            )
+            values = np.broadcast_to(values, (len(tapes), len(observables)))
+            rows = [tuple(np.float64(v) for v in row) for row in values]
+            out.append((members, [row[0] if len(row) == 1 else row for row in rows]))
+        return out
+
+    def _batch_key(self, tape: QuantumScript) -> tuple | None:
+        """What tapes share to run as one batch (None: this one cannot): analytic, every
+        measurement an expectation value of a Pauli sum, every trainable angle on a gate
+        dasq takes symbolically (a GlobalPhase's has no effect), no state preparation."""
+        if tape.shots or not tape.measurements:
+            return None
+        for mp in tape.measurements:
+            if not (isinstance(mp, ExpectationMP) and isinstance(mp.obs, Operator)):
+                return None
+            if pauli_sentence(mp.obs) is None:
+                return None
+        trainable = set(tape.trainable_params)
+        index = 0
+        for op in tape.operations:
+            if isinstance(op, qml.operation.StatePrepBase):
+                return None
+            base = op.base if isinstance(op, Controlled) else op
+            for _ in op.data:
+                if index in trainable and base.name not in SYMBOLIC_GATES and op.name != "GlobalPhase":
+                    return None
+                index += 1
+        wires = self._wire_order(tape)
+        return (_structure_key(tape, wires), tuple(mp.hash for mp in tape.measurements))
 
     def _wire_order(self, tape: QuantumScript) -> Wires:
         return self.wires if self.wires is not None else tape.wires
@@ -789,8 +872,18 @@ def _structure_key(tape: QuantumScript, wires: Wires) -> tuple:
         for value in op.data:
             data.append(None if index in trainable else np.asarray(value).tobytes())
             index += 1
-        key.append((op.name, tuple(op.wires), tuple(data), repr(op.hyperparameters)))
+        extra = None if op.name in _NAMED_BY_WIRES else repr(op.hyperparameters)
+        key.append((op.name, tuple(op.wires), tuple(data), extra))
     return tuple(key)
+
+
+_NAMED_BY_WIRES = frozenset(
+    {"RX", "RY", "RZ", "Rot", "PhaseShift", "U3", "IsingXX", "IsingYY", "IsingZZ", "MultiRZ", "CNOT", "CZ"}
+    | {"CY", "SWAP", "ISWAP", "Hadamard", "PauliX", "PauliY", "PauliZ", "S", "T", "SX", "CRX", "CRY", "CRZ"}
+    | {"CRot", "ControlledPhaseShift", "Toffoli", "CSWAP", "CCZ", "Identity"}
+)
+"""Operations that their name, wires and data define (their hyperparameters, slow to
+print for controlled operations, add nothing to a structure key)."""
 
 
 def _symbolic_tape(tape: QuantumScript, wires: Wires) -> SymbolicTape:
@@ -832,19 +925,30 @@ def _symbolic_tape(tape: QuantumScript, wires: Wires) -> SymbolicTape:
     return SymbolicTape(circuit, tuple(names), columns, converter.index, initial)
 
 
-def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
-    """A tape's expectation values and their Jacobian (shaped as PennyLane's adjoint
-    method shapes it): its trainable angles become ``dasq.Parameter`` symbols (a tape
-    of a structure met before reuses that conversion, and dasq its compiled circuit)
-    and ``dasq.gradient`` differentiates the circuit once per observable."""
+def _converted(tape: QuantumScript, wires: Wires) -> SymbolicTape:
+    """The tape's symbolic conversion, made once per structure."""
     key = _structure_key(tape, wires)
     converted = _SYMBOLIC_TAPES.get(key)
     if converted is None:
         if len(_SYMBOLIC_TAPES) >= SYMBOLIC_TAPE_CACHE:
             _SYMBOLIC_TAPES.clear()
         converted = _SYMBOLIC_TAPES[key] = _symbolic_tape(tape, wires)
+    return converted
+
+
+def _symbol_values(tape: QuantumScript, converted: SymbolicTape) -> np.ndarray:
+    """The tape's values of the conversion's symbols, in ``circuit.parameters`` order."""
     parameters = tape.get_parameters(trainable_only=False)
-    x = np.array([float(np.real(parameters[int(name[1:])])) for name in converted.names])
+    return np.array([float(np.real(parameters[int(name[1:])])) for name in converted.names])
+
+
+def _adjoint(tape: QuantumScript, wires: Wires, dtype: str) -> tuple[Any, Any]:
+    """A tape's expectation values and their Jacobian (shaped as PennyLane's adjoint
+    method shapes it): its trainable angles become ``dasq.Parameter`` symbols (a tape
+    of a structure met before reuses that conversion, and dasq its compiled circuit)
+    and ``dasq.gradient`` differentiates the circuit once per observable."""
+    converted = _converted(tape, wires)
+    x = _symbol_values(tape, converted)
     circuit, columns, initial = converted.circuit, converted.columns, converted.initial
     n = len(wires)
     results, rows = [], []

@@ -15,7 +15,7 @@ WIRES = 5
 
 def circuit(weights, angle):
     qml.BasisState(np.array([1, 0, 0, 1, 0]), wires=range(WIRES))
-    qml.StronglyEntanglingLayers(weights, wires=range(WIRES))  # Rot: decomposed for the adjoint method
+    qml.StronglyEntanglingLayers(weights, wires=range(WIRES))  # Rot: three symbolic rotations in dasq
     qml.CRX(angle, wires=[0, 3])
     qml.IsingZZ(0.5 * angle, wires=[1, 2])
     qml.PhaseShift(angle, wires=4)
@@ -97,3 +97,34 @@ def test_the_adjoint_method_refuses_shots_and_samples():
     node = qml.QNode(sampled, qml.device("dasq.qubit", wires=1), diff_method="adjoint")
     with pytest.raises(Exception, match=r"(?i)does not support adjoint|not supported"):
         qml.jacobian(node)(pnp.array(0.3, requires_grad=True))
+
+
+def test_a_parameter_shift_batch_runs_as_one_dasq_expectation(inputs, monkeypatch):
+    """The tapes of a parameter-shift gradient differ only in their angles: one
+    ``dasq.expectation`` call runs them all."""
+    import dasq.pennylane as device_module
+
+    calls = []
+    real = device_module.expectation
+    monkeypatch.setattr(device_module, "expectation", lambda *a, **k: calls.append(k) or real(*a, **k))
+
+    def body(weights, angle):
+        for layer in weights:
+            for w in range(WIRES):
+                qml.RX(layer[w, 0], wires=w)
+                qml.RZ(layer[w, 1], wires=w)
+            for w in range(WIRES):
+                qml.CNOT(wires=[w, (w + 1) % WIRES])
+        qml.CRX(angle, wires=[0, 3])
+        qml.ctrl(qml.RY(angle, wires=2), control=[0, 4], control_values=[1, 0])
+        return qml.expval(qml.PauliZ(0) @ qml.PauliX(3)), qml.expval(0.5 * qml.PauliY(1) + qml.PauliZ(4))
+
+    weights, angle = inputs
+    ours = qml.QNode(body, qml.device("dasq.qubit", wires=WIRES), diff_method="parameter-shift")
+    theirs = qml.QNode(body, qml.device("default.qubit", wires=WIRES), diff_method="parameter-shift")
+    got = qml.jacobian(lambda w, a: qml.math.stack(ours(w, a)))(weights, angle)
+    want = qml.jacobian(lambda w, a: qml.math.stack(theirs(w, a)))(weights, angle)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=1e-10)
+    sizes = [np.shape(k["parameters"])[0] for k in calls if k.get("parameters") is not None]
+    assert sizes and max(sizes) >= 2 * (2 * WIRES * 2)  # the shifted tapes, one call

@@ -142,3 +142,20 @@ def test_bad_requests_get_one_clear_error(tmp_path):
         dasq.gradient(circuit, "Z" * N, parameters=np.stack([X, X]), store=tmp_path / "g")
     with pytest.raises(ValidationError, match="too small for a stored gradient"):
         dasq.gradient(circuit, "Z" * N, parameters=X, memory_limit=1 << 12)
+
+
+def test_a_clients_workers_run_the_passes(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    circuit = wide_circuit()
+    want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        got = dasq.gradient(
+            circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "g", client=client
+        )
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert json.loads((tmp_path / "g" / sg.RECORD).read_text())["done"] > 3

@@ -245,15 +245,9 @@ def test_the_memory_floor_claims_quote_the_inmemory_results():
     def span(ratios):
         return f"{min(ratios):.1f}-{max(ratios):.1f}x"
 
-    text = (ROOT / "benchmarks" / "README.md").read_text()
-    claim = " ".join(text[text.index("No\n  simulator reaches it") :].split()[:60])
-    assert f"the fastest peer of each row took {span([peer_over_floor(r) for r in rows])}" in claim
-    for dtype in ("complex64", "complex128"):
-        same = [r for r in rows if r["dtype"] == dtype]
-        who = " or ".join(sorted({r["fastest_peer"] for r in same}))
-        assert f"{who} {span([peer_over_floor(r) for r in same])} in {dtype}" in claim
+    text = " ".join((ROOT / "benchmarks" / "README.md").read_text().split())
+    assert f"Every row's fastest peer is farther from it ({span([peer_over_floor(r) for r in rows])})" in text
     assert all(r["ratio_dasq_to_memory_floor"] < peer_over_floor(r) for r in rows)
-    assert f"in all {len(rows)} rows" in claim
 
 
 def test_the_scaling_table_quotes_the_cluster_results():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -361,8 +362,8 @@ def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) ->
             raise ValueError("not a gradient record")
         if data.get("key") != run.key:
             raise StoreError(
-                f"{where} holds another gradient run (another circuit, parameters, observable or "
-                "memory_limit); give a new store"
+                f"{where} holds another gradient run (another circuit, parameters, observable, "
+                "dtype, or blocks: memory_limit and the number of threads size them); give a new store"
             )
         done = data["done"]
         if not (isinstance(done, int) and 0 <= done <= run.total and data.get("passes") == run.total):
@@ -385,6 +386,8 @@ def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) ->
         if grads.shape != (run.x.shape[1],) or not np.all(np.isfinite(grads)):
             raise ValueError("bad gradient")
         value = float(data["value"])
+        if not math.isfinite(value):
+            raise ValueError("bad value")
     except StoreError:
         raise
     except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
@@ -398,7 +401,6 @@ def run_stored_gradient(
     *,
     workers: int,
     client: Any = None,
-    after_pass: Callable[[int], None] | None = None,
 ) -> tuple[float, np.ndarray]:
     """(value, gradient) of the run, its states in ``store`` (None: a temporary
     directory, removed after). A store holding this run resumes where it stopped,
@@ -407,7 +409,7 @@ def run_stored_gradient(
         base = dask.config.get("temporary-directory", None) or None
         scratch = tempfile.mkdtemp(prefix="dasq-gradient-", dir=base)
         try:
-            return _run(run, location(scratch), workers, client, after_pass)
+            return _run(run, location(scratch), workers, client)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     where = location(store)
@@ -416,16 +418,10 @@ def run_stored_gradient(
         where = st.new_store_path(where)
         if isinstance(where, LocalDir):
             where.path.mkdir(parents=True, exist_ok=True)
-    return _run(run, where, workers, client, after_pass)
+    return _run(run, where, workers, client)
 
 
-def _run(
-    run: StoredGradient,
-    where: Location,
-    workers: int,
-    client: Any,
-    after_pass: Callable[[int], None] | None,
-) -> tuple[float, np.ndarray]:
+def _run(run: StoredGradient, where: Location, workers: int, client: Any) -> tuple[float, np.ndarray]:
     blocking = run.blocking
     n, L = blocking.num_qubits, blocking.L
     storage = min(L, STORAGE_QUBITS)
@@ -450,8 +446,6 @@ def _run(
             while progress.done < run.total:
                 progress = _one_pass(run, progress, workers, client)
                 where.publish(RECORD, _record_bytes(run, progress))
-                if after_pass is not None:
-                    after_pass(progress.done)
         finally:
             SCRATCH.clear()
     return progress.value, progress.grads

@@ -17,18 +17,17 @@
     python benchmarks/run.py gpupeer --qsim-source PATH --qubits 26 28 30   (a GPU, nvcc, qsim)
     python benchmarks/run.py gpucluster --workers 2 --qubits 28   (a GPU, dask-cuda)
     python benchmarks/run.py sweeps --qubits 12 --sets 1000 --gradient-qubits 12 20 --threads 1
+    python benchmarks/run.py stored_gradient --qubits 26 --memory-limit 1GiB --check
 
-Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py,
-...: SUITES below) with the children it starts (CHILDREN: each runs as
-``python benchmarks/run.py _VERB ...``); this file only parses the options and calls
-them. Each timed run happens in a fresh subprocess (so its peak RSS is its own),
-contenders alternate A B C A B C, medians and ratios to the fastest peer are
-reported, and the memory bandwidth (a plain copy of the state) is measured in the
-same run. Results go to benchmarks/results/SUITE.json with the machine's details;
-benchmarks/README.md has the method and each suite's current table.
-``--old PATH`` adds a contender "dasq-old": the dasq of another checkout (for
-example ``git worktree add /tmp/dasq-old <commit>``), run side by side.
-Needs the `bench` extra (qiskit-aer, qsimcirq, psutil).
+Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py, ...: SUITES
+below) with the children it starts (CHILDREN: each runs as ``python benchmarks/run.py _VERB ...``);
+this file only parses the options and calls them. Each timed run happens in a fresh subprocess (so
+its peak RSS is its own), contenders alternate A B C A B C, medians and ratios to the fastest peer
+are reported, and the memory bandwidth (a plain copy of the state) is measured in the same run.
+Results go to benchmarks/results/SUITE.json with the machine's details; benchmarks/README.md has the
+method and each suite's current table. ``--old PATH`` adds a contender "dasq-old": the dasq of
+another checkout (for example ``git worktree add /tmp/dasq-old <commit>``), run side by side. Needs
+the `bench` extra (qiskit-aer, qsimcirq, psutil).
 """
 
 from __future__ import annotations
@@ -238,8 +237,8 @@ def parser() -> argparse.ArgumentParser:
     gcl.add_argument("--reps", type=int, default=2)
     gcl.add_argument("--device", default="gpu", help="gpu, or gpu-twin for a dry run without a GPU")
     gcl.add_argument("--output", default="gpucluster", help="results/OUTPUT.json")
-    _function("sweeps", "add_options")(sub)  # its choices come from the suite's module
-    _function("stored_gradient", "add_options")(sub)
+    for suite in ("sweeps", "stored_gradient"):
+        _function(suite, "add_options")(sub)  # their choices come from the suites' modules
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     sc.add_argument("--base-qubits", type=int, default=24, help="qubits at one worker (N = this + log2 W)")

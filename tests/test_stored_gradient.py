@@ -73,22 +73,27 @@ def test_a_basis_state_and_a_batch_out_of_core():
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
-def test_an_interrupted_run_resumes_from_its_last_pass(tmp_path, monkeypatch):
-    circuit, store = wide_circuit(), tmp_path / "grad"
-    want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
+def interrupted_after(passes: int, circuit, store, monkeypatch) -> None:
+    """A stored run killed (KeyboardInterrupt) as it starts pass ``passes`` + 1."""
     real, calls = sg._one_pass, []
 
-    def dies_at_the_fourth(run, progress, workers, client):
+    def dies(run, progress, workers, client):
         calls.append(progress.done)
-        if len(calls) == 4:
+        if len(calls) > passes:
             raise KeyboardInterrupt
         return real(run, progress, workers, client)
 
-    monkeypatch.setattr(sg, "_one_pass", dies_at_the_fourth)
+    monkeypatch.setattr(sg, "_one_pass", dies)
     with pytest.raises(KeyboardInterrupt):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    assert json.loads((store / sg.RECORD).read_text())["done"] == 3
     monkeypatch.setattr(sg, "_one_pass", real)
+
+
+def test_an_interrupted_run_resumes_from_its_last_pass(tmp_path, monkeypatch):
+    circuit, store = wide_circuit(), tmp_path / "grad"
+    want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
+    interrupted_after(3, circuit, store, monkeypatch)
+    assert json.loads((store / sg.RECORD).read_text())["done"] == 3
     got = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
     np.testing.assert_allclose(got, want, atol=1e-12)
     # complete: answered from the record, nothing run
@@ -103,18 +108,7 @@ def test_foreign_and_damaged_stores_are_refused(tmp_path, monkeypatch):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="not a dasq store"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "other")
-    real, calls = sg._one_pass, []
-
-    def stops_after_two(run, progress, workers, client):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(run, progress, workers, client)
-
-    monkeypatch.setattr(sg, "_one_pass", stops_after_two)
-    with pytest.raises(KeyboardInterrupt):
-        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    monkeypatch.setattr(sg, "_one_pass", real)
+    interrupted_after(2, circuit, store, monkeypatch)
     with pytest.raises(StoreError, match="another gradient run"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X + 1, memory_limit=LIMIT, store=store)
     record = json.loads((store / sg.RECORD).read_text())

@@ -40,13 +40,29 @@ def random(n: int, depth: int = 20, seed: int = 7):
     return transpile(qc, basis_gates=["u", "cx", "cp", "rz", "h", "swap"], optimization_level=0)
 
 
+def layers(n: int, depth: int = 20, seed: int = 5):
+    """Layers of H, T or sqrt(X) on every qubit (drawn per qubit), then CZ on a random
+    pairing of all qubits, ``depth`` times: the random circuits of the GPU issue."""
+    from qiskit import QuantumCircuit
+
+    rng = np.random.default_rng(seed)
+    qc = QuantumCircuit(n)
+    for _ in range(depth):
+        for q, g in enumerate(rng.integers(0, 3, n)):
+            (qc.h, qc.t, qc.sx)[g](q)
+        order = rng.permutation(n)
+        for a, b in zip(order[0::2], order[1::2]):
+            qc.cz(int(a), int(b))
+    return qc
+
+
 def quantum_volume(n: int, seed: int = 11):
     from qiskit.circuit.library import QuantumVolume
 
     return QuantumVolume(n, depth=n, seed=seed).decompose()
 
 
-CIRCUITS = {"qft": qft, "ghz": ghz, "random": random, "qv": quantum_volume}
+CIRCUITS = {"qft": qft, "ghz": ghz, "random": random, "qv": quantum_volume, "layers": layers}
 
 
 def random_shallow(n: int):

@@ -1,25 +1,126 @@
 """The `gpu` suite: dasq on the GPU against dasq's CPU backend on the same machine,
 each contender in a child ``_gpu`` of run.py (needs a GPU and cupy).
 
-    python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random [--append]
+    python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft --configs 3/32768/256 2/65536/64
+
+A *tile configuration* ``F/TILE/RUN`` is the fused-group width, the shared-memory
+tile's bytes and the bytes of the runs a tile reads (the lowest bits it holds); the
+first one given is the default's. Each is timed in the same child, one after the
+other, with the plan and compiled-pass caches emptied between them. Per row: the
+fused groups and tile passes (pure planning), the roofline (passes x one pass over
+the state at the device-to-device copy's bandwidth, measured in the same run), and
+the host time of ``simulate`` per fused group (the launches are asynchronous: its
+return comes before the device is done; at 20 qubits a pass is microseconds, so
+this is what Python and Dask cost).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from benchmarks import children, output
 from benchmarks.machine import machine
 from benchmarks.measure import peak_rss
 
 
+@dataclass(frozen=True)
+class TileConfig:
+    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes."""
+
+    fusion: int
+    tile_bytes: int
+    run_bytes: int
+
+    @classmethod
+    def parse(cls, text: str) -> TileConfig:
+        try:
+            fusion, tile, run = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ValueError(
+                f"a tile configuration is F/TILE_BYTES/RUN_BYTES, e.g. 3/32768/256; got {text!r}"
+            ) from None
+        return cls(fusion, tile, run)
+
+    def __str__(self) -> str:
+        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}"
+
+
+DEFAULT_CONFIG = "3/32768/256"  # dasq's defaults (backend/gpu.py)
+
+
+@contextlib.contextmanager
+def configured(config: TileConfig) -> Iterator[None]:
+    """dasq with ``config`` and empty plan and compiled-pass caches (each configuration
+    plans and compiles afresh, then runs warm)."""
+    import dask
+
+    from dasq.backend import gpu
+    from dasq.engine import program
+    from dasq.plan import reuse
+
+    saved = gpu.TILE_BYTES, gpu.COALESCED_BYTES
+    gpu.TILE_BYTES, gpu.COALESCED_BYTES = config.tile_bytes, config.run_bytes
+    reuse.clear_plan_cache()
+    program.COMPILED._held.clear()
+    try:
+        with dask.config.set({"dasq.fusion-size": config.fusion}):
+            yield
+    finally:
+        gpu.TILE_BYTES, gpu.COALESCED_BYTES = saved
+        reuse.clear_plan_cache()
+        program.COMPILED._held.clear()
+
+
+def passes(plan, dtype: str) -> dict:
+    """A plan's fused groups and the GPU's tile passes over them (pure planning, under
+    the configuration in force)."""
+    from dasq.backend.gpu import GPU_TWIN
+    from dasq.engine.program import tile_passes
+    from dasq.plan.steps import BlockProgram
+
+    width, low = GPU_TWIN.tile_qubits(dtype)
+    groups = tile = 0
+    for step in plan.steps:
+        if isinstance(step, BlockProgram):
+            groups += len(step.groups)
+            L = plan.chunk_qubits
+            tile += len(tile_passes(step.groups, L, width, GPU_TWIN.widest_tiled_group, low))
+    return {"groups": groups, "passes": tile, "tile_qubits": width, "run_qubits": low}
+
+
+def time_configs(circuit, dtype: str, device: str, configs: list[TileConfig], reps: int) -> dict:
+    """Per configuration: ``simulate`` + ``norm()`` ``reps`` times warm (one untimed run
+    first), the seconds ``simulate`` itself took (host time: launches are queued),
+    and the plan's groups and passes."""
+    out = {}
+    for config in configs:
+        with configured(config):
+            import dasq
+
+            dasq.simulate(circuit, dtype=dtype, device=device).norm()
+            seconds, host = [], []
+            for _ in range(reps):
+                started = time.perf_counter()
+                state = dasq.simulate(circuit, dtype=dtype, device=device)
+                host.append(time.perf_counter() - started)
+                state.norm()
+                seconds.append(time.perf_counter() - started)
+                plan = state.plan
+                del state
+            out[str(config)] = {"seconds": seconds, "host_seconds": host, **passes(plan, dtype)}
+    return out
+
+
 def child(args: argparse.Namespace) -> None:
-    """``_gpu``: time ``simulate`` + ``norm()`` (which waits for the device) ``--reps``
-    times in one process after a warm-up at 12 qubits (imports, kernel compilation);
-    with ``--save``, also write the final state of the first run."""
+    """``_gpu``: each tile configuration timed in this process after a warm-up at 12
+    qubits (imports, kernel compilation); with ``--save``, the final state of the
+    first configuration's first run."""
     import numpy as np
 
     import dasq
@@ -28,22 +129,20 @@ def child(args: argparse.Namespace) -> None:
     c = circuits.to_dasq(circuits.CIRCUITS[args.circuit](args.qubits))
     warm = circuits.to_dasq(circuits.CIRCUITS[args.circuit](12))
     dasq.simulate(warm, dtype=args.dtype, device=args.device).norm()
-    seconds = []
-    for rep in range(args.reps):
-        t = time.perf_counter()
-        state = dasq.simulate(c, dtype=args.dtype, device=args.device)
-        norm = state.norm()
-        seconds.append(time.perf_counter() - t)
-        if rep == 0 and args.save:
-            np.save(args.save, state.to_numpy(force=True))
-        del state
-    children.report({"seconds": seconds, "norm": norm, "peak_rss": peak_rss()})
+    configs = [TileConfig.parse(x) for x in args.configs]
+    if args.save:
+        with configured(configs[0]):
+            np.save(args.save, dasq.simulate(c, dtype=args.dtype, device=args.device).to_numpy(force=True))
+    found = time_configs(c, args.dtype, args.device, configs, args.reps)
+    children.report({"configs": found, "peak_rss": peak_rss()})
 
 
-def spawn(device: str, circuit: str, n: int, dtype: str, reps: int, save: str | None) -> dict:
-    """``reps`` runs on ``device`` ("gpu" or "cpu") in one child."""
+def spawn(
+    device: str, circuit: str, n: int, dtype: str, reps: int, save: str | None, configs: list[str]
+) -> dict:
+    """``reps`` runs per configuration on ``device`` ("gpu" or "cpu") in one child."""
     options = ["--device", device, "--circuit", circuit, "--qubits", str(n), "--dtype", dtype]
-    options += ["--reps", str(reps)] + (["--save", save] if save else [])
+    options += ["--reps", str(reps), "--configs", *configs] + (["--save", save] if save else [])
     return children.run("_gpu", *options, what=f"{device} {circuit} {n}", timeout=3600)
 
 
@@ -56,6 +155,8 @@ def gpu_info() -> dict:
     return {
         "name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
         "memory_bytes": total,
+        "shared_memory_per_multiprocessor": props.get("sharedMemPerMultiprocessor"),
+        "multiprocessors": props.get("multiProcessorCount"),
         "cupy": cupy.__version__,
         "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
         "driver": cupy.cuda.runtime.driverGetVersion(),
@@ -63,7 +164,7 @@ def gpu_info() -> dict:
 
 
 def device_copy_bandwidth(n: int, dtype: str) -> float:
-    """Bytes per second of a device-to-device copy of the state (read + write)."""
+    """Bytes per second of a device-to-device copy of 2^n amplitudes (read + write)."""
     import cupy
 
     a = cupy.ones(1 << n, dtype=dtype)
@@ -82,23 +183,35 @@ def device_copy_bandwidth(n: int, dtype: str) -> float:
     return 2 * nbytes / min(times)
 
 
-def gpu_passes(circuit: str, n: int) -> dict:
-    """Passes over device memory of the GPU plan (one block): one per fused group."""
-    from benchmarks import circuits
-    from dasq.plan.planner import make_plan
+def summary(found: dict, n: int, dtype: str, bandwidth: float | None) -> dict:
+    """A child's configurations as columns: medians, host time per group, roofline."""
+    import numpy as np
 
-    plan = make_plan(list(circuits.to_dasq(circuits.CIRCUITS[circuit](n))), n, n)
-    groups = sum(plan.summary()["fused_groups"])
-    return {"stages": plan.summary()["stages"], "passes": groups, "chunk_qubits": n}
+    state_bytes = (1 << n) * np.dtype(dtype).itemsize
+    rows = {}
+    for name, got in found.items():
+        row = {
+            "median_seconds": statistics.median(got["seconds"]),
+            "host_seconds": statistics.median(got["host_seconds"]),
+            "host_us_per_group": 1e6 * statistics.median(got["host_seconds"]) / max(1, got["groups"]),
+            **{k: got[k] for k in ("groups", "passes", "tile_qubits", "run_qubits", "seconds")},
+        }
+        if bandwidth:
+            one_pass = 2 * state_bytes / bandwidth
+            row["roofline_seconds"] = got["passes"] * one_pass
+            row["over_roofline"] = row["median_seconds"] / row["roofline_seconds"]
+            row["old_roofline_seconds"] = got["groups"] * one_pass  # one pass per fused group
+        rows[name] = row
+    return rows
 
 
-def agreement(circuit: str, n: int, dtype: str) -> dict:
+def agreement(circuit: str, n: int, dtype: str, configs: list[str]) -> dict:
     """The GPU's final state against the CPU backend's: largest difference, fidelity."""
     import numpy as np
 
     tmp = output.scratch()
-    spawn("gpu", circuit, n, dtype, 1, str(tmp / "gpu.npy"))
-    spawn("cpu", circuit, n, dtype, 1, str(tmp / "cpu.npy"))
+    spawn("gpu", circuit, n, dtype, 1, str(tmp / "gpu.npy"), configs[:1])
+    spawn("cpu", circuit, n, dtype, 1, str(tmp / "cpu.npy"), configs[:1])
     a = np.load(tmp / "gpu.npy").astype(np.complex128)  # a float64 sum for the fidelity
     b = np.load(tmp / "cpu.npy").astype(np.complex128)
     found = {"max_abs_diff_gpu_cpu": float(np.abs(a - b).max())}
@@ -110,40 +223,32 @@ def agreement(circuit: str, n: int, dtype: str) -> dict:
 
 
 def suite_gpu(args: argparse.Namespace) -> dict:
-    """dasq on the GPU against dasq's CPU backend on the same machine (CPU rows up to
-    ``--cpu-max-qubits``), each contender in its own process; the GPU's state is
-    compared with the CPU's at the smallest size first."""
-    import numpy as np
-
-    rows = output.saved_rows("gpu", args.append)
+    """dasq on the GPU at each tile configuration against dasq's CPU backend on the same
+    machine (CPU rows up to ``--cpu-max-qubits``), each contender in its own process;
+    the GPU's state is compared with the CPU's up to ``--check-max-qubits``."""
+    rows = output.saved_rows(args.output, args.append)
     info = {**machine(), "gpu": gpu_info()}
-    first = min(args.qubits)
+    bandwidth = device_copy_bandwidth(min(max(args.qubits), 30), "complex64")
+    info["device_copy_bandwidth_bytes_per_s"] = bandwidth
     for n in args.qubits:
         for circuit in args.circuits:
             for dtype in args.dtypes:
-                checked = agreement(circuit, n, dtype) if n == first and n <= args.check_max_qubits else {}
-                times = {"gpu": spawn("gpu", circuit, n, dtype, args.reps, None)["seconds"]}
+                checked = agreement(circuit, n, dtype, args.configs) if n <= args.check_max_qubits else {}
+                gpu = summary(
+                    spawn("gpu", circuit, n, dtype, args.reps, None, args.configs)["configs"],
+                    n,
+                    dtype,
+                    bandwidth,
+                )
+                row = {"circuit": circuit, "qubits": n, "dtype": dtype, "configs": gpu, **checked}
+                row["default"] = gpu[args.configs[0]]
                 if n <= args.cpu_max_qubits:
-                    times["cpu"] = spawn("cpu", circuit, n, dtype, args.cpu_reps, None)["seconds"]
-                med = {k: statistics.median(v) for k, v in times.items()}
-                passes = gpu_passes(circuit, n)
-                state_bytes = (1 << n) * np.dtype(dtype).itemsize
-                bw = device_copy_bandwidth(n, dtype)
-                row = {
-                    "circuit": circuit,
-                    "qubits": n,
-                    "dtype": dtype,
-                    "median_seconds": med,
-                    "all_seconds": times,
-                    **({"speedup_gpu_over_cpu": med["cpu"] / med["gpu"]} if "cpu" in med else {}),
-                    "device_copy_bandwidth_bytes_per_s": bw,
-                    "gpu_memory_limit_seconds": passes["passes"] * 2 * state_bytes / bw,
-                    **checked,
-                    **passes,
-                }
+                    cpu = spawn("cpu", circuit, n, dtype, args.cpu_reps, None, args.configs[:1])["configs"]
+                    row["cpu_seconds"] = statistics.median(next(iter(cpu.values()))["seconds"])
+                    row["speedup_gpu_over_cpu"] = row["cpu_seconds"] / row["default"]["median_seconds"]
                 rows.append(row)
-                print(json.dumps({k: row[k] for k in row if k != "all_seconds"}), flush=True)
+                print(json.dumps({k: v for k, v in row.items() if k != "configs"}), flush=True)
                 output.write(
-                    "gpu", {"suite": "gpu", "machine": info, "rows": rows}
+                    args.output, {"suite": "gpu", "machine": info, "rows": rows}
                 )  # kept if a later row fails
     return {"suite": "gpu", "machine": info, "rows": rows}

@@ -10,7 +10,11 @@ The circuits reach qsim in its own text format (``to_qsim_text``). qsim runs at 
 fused-gate size of ``--fused`` and its best is compared: its own timers (fusion and
 gates, the device synchronised; not its state's allocation, which in its fresh process
 includes CUDA's start) against dasq's ``simulate`` + ``norm()`` warm in one process
-(the state's allocation included). Both sides' first eight amplitudes are compared.
+(the state's allocation included), at each tile configuration of ``--configs`` (the
+first is the default's; benchmarks/gpu.py). Both sides' first eight amplitudes are
+compared. Beside the times: qsim's fused gates (each one pass over the state), dasq's
+fused groups and tile passes, and the roofline of those passes at the bandwidth of a
+device-to-device copy measured in the same run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from benchmarks.machine import machine
 
 HEAD = 8  # amplitudes that qsim_base prints, compared with dasq's
 _TIMER = re.compile(r"^(init |fuse |simu )?time is ([-+0-9.eE]+) seconds", re.MULTILINE)
+_FUSED = re.compile(r"gates are fused into (\d+) gates")
 _AMPLITUDE = re.compile(r"^([01]+):\s+(\S+)\s+(\S+)\s+(\S+)$", re.MULTILINE)
 
 
@@ -50,6 +55,8 @@ def to_qsim_text(qc) -> str:
         params = [float(p) for p in item.operation.params]
         if name in ("h", "x", "y", "z", "s", "t"):
             emit(name, qubits[0])
+        elif name == "sx":  # qsim's x_1_2 is sqrt(X) as Qiskit defines it
+            emit("x_1_2", qubits[0])
         elif name in ("rx", "ry", "rz"):
             emit(name, qubits[0], params[0])
         elif name in ("cx", "cz"):
@@ -68,7 +75,7 @@ def to_qsim_text(qc) -> str:
             emit("rz", qubits[0], phi)
             phase += (phi + lam) / 2
         elif name != "barrier":
-            allowed = "h x y z s t rx ry rz cx cz swap cp p u"
+            allowed = "h x y z s t sx rx ry rz cx cz swap cp p u"
             raise ValueError(f"no qsim form for gate {name!r}; allowed: {allowed}")
     if phase % (2 * math.pi):
         emit("p", phase)
@@ -81,7 +88,8 @@ def parse_qsim_output(text: str) -> dict:
     if "simu" not in timers:
         raise RuntimeError(f"qsim printed no timing:\n{text[-2000:]}")
     head = [complex(float(m.group(2)), float(m.group(3))) for m in _AMPLITUDE.finditer(text)]
-    return {"timers": timers, "head": head}
+    fused = _FUSED.search(text)  # printed at -v 3
+    return {"timers": timers, "head": head, "fused_gates": int(fused.group(1)) if fused else None}
 
 
 def build_qsim(source: Path, target: Path, nvcc: str = "nvcc") -> float:
@@ -104,12 +112,13 @@ def build_qsim(source: Path, target: Path, nvcc: str = "nvcc") -> float:
 
 
 def run_qsim(binary: Path, circuit_file: Path, fused: int, reps: int) -> list[dict]:
-    """``reps`` runs of qsim at fused-gate size ``fused``: timers, process seconds, head."""
+    """``reps`` runs of qsim at fused-gate size ``fused``: timers, fused gates, process
+    seconds, head (``-v 3``: the timers and the fuser's count, not one line per gate)."""
     runs = []
     for _ in range(reps):
         started = time.perf_counter()
         out = subprocess.run(
-            [str(binary), "-c", str(circuit_file), "-f", str(fused), "-v", "2"],
+            [str(binary), "-c", str(circuit_file), "-f", str(fused), "-v", "3"],
             capture_output=True,
             text=True,
             check=True,
@@ -125,34 +134,38 @@ def run_qsim(binary: Path, circuit_file: Path, fused: int, reps: int) -> list[di
 
 
 def child(args: argparse.Namespace) -> None:
-    """``_gpupeer``: dasq's ``simulate`` + ``norm()`` ``--reps`` times after a warm-up at
-    12 qubits; the first eight amplitudes of the last run."""
+    """``_gpupeer``: dasq's ``simulate`` + ``norm()`` ``--reps`` times per tile
+    configuration after a warm-up at 12 qubits; the first eight amplitudes (the first
+    configuration's)."""
     import dasq
     from benchmarks import circuits
+    from benchmarks.gpu import TileConfig, configured, time_configs
 
     c = circuits.to_dasq(circuits.CIRCUITS[args.circuit](args.qubits))
     warm = circuits.to_dasq(circuits.CIRCUITS[args.circuit](12))
     dasq.simulate(warm, dtype="complex64", device=args.device).norm()
-    seconds = []
-    for _ in range(args.reps):
-        started = time.perf_counter()
+    configs = [TileConfig.parse(x) for x in args.configs]
+    found = time_configs(c, "complex64", args.device, configs, args.reps)
+    with configured(configs[0]):
         state = dasq.simulate(c, dtype="complex64", device=args.device)
-        state.norm()
-        seconds.append(time.perf_counter() - started)
-    head = [state.amplitude(i) for i in range(HEAD)]
-    children.report({"seconds": seconds, "head": [[z.real, z.imag] for z in head]})
+        head = [state.amplitude(i) for i in range(HEAD)]
+    children.report({"configs": found, "head": [[z.real, z.imag] for z in head]})
 
 
 def suite_gpupeer(args: argparse.Namespace) -> dict:
     """Per circuit and size: qsim at each fused size, dasq on ``--device``; medians, the
     best qsim, and the largest difference of the first amplitudes."""
     from benchmarks import circuits
-    from benchmarks.gpu import gpu_info
+    from benchmarks.gpu import device_copy_bandwidth, gpu_info, summary
 
     tmp = output.scratch()
     info = machine()
+    bandwidth = None
     if args.device == "gpu":
         info["gpu"] = gpu_info()
+        bandwidth = info["device_copy_bandwidth_bytes_per_s"] = device_copy_bandwidth(
+            min(max(args.qubits), 30), "complex64"
+        )
     if args.qsim_binary:
         binary, build_seconds = Path(args.qsim_binary), None
     else:
@@ -172,8 +185,7 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
                     refused[str(f)] = (exc.stdout or "")[-300:] + (exc.stderr or "")[-300:]
             qsim = {f: statistics.median(r["seconds"] for r in runs) for f, runs in qsim_runs.items()}
             best = min(qsim, key=qsim.get)
-            found = children.run(
-                "_gpupeer",
+            options = [
                 "--device",
                 args.device,
                 "--circuit",
@@ -182,17 +194,28 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
                 str(n),
                 "--reps",
                 str(args.reps),
-                what=f"dasq {name} {n}",
-                timeout=1800,
+            ]
+            found = children.run(
+                "_gpupeer", *options, "--configs", *args.configs, what=f"dasq {name} {n}", timeout=1800
             )
             ours = [complex(re_, im) for re_, im in found["head"]]
             theirs = qsim_runs[best][0]["head"]
+            configs = summary(found["configs"], n, "complex64", bandwidth)
+            default = configs[args.configs[0]]
             row = {
                 "circuit": name,
                 "qubits": n,
                 "dtype": "complex64",
-                "dasq_seconds": found["seconds"],
-                "dasq_median": statistics.median(found["seconds"]),
+                "dasq_seconds": default["seconds"],
+                "dasq_median": default["median_seconds"],
+                "dasq_groups": default["groups"],
+                "dasq_passes": default["passes"],
+                "dasq_roofline_seconds": default.get("roofline_seconds"),
+                "dasq_configs": configs,
+                "dasq_best_config": min(configs, key=lambda k: configs[k]["median_seconds"]),
+                "qsim_fused_gates_by_fused": {
+                    str(f): runs[0]["fused_gates"] for f, runs in qsim_runs.items()
+                },
                 "qsim_median_by_fused": {str(f): s for f, s in qsim.items()},
                 "qsim_best_fused": best,
                 "qsim_median": qsim[best],
@@ -205,6 +228,9 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
                 for r in runs:
                     r["head"] = [[z.real, z.imag] for z in r["head"]]
             row["dasq_over_qsim"] = row["dasq_median"] / row["qsim_median"]
+            row["best_dasq_over_qsim"] = (
+                configs[row["dasq_best_config"]]["median_seconds"] / row["qsim_median"]
+            )
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "qsim_runs"}), flush=True)
             circuit_file.unlink()

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The checks for a lent GPU machine (16 cores, one GPU, no package index), as one script
-# of about 8 minutes: the weak-scaling suite (QFT and random), a cluster of 2
-# workers sharing the GPU on a 28-qubit state against the one GPU, and qsim's CUDA
-# simulator beside dasq's GPU backend.
+# of about 7 minutes: the GPU backend's operation tests on the GPU, the gpu suite
+# (tile configurations at 20 and 28 qubits: host time per group, passes, roofline,
+# states against the CPU backend) and qsim's CUDA simulator beside dasq's GPU backend
+# (gpupeer, 26-32 qubits).
 #
 # It needs, carried with the working tree:
 #   .whl/   the wheels of dasq's dependencies missing there (dask, distributed, zarr,
 #           numcodecs, donfig, google-crc32c, partd, locket, tblib, zict, tornado,
-#           dask-cuda, rapids-dask-dependency, qiskit, rustworkx, stevedore, dill),
-#           fetched with `pip download --no-deps --only-binary=:all: --python-version 3.12 ...`
+#           qiskit, rustworkx, stevedore, dill), fetched with
+#           `pip download --no-deps --only-binary=:all: --python-version 3.12 ...`
 #   .qsim/  a qsim checkout's lib/ and apps/ (`git archive HEAD lib apps`)
 # and writes the results JSON (benchmarks/results/) and a log to $OUT as well.
 # DRY=1 runs it all at toy sizes on a machine without a GPU (dasq on cpu/gpu-twin,
@@ -29,36 +30,39 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
+# the tile configurations F/TILE_BYTES/RUN_BYTES timed (the first: dasq's default)
+read -r -a CONFIGS <<<"${CONFIGS:-3/32768/256 2/32768/64 3/32768/64 2/65536/64 3/65536/64 4/32768/64}"
 if [ -n "${DRY:-}" ]; then
-  QSIM=.qsim/apps/qsim_base.x DEV=cpu CLDEV=gpu-twin
+  QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &
-  SCALE=(--workers 1 2 --base-qubits 10) CL=(--qubits 12 --chunk-qubits 9) PEER=(--qubits 12 14)
+  GPU=(--qubits 10 --check-max-qubits 0 --cpu-max-qubits 10) PEER=(--qubits 12 14) TESTDEV=gpu-twin XDIST=()
 else
-  QSIM=/tmp/qsim_base_cuda.x DEV=gpu CLDEV=gpu
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/log.txt"
+  QSIM=/tmp/qsim_base_cuda.x DEV=gpu
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$OUT/log.txt"
   (start=$(date +%s%N); nvcc -std=c++17 -O3 -arch=native -Wno-deprecated-gpu-targets -o $QSIM \
      .qsim/apps/qsim_base_cuda.cu >"$OUT/nvcc.txt" 2>&1
    echo "qsim build rc=$? ms=$((($(date +%s%N) - start) / 1000000))" >>"$OUT/nvcc.txt") &
-  SCALE=(--workers 1 2 4 8 --base-qubits 24) CL=(--qubits 28 --chunk-qubits 25) PEER=(--qubits 26 28 30)
+  GPU=(--qubits 20 28 --check-max-qubits 20 --cpu-max-qubits 20) PEER=(--qubits 26 28 30 32) TESTDEV=gpu
+  XDIST=(-n "${TEST_WORKERS:-12}")
 fi
 BUILD=$!
 
 # each part can be narrowed or skipped (an empty PARTS entry) for a second call
-PARTS=${PARTS:-scaling gpucluster gpupeer}
-read -r -a SCALING_ARGS <<<"${SCALING_ARGS:---circuits qft random --reps 3}"
-read -r -a FUSED <<<"${FUSED:-2 4}"
+PARTS=${PARTS:-tests gpu gpupeer}
 
-[[ " $PARTS " == *" scaling "* ]] && { log "scaling"
-timeout 210 $PY benchmarks/run.py scaling "${SCALE[@]}" "${SCALING_ARGS[@]}" --output scaling-lent$S \
-  >>"$OUT/log.txt" 2>&1; log "scaling rc=$?"; keep scaling-lent$S; }
+[[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
+timeout ${TESTS_TIMEOUT:-170} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
+  tests/test_gpu_backend.py tests/test_operations_reference.py -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
+log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
-[[ " $PARTS " == *" gpucluster "* ]] && { log "gpucluster"
-timeout 120 $PY benchmarks/run.py gpucluster --workers 2 "${CL[@]}" --circuits random qft --dtype complex128 \
-  --reps 2 --device $CLDEV --output gpucluster$S >>"$OUT/log.txt" 2>&1; log "gpucluster rc=$?"; keep gpucluster$S; }
+[[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
+timeout ${GPU_TIMEOUT:-150} $PY benchmarks/run.py gpu "${GPU[@]}" --circuits layers qft random --dtypes complex64 \
+  --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
 
 wait $BUILD; cat "$OUT/nvcc.txt" >>"$OUT/log.txt" 2>/dev/null
 [[ " $PARTS " == *" gpupeer "* ]] && { log "gpupeer"
-timeout 200 $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
-  "${PEER[@]}" --circuits qft random --fused "${FUSED[@]}" --reps 3 --device $DEV --output gpupeer$S >>"$OUT/log.txt" 2>&1
+timeout ${PEER_TIMEOUT:-280} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
+  "${PEER[@]}" --circuits layers qft --fused 2 3 4 5 --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
+  --output gpupeer$S >>"$OUT/log.txt" 2>&1
 log "gpupeer rc=$?"; keep gpupeer$S; }
 true

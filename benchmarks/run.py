@@ -41,6 +41,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # benchmarks.* of this checkout
 
 from benchmarks import output  # noqa: E402 - after the path above
+from benchmarks.gpu import DEFAULT_CONFIG as DEFAULT_TILE_CONFIG  # noqa: E402
+
+TILE_CONFIG_HELP = (
+    "GPU tile configurations F/TILE_BYTES/RUN_BYTES, the first the default's (benchmarks/gpu.py)"
+)
 
 # suite -> (module of benchmarks/, its function): the function returns the payload that
 # goes to results/SUITE.json (or --output), and writes its rows so far itself, if at all
@@ -163,9 +168,12 @@ def parser() -> argparse.ArgumentParser:
     gp.add_argument("--dtype")
     gp.add_argument("--reps", type=int)
     gp.add_argument("--save", default=None)
+    gp.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG])
     gs2 = sub.add_parser("gpu")
-    gs2.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30])
-    gs2.add_argument("--circuits", nargs="+", default=["qft", "random"])
+    gs2.add_argument("--qubits", type=int, nargs="+", default=[20, 28, 30])
+    gs2.add_argument("--circuits", nargs="+", default=["layers", "qft", "random"])
+    gs2.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help=TILE_CONFIG_HELP)
+    gs2.add_argument("--output", default="gpu", help="results/OUTPUT.json")
     gs2.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
     gs2.add_argument("--reps", type=int, default=5)
     gs2.add_argument("--cpu-reps", type=int, default=2)
@@ -217,10 +225,12 @@ def parser() -> argparse.ArgumentParser:
     gpc.add_argument("--circuit")
     gpc.add_argument("--qubits", type=int)
     gpc.add_argument("--reps", type=int)
+    gpc.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG])
     gpp = sub.add_parser("gpupeer")
-    gpp.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30])
-    gpp.add_argument("--circuits", nargs="+", default=["qft", "random"])
-    gpp.add_argument("--fused", type=int, nargs="+", default=[2, 3, 4], help="qsim's max fused sizes")
+    gpp.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30, 32])
+    gpp.add_argument("--circuits", nargs="+", default=["layers", "qft"])
+    gpp.add_argument("--fused", type=int, nargs="+", default=[2, 3, 4, 5], help="qsim's max fused sizes")
+    gpp.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help=TILE_CONFIG_HELP)
     gpp.add_argument("--reps", type=int, default=3)
     gpp.add_argument("--device", default="gpu", help="dasq's device (cpu for a dry run)")
     where = gpp.add_mutually_exclusive_group(required=True)

@@ -40,6 +40,7 @@ ONE = {
     "z": np.diag([1, -1]),
     "s": np.diag([1, 1j]),
     "t": np.diag([1, np.exp(0.25j * math.pi)]),
+    "x_1_2": np.array([[1 + 1j, 1 - 1j], [1 - 1j, 1 + 1j]]) / 2,  # qsim's X^(1/2)
 }
 
 
@@ -82,7 +83,7 @@ def test_qsim_text_gives_qiskits_state_for_every_gate_it_writes():
     rng = np.random.default_rng(3)
     qc = qiskit.QuantumCircuit(4, global_phase=0.3)
     for name in ONE:
-        getattr(qc, name)(int(rng.integers(4)))
+        getattr(qc, "sx" if name == "x_1_2" else name)(int(rng.integers(4)))
     for q in range(4):
         qc.u(*rng.uniform(-3, 3, 3), q)
         qc.rx(rng.uniform(-3, 3), q)
@@ -115,7 +116,11 @@ def test_qsims_timers_and_amplitudes_are_read():
     )
     found = parse_qsim_output(text)
     assert found["timers"] == {"init": 0.0012, "fuse": 2.5e-05, "simu": 0.5}
-    assert found["head"] == [0.5 - 0.25j, 0j]
+    assert found["head"] == [0.5 - 0.25j, 0j] and found["fused_gates"] is None
+    assert (
+        parse_qsim_output(text + "600 1-qubit, 300 2-qubit gates are fused into 152 gates\n")["fused_gates"]
+        == 152
+    )
     with pytest.raises(RuntimeError, match="no timing"):
         parse_qsim_output("operation is out of time order in line 3")
 

@@ -337,3 +337,105 @@ def test_a_run_on_gpu_0_and_a_missing_gpu():
         blocks = [b.compute() for b in state.blocks.to_delayed().ravel()]
         assert {b.device.id for b in blocks} == {count - 1}
         np.testing.assert_allclose(state.probabilities([0, 11]), [0.5, 0, 0, 0.5], atol=1e-12)
+
+
+# ----------------------------------------------------------------- shared-memory tile passes
+TILES = {
+    "lowest bits": (0, 1, 2, 3, 4, 5),
+    "low and high": (0, 1, 2, 5, 6, 7),
+    "scattered": (0, 1, 3, 4, 6, 8),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("where", list(TILES))
+def test_a_tile_pass_applies_its_groups_in_order_on_every_tile(backend, dtype, where):
+    """One launch applies dense groups of 1 to 5 qubits on tile ranks and phase tables
+    whose bits lie inside the tile, outside it (constants of a tile) or both, in
+    order, to every tile: the result is the product of their Kronecker operators."""
+    n = 9
+    tile = TILES[where]
+    rng = np.random.default_rng(sum(tile))
+    outside = [q for q in range(n) if q not in tile]
+    groups = []
+    for m in (2, 1, 5, 3, 4):
+        qubits = tuple(int(q) for q in rng.choice(tile, m, replace=False))
+        groups.append((qubits, random_unitary(m, rng), False))
+        phase_bits = (int(rng.choice(tile)), outside[m % len(outside)], int(rng.choice(outside)))
+        phase_bits = tuple(dict.fromkeys(phase_bits))
+        groups.append((phase_bits, np.exp(2j * np.pi * rng.random(1 << len(phase_bits))), True))
+    groups.append(((tile[1], tile[4]), np.diag(np.exp(1j * rng.random(4))), False))  # a diagonal matrix
+    groups.append(((tile[2],), np.eye(2), False))  # the identity: left out
+    block = random_state(n, rng).astype(dtype)
+    want = block.astype(np.complex128)
+    for qubits, values, is_table in groups:
+        want = embed(np.diag(values) if is_table else values, qubits, n) @ want
+    kernel = backend.compile_tile_pass(tile, groups, dtype)
+    assert isinstance(kernel, gpu_module.DeviceTileKernel)
+    assert kernel.program.words.size == sum(cuda_kernels.HEADER + len(q) for q, _, _ in groups[:-1])
+    np.testing.assert_allclose(
+        _run(backend, kernel, block), want, atol=1e-5 if dtype == "complex64" else 1e-12
+    )
+
+
+def test_the_tile_program_reads_the_lowest_bits_in_runs_and_makes_room_for_its_widest_matrix():
+    program = cuda_kernels.TileProgram.of(
+        (0, 1, 2, 7), [(cuda_kernels.DENSE, (0, 3), np.eye(4)), (cuda_kernels.PHASES, (1, -6), np.ones(4))]
+    )
+    assert program.low == 3 and program.widest == 2
+    assert program.shared_bytes(8) == (16 + 16) * 8
+    assert program.words.tolist() == [cuda_kernels.DENSE, 2, 0, 0, 3, cuda_kernels.PHASES, 2, 16, 1, -6]
+
+
+def test_tile_passes_take_every_group_once_in_an_order_that_keeps_the_circuit(monkeypatch):
+    """The passes over shared-memory tiles: each fused group in exactly one pass, the
+    lowest bits in every tile, a dense group's bits in its pass's tile, at most the
+    tile's width; a group wider than the tile's kernels runs alone; and far fewer
+    passes than groups on a layered random circuit."""
+    from dasq.engine.program import tile_passes
+    from dasq.plan.planner import make_plan
+    from dasq.plan.steps import BlockProgram
+
+    n, width, low = 16, 10, 3
+    rng = np.random.default_rng(5)
+    c = dasq.Circuit(n)
+    for _ in range(6):
+        for q in range(n):
+            c.unitary(random_unitary(1, rng), (q,))
+        order = rng.permutation(n)
+        for a, b in zip(order[0::2], order[1::2]):
+            c.cz(int(a), int(b))
+    c.unitary(random_unitary(6, rng), (0, 3, 5, 9, 12, 15))  # wider than a tile pass takes
+    stage = next(s for s in make_plan(list(c), n, n, fusion_size=3).steps if isinstance(s, BlockProgram))
+    passes = tile_passes(stage.groups, n, width, 5, low)
+    members = [i for p in passes for i in p.members]
+    assert sorted(members) == list(range(len(stage.groups)))
+    assert passes[-1].tile is None and passes[-1].members == (len(stage.groups) - 1,)
+    for p in passes[:-1]:
+        assert p.tile is not None and len(p.tile) == width and set(range(low)) <= set(p.tile)
+        for i in p.members:
+            assert stage.groups[i].diagonal or set(stage.groups[i].qubits) <= set(p.tile)
+    assert len(passes) * 2 < len(stage.groups)
+    # the passes' order keeps the circuit: the twin's state equals the CPU's
+    monkeypatch.setattr(gpu_module, "TILE_BYTES", 16 << width)
+    monkeypatch.setattr(gpu_module, "COALESCED_BYTES", 16 << low)
+    assert GPU_TWIN.tile_qubits("complex128") == (width, low)
+    twin = dasq.simulate(c, chunk_qubits=n, device="gpu-twin", dtype="complex128").to_numpy()
+    np.testing.assert_allclose(twin, dasq.simulate(c, chunk_qubits=n).to_numpy(), atol=1e-10)
+
+
+def test_a_second_run_of_a_circuit_reuses_its_plan_and_compiled_passes():
+    """No host time planning or compiling in a warm run: the plan is cached per circuit
+    and the compiled tile passes per program."""
+    from dasq.engine import program
+
+    c = dasq.Circuit(10)
+    for q in range(10):
+        c.h(q).cz(q, (q + 3) % 10)
+    first = dasq.simulate(c, device="gpu-twin")
+    compiled = len(program.COMPILED._held)
+    second = dasq.simulate(c, device="gpu-twin")
+    assert second.plan is first.plan
+    assert len(program.COMPILED._held) == compiled
+    np.testing.assert_allclose(second.to_numpy(), first.to_numpy())

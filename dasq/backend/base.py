@@ -102,6 +102,8 @@ class Backend:
     singleton: str = ""  # the module-level name of the backend's one instance
     xp: Any = np
     cache_blocking: bool = True  # whether stages run low groups over cache-sized slices
+    shared_tiles: bool = False  # whether a stage runs as passes of tiles in a GPU's shared memory
+    widest_tiled_group: int = 0  # the widest dense group a tile pass takes (wider ones run alone)
 
     def preferred_fusion_size(self) -> int:
         """The widest fused group this backend's kernels run fastest (the default of
@@ -200,6 +202,19 @@ class Backend:
         raise NotImplementedError
 
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
+        raise NotImplementedError
+
+    def tile_qubits(self, dtype: Any) -> tuple[int, int]:
+        """(width, low) of a shared-memory tile (``shared_tiles`` backends): its bits,
+        and how many of the block's lowest bits every tile holds (its runs in memory)."""
+        raise NotImplementedError
+
+    def compile_tile_pass(
+        self, tile: Sequence[int], groups: Sequence[tuple[Sequence[int], np.ndarray, bool]], dtype: str
+    ) -> Kernel:
+        """One kernel for a pass of groups over every tile (``shared_tiles`` backends):
+        ``tile`` the tile's block positions (increasing), each group its block
+        positions, its matrix (or phase table) and whether it is a phase table."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ bits

@@ -1,8 +1,11 @@
 """The GPU backend: blocks are cupy arrays, the arithmetic runs on the device.
 
-The array code is ``arrays``' (the namespace is cupy); fused groups of up to
-``MAX_GROUP_QUBITS`` qubits and diagonal runs are the CUDA kernels of
-``cuda_kernels``, wider groups cuBLAS (one matrix product). Reductions run on the
+The array code is ``arrays``' (the namespace is cupy). A stage runs as passes over
+tiles held in shared memory: each pass is one launch of ``cuda_kernels``'
+``tile_pass`` that applies every fused group of the pass to a tile (the runner
+chooses the passes, engine/program.py); groups that fit no tile run alone, up to
+``MAX_GROUP_QUBITS`` qubits with the one-group kernels, wider ones on cuBLAS (one
+matrix product). Reductions run on the
 device and only their results come to the host. ``GPU_TWIN`` is the same class on
 numpy with the kernels' numpy twins: what the tests run on machines without a GPU.
 """
@@ -20,6 +23,17 @@ from dasq.backend import cuda_kernels
 from dasq.backend.arrays import ArrayBackend, MatrixKernel
 from dasq.backend.base import Kernel, SkipKernel
 from dasq.errors import ValidationError
+
+# A tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
+# tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
+# overlap the arithmetic of others (the gpu suite's tile sweep: benchmarks/README.md).
+TILE_BYTES = 32 << 10
+# A tile holds the lowest bits of the block, read and written in runs of this many
+# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes.
+COALESCED_BYTES = 256
+# Each qubit more in a group doubles its arithmetic per amplitude, which in shared
+# memory is no longer hidden behind the pass over device memory: groups of 3.
+GPU_FUSION_SIZE = 3
 
 
 @functools.cache
@@ -110,6 +124,22 @@ class DeviceGroupKernel(Kernel):
 
 
 @dataclass(frozen=True, eq=False)
+class DeviceTileKernel(Kernel):
+    """A pass of groups applied tile by tile in shared memory: one launch."""
+
+    launch: Any  # cuda_kernels.tile_pass_cuda or its twin
+    program: cuda_kernels.TileProgram
+    words: Any  # the program's arrays in the backend's memory, uploaded once
+    entries: Any
+    positions: Any
+    device: OnDevice | None = None
+
+    def apply(self, view: Any) -> None:
+        _use(self.device)
+        self.launch(view, self.program, self.words, self.entries, self.positions)
+
+
+@dataclass(frozen=True, eq=False)
 class DevicePhaseKernel(Kernel):
     """A table of 2^k phases, one thread per amplitude."""
 
@@ -129,6 +159,8 @@ class GPUBackend(ArrayBackend):
     the runner to block for, and one launch per group beats many small ones."""
 
     cache_blocking = False
+    shared_tiles = True
+    widest_tiled_group = cuda_kernels.MAX_GROUP_QUBITS
     reduce_slice = 1 << 26
 
     def __init__(self, name: str, singleton: str, *, twin: bool = False, index: int | None = None) -> None:
@@ -163,7 +195,45 @@ class GPUBackend(ArrayBackend):
         # the shared instances by their module-level name; "gpu:N" by N, made anew where unpickled
         return self.singleton if self.index is None else (on_gpu, (self.index,))
 
+    def preferred_fusion_size(self) -> int:
+        return GPU_FUSION_SIZE
+
+    def tile_qubits(self, dtype: Any) -> tuple[int, int]:
+        itemsize = np.dtype(dtype).itemsize
+        return (TILE_BYTES // itemsize).bit_length() - 1, max(
+            0, (COALESCED_BYTES // itemsize).bit_length() - 1
+        )
+
     # ------------------------------------------------------------ compiled groups
+    def compile_tile_pass(
+        self, tile: Sequence[int], groups: Sequence[tuple[Sequence[int], np.ndarray, bool]], dtype: str
+    ) -> Kernel:
+        rank = {q: r for r, q in enumerate(tile)}
+        ops = []
+        for qubits, values, is_table in groups:
+            if not is_table:
+                diag = np.diag(values)
+                if np.count_nonzero(values - np.diag(diag)):
+                    ops.append((cuda_kernels.DENSE, tuple(rank[q] for q in qubits), values))
+                    continue
+                values = diag
+            if np.all(values == 1):
+                continue
+            bits = tuple(rank[q] if q in rank else -(q + 1) for q in qubits)
+            ops.append((cuda_kernels.PHASES, bits, values))
+        if not ops:
+            return SkipKernel()
+        program = cuda_kernels.TileProgram.of(tuple(tile), ops)
+        launch = cuda_kernels.tile_pass_twin if self.twin else cuda_kernels.tile_pass_cuda
+        return DeviceTileKernel(
+            launch,
+            program,
+            self.small(program.words, np.int32),
+            self.small(program.entries, dtype),
+            self.small(np.asarray(program.positions), np.int32),
+            self._device,
+        )
+
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
         if np.all(table == 1):
             return SkipKernel()

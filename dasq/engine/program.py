@@ -12,6 +12,12 @@ where it lies (``Kernel.in_tiles``), or the tile is gathered into a scratch copy
 over main memory however many groups it holds: the second, cache-sized level of
 blocking. Diagonal groups join any run, whatever their bits
 (``TiledDiagonal``), so long runs of phases (a QFT) cost a few passes, not one each.
+
+On a backend with ``shared_tiles`` (a GPU) the same idea has another shape: a stage
+runs as passes over tiles held in shared memory (``tile_passes``), each pass one
+kernel for all its groups. The passes are chosen by the stage planner's own greedy
+staging, run on the fused groups with the tile's free bits as its "local" qubits:
+groups are taken out of order where they commute, as the planner takes operations.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +37,7 @@ from dasq.backend.registry import get_backend
 from dasq.engine.actions import apply_action
 from dasq.plan import lowering
 from dasq.plan.fusion import Group
+from dasq.plan.stages import Footprint, staged_footprints
 from dasq.plan.steps import BlockProgram
 
 # A tile of 4 MiB (2^19 complex64 or 2^18 complex128 amplitudes): it stays in a
@@ -143,6 +151,49 @@ def cache_runs(groups: Sequence[Group], L: int, cache_qubits: int) -> tuple[Cach
     return tuple(out)
 
 
+def tile_passes(groups: Sequence[Group], L: int, width: int, widest: int, low: int) -> tuple[CacheRun, ...]:
+    """The passes of a stage over tiles of 2^``width`` amplitudes (a GPU's shared
+    memory). Every tile holds the lowest ``low`` bits (coalesced loads) and
+    ``width - low`` others, chosen per pass by the planner's greedy staging over the
+    groups: a dense group needs its bits in the tile, a diagonal needs none (its bits
+    outside are constants of a tile). Groups that no tile takes (unfused, or dense and
+    wider than ``widest``) run alone (``tile`` None) and split the passes around them."""
+    width = min(width, L)
+    dense = [len(g.qubits) for g in groups if g.fused and not g.diagonal and len(g.qubits) <= widest]
+    low = max(0, min(low, width - max(dense, default=0)))
+    out: list[CacheRun] = []
+    segment: list[int] = []
+
+    def close() -> None:
+        if not segment:
+            return
+        if width == L:  # the whole block is one tile
+            out.append(CacheRun(tuple(segment), tuple(range(L))))
+        else:
+            footprints = [_tile_footprint(groups[i], L, low) for i in segment]
+            for choice in staged_footprints(footprints, frozenset(range(low, L)), width - low, None):
+                tile = tuple(sorted({*range(low), *choice.local}))
+                out.append(CacheRun(tuple(segment[i] for i in choice.ops), tile))
+        segment.clear()
+
+    for i, g in enumerate(groups):
+        if g.fused and (g.diagonal or len(g.qubits) <= min(widest, width - low)):
+            segment.append(i)
+        else:
+            close()
+            out.append(CacheRun((i,)))
+    close()
+    return tuple(out)
+
+
+def _tile_footprint(group: Group, L: int, low: int) -> Footprint:
+    """A group as the staging sees it: every bit it reads or writes keeps its order,
+    and a dense group needs its bits above the ``low`` ones in the tile."""
+    wires = frozenset(q for op in group.ops for q in op.qubits) | frozenset(group.qubits)
+    needs = frozenset() if group.diagonal else frozenset(q for q in group.qubits if q >= low)
+    return Footprint(wires, needs)
+
+
 @functools.lru_cache(maxsize=256)
 def tile_bases(tile: tuple[int, ...], L: int) -> tuple[int, ...]:
     """The block index of each tile's first amplitude: every value of the bits
@@ -216,6 +267,37 @@ def _at(kernel: Kernel | TiledDiagonal, base: int) -> Kernel:
     return kernel.kernel_at(base) if isinstance(kernel, TiledDiagonal) else kernel
 
 
+RUNNER_CACHE_SIZE = 64  # programs whose compiled kernels are kept between runs
+
+
+class _CompiledPrograms:
+    """The kernels compiled for a program, kept across runs: a cached plan (plan/reuse.py)
+    hands the same program objects to every run of a circuit, and its runners find
+    the kernels (and a GPU's uploaded tables) the first run compiled. Keyed by the
+    program's identity, held with it so the key cannot be reused."""
+
+    def __init__(self) -> None:
+        self._held: OrderedDict[tuple, tuple[BlockProgram, dict, dict]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def caches(
+        self, program: BlockProgram, L: int, backend: Backend, cache_qubits: int | None
+    ) -> tuple[dict, dict]:
+        """(runs by dtype, kernels by key) shared by every runner of ``program`` here."""
+        key = (id(program), L, backend.name, cache_qubits)
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held[0] is not program:
+                held = self._held[key] = (program, {}, {})
+            self._held.move_to_end(key)
+            while len(self._held) > RUNNER_CACHE_SIZE:
+                self._held.popitem(last=False)
+        return held[1], held[2]
+
+
+COMPILED = _CompiledPrograms()
+
+
 class BlockRunner:
     """Callable run by every block task of one stage (picklable for distributed)."""
 
@@ -227,8 +309,9 @@ class BlockRunner:
         self.backend = backend
         self.cache_qubits = cache_qubits if backend.cache_blocking else L  # None: by the dtype
         self._global_bits = [g.global_bits(L) for g in program.groups]
-        self._runs: dict[Any, tuple[CacheRun, ...]] = {}
-        self._kernels: dict[tuple, Kernel | TiledDiagonal] = {}
+        self._runs: dict[Any, tuple[CacheRun, ...]]
+        self._kernels: dict[tuple, Kernel | TiledDiagonal]
+        self._runs, self._kernels = COMPILED.caches(program, L, backend, cache_qubits)
         self._tile_appliers: dict[tuple, TileApply | None] = {}
         self._held = threading.local()  # each thread's scratch tile, kept for the stage
 
@@ -236,20 +319,26 @@ class BlockRunner:
         """The stage's cache runs for blocks of ``dtype`` (the tile's bytes are fixed)."""
         runs = self._runs.get(dtype)  # keyed by the dtype itself: its str() is slow
         if runs is None:
-            width = self.cache_qubits if self.cache_qubits is not None else default_cache_qubits(dtype)
-            runs = self._runs[dtype] = cache_runs(self.program.groups, self.L, width)
+            backend, groups = self.backend, self.program.groups
+            if backend.shared_tiles:
+                width, low = backend.tile_qubits(dtype)
+                runs = tile_passes(groups, self.L, width, backend.widest_tiled_group, low)
+            else:
+                width = self.cache_qubits if self.cache_qubits is not None else default_cache_qubits(dtype)
+                runs = cache_runs(groups, self.L, width)
+            self._runs[dtype] = runs
         return runs
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_kernels"] = {}
+        del state["_kernels"], state["_runs"], state["_held"]
         state["_tile_appliers"] = {}
-        del state["_held"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._held = threading.local()
+        self._runs, self._kernels = COMPILED.caches(self.program, self.L, self.backend, self.cache_qubits)
 
     def _scratch(self, size: int, dtype: Any) -> Any:
         """This thread's gathered tile: allocated once per stage and thread (the
@@ -279,7 +368,10 @@ class BlockRunner:
         backend = self.backend
         if backend.holds_only_zeros(block):  # the program is linear: zeros stay zeros
             return block
-        for run in self.runs(block.dtype):
+        for r, run in enumerate(self.runs(block.dtype)):
+            if run.tile is not None and backend.shared_tiles:
+                self._tile_kernel(r, run, block_index, block.dtype).apply(block)
+                continue
             if run.tile is None:
                 for i in run.members:
                     group = self.program.groups[i]
@@ -343,6 +435,23 @@ class BlockRunner:
                 return None
             appliers.append(apply)
         return appliers
+
+    def _tile_kernel(self, r: int, run: CacheRun, block_index: int, dtype: Any) -> Kernel:
+        """Pass r's one kernel over the shared-memory tiles of block ``block_index``."""
+        signature = tuple((block_index >> b) & 1 for i in run.members for b in self._global_bits[i])
+        key = ("tiles", r, signature, dtype)
+        kern = self._kernels.get(key)
+        if kern is None:
+            groups = []
+            for i in run.members:
+                group = self.program.groups[i]
+                if group.diagonal:
+                    groups.append((group.qubits, group_diagonal(group, self.L, block_index), True))
+                else:
+                    groups.append((group.qubits, group_matrix(group, self.L, block_index), False))
+            assert run.tile is not None
+            kern = self._kernels[key] = self.backend.compile_tile_pass(run.tile, groups, dtype)
+        return kern  # type: ignore[return-value]
 
     def _kernel(
         self, i: int, block_index: int, dtype: Any, tile: tuple[int, ...] | None = None

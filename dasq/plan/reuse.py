@@ -12,8 +12,12 @@ differ). A bound value that changes the structure (an angle that makes a rotatio
 diagonal, such as ``ry(0)``) gives another key, which is planned afresh; a plan
 in which the planner merged a slotted operation into a new one is never reused.
 
-Only bound circuits are cached: a plan keeps its operations alive (a user's large
-explicit matrices among them), which is worth it where many bindings follow.
+A circuit without bound parameters is cached as it is, keyed by its operations
+(which compare by identity) and its global phase: running one circuit again reuses
+its plan, and with it the kernels the engine compiled for the plan's programs
+(engine/program.py), so a warm run spends no host time planning or compiling.
+A plan keeps its operations alive (a user's large explicit matrices among them):
+``PLAN_CACHE_SIZE`` plans at most.
 """
 
 from __future__ import annotations
@@ -53,7 +57,12 @@ def cached_plan(
         )
 
     if not any(binding_slot(op) is not None for op in ops):
-        return with_global_phase(fresh(), global_phase)
+        key = (num_qubits, chunk_qubits, method, layout, fusion_size, tuple(ops), global_phase)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = with_global_phase(fresh(), global_phase)
+        _remember(key, plan)
+        return plan
     structure = tuple(_structure(op, chunk_qubits) for op in ops)
     key = (num_qubits, chunk_qubits, method, layout, fusion_size, structure)
     if key in _plans:
@@ -62,10 +71,15 @@ def cached_plan(
         if template is not None:
             return with_global_phase(rebind(template, ops), global_phase)
     plan = fresh()
-    _plans[key] = plan if _reusable(plan, ops) else None
+    _remember(key, plan if _reusable(plan, ops) else None)
+    return with_global_phase(plan, global_phase)
+
+
+def _remember(key: Hashable, plan: PhysicalPlan | None) -> None:
+    _plans[key] = plan
+    _plans.move_to_end(key)
     while len(_plans) > PLAN_CACHE_SIZE:
         _plans.popitem(last=False)
-    return with_global_phase(plan, global_phase)
 
 
 def clear_plan_cache() -> None:

@@ -124,16 +124,24 @@ def greedy_stages(
     needed most often in a look-ahead window), keeps the one that runs the most
     operations (ties: the fewest wires moved), and fills free slots with wires
     already local. ``initial_local`` None: the first layout is free."""
-    footprints = _footprints(ops, L)
-    everyone = frozenset(range(num_qubits))
-    done = [False] * len(ops)
+    return staged_footprints(_footprints(ops, L), frozenset(range(num_qubits)), L, initial_local)
+
+
+def staged_footprints(
+    footprints: Footprints, candidates: frozenset[int], L: int, initial_local: frozenset[int] | None
+) -> list[StageChoice]:
+    """``greedy_stages`` over footprints: the local sets are drawn from ``candidates``
+    (L of them each). A GPU's shared-memory tiles are staged by it too, over fused
+    groups, with the tile's free bits for L (engine/program.py)."""
+    num_wires = len(frozenset().union(*(f.wires for f in footprints), candidates))
+    done = [False] * len(footprints)
     first = 0
     current = initial_local
     stages: list[StageChoice] = []
-    while first < len(ops):
+    while first < len(footprints):
         best: tuple[int, int] | None = None
         chosen: tuple[frozenset[int], list[int]] = (frozenset(), [])
-        for local, executed in _options(footprints, done, first, num_qubits, L, current, everyone):
+        for local, executed in _options(footprints, done, first, num_wires, L, current, candidates):
             moved = len(local - current) if current is not None else 0
             score = (len(executed), -moved)
             if best is None or score > best:
@@ -141,7 +149,7 @@ def greedy_stages(
         local, executed = chosen
         for i in executed:
             done[i] = True
-        while first < len(ops) and done[first]:
+        while first < len(footprints) and done[first]:
             first += 1
         current = local
         stages.append(StageChoice(local, tuple(executed)))

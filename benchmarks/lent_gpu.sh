@@ -31,7 +31,7 @@ log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
 # the tile configurations F/TILE_BYTES/RUN_BYTES timed (the first: dasq's default)
-read -r -a CONFIGS <<<"${CONFIGS:-3/32768/256 2/32768/64 3/32768/64 2/65536/64 3/65536/64 4/32768/64}"
+read -r -a CONFIGS <<<"${CONFIGS:-3/32768/64 2/32768/64 3/32768/256 2/65536/64 3/65536/64 4/32768/64}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &
@@ -42,7 +42,8 @@ else
   (start=$(date +%s%N); nvcc -std=c++17 -O3 -arch=native -Wno-deprecated-gpu-targets -o $QSIM \
      .qsim/apps/qsim_base_cuda.cu >"$OUT/nvcc.txt" 2>&1
    echo "qsim build rc=$? ms=$((($(date +%s%N) - start) / 1000000))" >>"$OUT/nvcc.txt") &
-  GPU=(--qubits 20 28 --check-max-qubits 20 --cpu-max-qubits 20) PEER=(--qubits 26 28 30 32) TESTDEV=gpu
+  read -r -a GPUQ <<<"${GPU_QUBITS:-20 28}"
+  GPU=(--qubits "${GPUQ[@]}" --check-max-qubits 20 --cpu-max-qubits ${CPU_MAX:-20}) PEER=(--qubits 26 28 30 32) TESTDEV=gpu
   XDIST=(-n "${TEST_WORKERS:-12}")
 fi
 BUILD=$!
@@ -52,17 +53,18 @@ PARTS=${PARTS:-tests gpu gpupeer}
 
 [[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
 timeout ${TESTS_TIMEOUT:-170} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
-  tests/test_gpu_backend.py tests/test_operations_reference.py -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
+  ${TESTS:-tests/test_gpu_backend.py tests/test_operations_reference.py} -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
 log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
 [[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
-timeout ${GPU_TIMEOUT:-150} $PY benchmarks/run.py gpu "${GPU[@]}" --circuits layers qft random --dtypes complex64 \
+read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
+timeout ${GPU_TIMEOUT:-150} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
   --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
 
 wait $BUILD; cat "$OUT/nvcc.txt" >>"$OUT/log.txt" 2>/dev/null
 [[ " $PARTS " == *" gpupeer "* ]] && { log "gpupeer"
 timeout ${PEER_TIMEOUT:-280} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
-  "${PEER[@]}" --circuits layers qft --fused 2 3 4 5 --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
+  "${PEER[@]}" --circuits layers qft --fused ${FUSED:-2 3 4 5} --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
   --output gpupeer$S >>"$OUT/log.txt" 2>&1
 log "gpupeer rc=$?"; keep gpupeer$S; }
 true

@@ -384,7 +384,9 @@ def test_the_tile_program_reads_the_lowest_bits_in_runs_and_makes_room_for_its_w
         (0, 1, 2, 7), [(cuda_kernels.DENSE, (0, 3), np.eye(4)), (cuda_kernels.PHASES, (1, -6), np.ones(4))]
     )
     assert program.low == 3 and program.widest == 2
-    assert program.shared_bytes(8) == (16 + 16) * 8
+    # the tile and the widest matrix, an address and a phase index for the one round of
+    # threads, and the program's ten words
+    assert program.shared_bytes(8) == (16 + 16) * 8 + 12 + 4 * 10
     assert program.words.tolist() == [cuda_kernels.DENSE, 2, 0, 0, 3, cuda_kernels.PHASES, 2, 16, 1, -6]
 
 

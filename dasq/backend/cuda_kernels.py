@@ -164,46 +164,77 @@ __device__ void dense_on_tile(__VEC__* tile, __VEC__* mat, const __VEC__* entrie
 }
 
 __device__ void phases_on_tile(__VEC__* tile, const __VEC__* table, const int* bits, int m, int k,
-                               long long base)
+                               long long base, int* spread)
 {
-    int fixed = 0;  // the table index's bits outside the tile: constants of the tile
-    for (int b = 0; b < m; ++b)
-        if (bits[b] < 0) fixed |= (int)((base >> (-bits[b] - 1)) & 1) << b;
-    for (int e = threadIdx.x; e < (1 << k); e += blockDim.x) {
-        int j = fixed;
+    // The table index of amplitude e: its bits outside the tile (constants of the tile)
+    // and those of e at the table's tile ranks, gathered; gathering is linear over e's
+    // bits, so e = thread + r * blockDim gathers as gather(thread) | spread[r].
+    int fixed = 0, own = 0;
+    for (int b = 0; b < m; ++b) {
+        int q = bits[b];
+        if (q < 0) fixed |= (int)((base >> (-q - 1)) & 1) << b;
+        else own |= ((threadIdx.x >> q) & 1) << b;
+    }
+    const int size = 1 << k, rounds = (size + blockDim.x - 1) / blockDim.x;
+    if (threadIdx.x < rounds) {
+        int e = threadIdx.x * blockDim.x, j = 0;
         for (int b = 0; b < m; ++b)
             if (bits[b] >= 0) j |= ((e >> bits[b]) & 1) << b;
-        __VEC__ a = tile[e], t = table[j], out;
-        out.x = CMUL_RE(a, t);
-        out.y = CMUL_IM(a, t);
-        tile[e] = out;
+        spread[threadIdx.x] = j;
+    }
+    __syncthreads();
+    for (int r = 0; r < rounds; ++r) {
+        int e = threadIdx.x + r * blockDim.x;
+        if (e < size) {
+            __VEC__ a = tile[e], t = table[fixed | own | spread[r]], out;
+            out.x = CMUL_RE(a, t);
+            out.y = CMUL_IM(a, t);
+            tile[e] = out;
+        }
     }
 }
 
-extern "C" __global__ void tile_pass(
+extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
     __VEC__* state, const int* program, int words, const __VEC__* entries, const int* positions,
     int k, int low)
 {
+    // shared: the tile, the widest matrix, where each round's amplitudes sit in the
+    // block, the program's words, and a phase table's spread per round
     extern __shared__ __align__(16) unsigned char shared[];
+    const int size = 1 << k, rounds = (size + blockDim.x - 1) / blockDim.x;
     __VEC__* tile = (__VEC__*)shared;
-    __VEC__* mat = tile + (1 << k);
+    __VEC__* mat = tile + size;
+    long long* high = (long long*)(mat + (1 << (2 * __K__)));
+    int* prog = (int*)(high + rounds);
+    int* spread = prog + words;
+    for (int w = threadIdx.x; w < words; w += blockDim.x) prog[w] = program[w];
     long long base = blockIdx.x;  // the tile's number, a zero inserted at each tile position
     for (int i = 0; i < k; ++i) {
         int b = positions[i];
         base = ((base >> b) << (b + 1)) | (base & ((1LL << b) - 1));
     }
-    // positions[0..low) are bits 0..low-1: the tile is read and written in runs of 2^low
-    for (int e = threadIdx.x; e < (1 << k); e += blockDim.x) {
-        long long at = base | (e & ((1 << low) - 1));
-        for (int i = low; i < k; ++i) at |= (long long)((e >> i) & 1) << positions[i];
-        tile[e] = state[at];
+    // amplitude e of the tile sits at base | deposit(e), the bits of e spread over the
+    // tile's positions; deposit is linear: e = thread + r * blockDim sits at
+    // base | own | high[r]. positions[0..low) are bits 0..low-1: runs of 2^low amplitudes.
+    long long own = 0;
+    for (int i = 0; i < k; ++i) own |= (long long)((threadIdx.x >> i) & 1) << positions[i];
+    if (threadIdx.x < rounds) {
+        int e = threadIdx.x * blockDim.x;
+        long long at = 0;
+        for (int i = 0; i < k; ++i) at |= (long long)((e >> i) & 1) << positions[i];
+        high[threadIdx.x] = at;
+    }
+    __syncthreads();
+    for (int r = 0; r < rounds; ++r) {
+        int e = threadIdx.x + r * blockDim.x;
+        if (e < size) tile[e] = state[base | own | high[r]];
     }
     __syncthreads();
     for (int w = 0; w < words;) {
-        int kind = program[w], m = program[w + 1], offset = program[w + 2];
-        const int* bits = program + w + __HEADER__;
+        int kind = prog[w], m = prog[w + 1], offset = prog[w + 2];
+        const int* bits = prog + w + __HEADER__;
         if (kind == __PHASES__) {
-            phases_on_tile(tile, entries + offset, bits, m, k, base);
+            phases_on_tile(tile, entries + offset, bits, m, k, base, spread);
         } else {
             switch (m) {  // compiled up to the program's widest group: fewer registers, more tiles in flight
                 case 1: dense_on_tile<1>(tile, mat, entries + offset, bits, k); break;
@@ -224,10 +255,9 @@ extern "C" __global__ void tile_pass(
         __syncthreads();
         w += __HEADER__ + m;
     }
-    for (int e = threadIdx.x; e < (1 << k); e += blockDim.x) {
-        long long at = base | (e & ((1 << low) - 1));
-        for (int i = low; i < k; ++i) at |= (long long)((e >> i) & 1) << positions[i];
-        state[at] = tile[e];
+    for (int r = 0; r < rounds; ++r) {
+        int e = threadIdx.x + r * blockDim.x;
+        if (e < size) state[base | own | high[r]] = tile[e];
     }
 }
 """
@@ -244,6 +274,7 @@ def _compiled(source: str, name: str, real: str, k: int) -> Any:
         .replace("__K__", str(k))
         .replace("__HEADER__", str(HEADER))
         .replace("__PHASES__", str(PHASES))
+        .replace("__THREADS__", str(TILE_THREADS))
     )
     return cupy.RawKernel(code, name)
 
@@ -325,8 +356,11 @@ class TileProgram:
         return cls(tuple(positions), np.asarray(words, dtype=np.int32), table, widest)
 
     def shared_bytes(self, itemsize: int) -> int:
-        """Shared memory of one CUDA block: the tile and the widest matrix."""
-        return ((1 << len(self.positions)) + (1 << (2 * self.widest))) * itemsize
+        """Shared memory of one CUDA block: the tile, the widest matrix (as compiled), an
+        address (8 bytes) and a phase index (4) per round of its threads, the words."""
+        size = 1 << len(self.positions)
+        rounds = -(-size // TILE_THREADS)
+        return (size + (1 << (2 * max(1, self.widest)))) * itemsize + 12 * rounds + 4 * self.words.size
 
 
 def tile_pass_cuda(state: Any, program: TileProgram, words: Any, entries: Any, positions: Any) -> None:

@@ -29,10 +29,12 @@ from dasq.errors import ValidationError
 # overlap the arithmetic of others (the gpu suite's tile sweep: benchmarks/README.md).
 TILE_BYTES = 32 << 10
 # A tile holds the lowest bits of the block, read and written in runs of this many
-# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes.
-COALESCED_BYTES = 256
+# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes: runs
+# of 64 bytes beat 256 on every circuit of the gpupeer suite at 26-32 qubits.
+COALESCED_BYTES = 64
 # Each qubit more in a group doubles its arithmetic per amplitude, which in shared
-# memory is no longer hidden behind the pass over device memory: groups of 3.
+# memory is no longer hidden behind the pass over device memory: groups of 3 (2 and 4
+# measured alongside: benchmarks/README.md, gpupeer).
 GPU_FUSION_SIZE = 3
 
 

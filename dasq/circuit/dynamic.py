@@ -11,6 +11,7 @@ what makes a circuit dynamic.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +48,24 @@ def _writes(op: Any) -> set[int]:
     return set()
 
 
+_SPLITS: OrderedDict[tuple, ShotProgram] = OrderedDict()  # by the operations (which hash by identity)
+SPLITS_KEPT = 16
+
+
 def split_terminal_measurements(circuit: Any) -> ShotProgram:
-    ops = list(circuit)
+    """The circuit's program for shots: its body and the terminal measurements that
+    sampling the final state replaces. Remembered for the last few operation lists: a
+    run asks more than once, and running a circuit again costs no pass over it."""
+    ops = tuple(circuit)
+    program = _SPLITS.get(ops)
+    if program is None:
+        program = _SPLITS[ops] = _split(ops)
+        while len(_SPLITS) > SPLITS_KEPT:
+            _SPLITS.popitem(last=False)
+    return program
+
+
+def _split(ops: tuple) -> ShotProgram:
     keep = [True] * len(ops)
     terminal: list[tuple[int, int]] = []
     readout: list[tuple[float, float]] = []

@@ -270,6 +270,16 @@ def _at(kernel: Kernel | TiledDiagonal, base: int) -> Kernel:
 RUNNER_CACHE_SIZE = 64  # programs whose compiled kernels are kept between runs
 
 
+@dataclass
+class CompiledProgram:
+    """What the runners of one program share in a process: its groups' global bits,
+    its runs per dtype, its compiled kernels."""
+
+    global_bits: list[tuple[int, ...]]
+    runs: dict[Any, tuple[CacheRun, ...]]
+    kernels: dict[tuple, Kernel | TiledDiagonal]
+
+
 class _CompiledPrograms:
     """The kernels compiled for a program, kept across runs: a cached plan (plan/reuse.py)
     hands the same program objects to every run of a circuit, and its runners find
@@ -277,22 +287,23 @@ class _CompiledPrograms:
     program's identity, held with it so the key cannot be reused."""
 
     def __init__(self) -> None:
-        self._held: OrderedDict[tuple, tuple[BlockProgram, dict, dict]] = OrderedDict()
+        self._held: OrderedDict[tuple, tuple[BlockProgram, CompiledProgram]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def caches(
+    def of(
         self, program: BlockProgram, L: int, backend: Backend, cache_qubits: int | None
-    ) -> tuple[dict, dict]:
-        """(runs by dtype, kernels by key) shared by every runner of ``program`` here."""
+    ) -> CompiledProgram:
+        """What every runner of ``program`` (on L, ``backend``) shares in this process."""
         key = (id(program), L, backend.name, cache_qubits)
         with self._lock:
             held = self._held.get(key)
             if held is None or held[0] is not program:
-                held = self._held[key] = (program, {}, {})
+                compiled = CompiledProgram([g.global_bits(L) for g in program.groups], {}, {})
+                held = self._held[key] = (program, compiled)
             self._held.move_to_end(key)
             while len(self._held) > RUNNER_CACHE_SIZE:
                 self._held.popitem(last=False)
-        return held[1], held[2]
+        return held[1]
 
 
 COMPILED = _CompiledPrograms()
@@ -308,10 +319,7 @@ class BlockRunner:
         self.L = L
         self.backend = backend
         self.cache_qubits = cache_qubits if backend.cache_blocking else L  # None: by the dtype
-        self._global_bits = [g.global_bits(L) for g in program.groups]
-        self._runs: dict[Any, tuple[CacheRun, ...]]
-        self._kernels: dict[tuple, Kernel | TiledDiagonal]
-        self._runs, self._kernels = COMPILED.caches(program, L, backend, cache_qubits)
+        self._share(COMPILED.of(program, L, backend, cache_qubits))
         self._tile_appliers: dict[tuple, TileApply | None] = {}
         self._held = threading.local()  # each thread's scratch tile, kept for the stage
 
@@ -329,16 +337,22 @@ class BlockRunner:
             self._runs[dtype] = runs
         return runs
 
+    def _share(self, compiled: CompiledProgram) -> None:
+        self._global_bits = compiled.global_bits
+        self._runs = compiled.runs
+        self._kernels = compiled.kernels
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        del state["_kernels"], state["_runs"], state["_held"]
+        for name in ("_global_bits", "_runs", "_kernels", "_held"):
+            del state[name]
         state["_tile_appliers"] = {}
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._held = threading.local()
-        self._runs, self._kernels = COMPILED.caches(self.program, self.L, self.backend, self.cache_qubits)
+        self._share(COMPILED.of(self.program, self.L, self.backend, self.cache_qubits))
 
     def _scratch(self, size: int, dtype: Any) -> Any:
         """This thread's gathered tile: allocated once per stage and thread (the

@@ -20,7 +20,7 @@ from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.parameters import is_batch, parameter_batch
 from dasq.engine.compression import PieceCodec
-from dasq.engine.memory import scheduler_client
+from dasq.engine.memory import resolve_relayout_method, scheduler_client
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
 from dasq.engine.sweep import final_state
@@ -119,10 +119,13 @@ def simulate(
             Dask work.
         relayout_method: How relayouts become tasks: "views", "packed", "tasks" or
             "p2p" (default: views on one machine, packed on a distributed client, or
-            dask config ``dasq.relayout-method``).
+            dask config ``dasq.relayout-method``); "p2p" needs a distributed client.
         relayout_compression: On a cluster, relayout pieces that cross workers
             travel compressed, "zstd" or "blosc" (lossless; dask config
-            ``dasq.relayout-compression``). In one process nothing travels.
+            ``dasq.relayout-compression``). In one process nothing travels. The plan
+            then runs as a task graph, not as one program per worker (a
+            ``RuntimeWarning`` says so unless ``relayout_method`` picks a task graph's
+            method: "packed", "tasks", "p2p" or "views").
         relayout_keep_bits: Lossy bit rounding of those pieces first (dask config
             ``dasq.relayout-keep-bits``), whose cost is in
             ``state.report.relayout_fidelity``.
@@ -292,6 +295,7 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
     if request.compression is not None or request.keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
     running_on = scheduler_client(request.client)  # the cluster that will hold the blocks, if any
+    resolve_relayout_method(request.relayout_method, running_on)  # an unknown or impossible method
     on_gpu = request.backend.memory_bytes() is not None
     L = request.chunk_qubits
     if L is None:

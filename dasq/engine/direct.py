@@ -40,7 +40,7 @@ from dask._task_spec import DataNode, Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
-from dasq.engine.layers import Gather
+from dasq.engine.layers import Gather, writable_in_place
 from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan import relayout as algebra
@@ -339,9 +339,7 @@ class _Program:
             if c in step.zero or not runner.changes(c):
                 return block
             block = self._live(blocks, c)
-            if not owned or not getattr(block.flags, "writeable", True):
-                block = block.copy()
-            return runner(block, c)
+            return runner(writable_in_place(block) if owned else block.copy(), c)
 
         out = dict(zip(self.mine, self.pool.map(one, self.mine))) if send_next is None else {}
         if send_next is not None:  # each block's pieces leave as soon as it is computed

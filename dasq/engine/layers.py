@@ -109,10 +109,23 @@ def _run_program(runner: BlockRunner, block_index: int, block: Any) -> Any:
     return runner(block.copy(), block_index)
 
 
+def writable_in_place(block: Any) -> Any:
+    """``block`` itself where the kernels can write into it in place (1-d,
+    C-contiguous, writable, aligned), else a copy that is. A block that came from
+    another worker may lie at any offset of the message that brought it (unaligned:
+    numba's tile kernels refuse it), and a view may be read-only (a user's input)."""
+    flags = block.flags
+    ready = (
+        block.ndim == 1
+        and flags.c_contiguous
+        and getattr(flags, "writeable", True)  # cupy's arrays have neither flag
+        and getattr(flags, "aligned", True)
+    )
+    return block if ready else block.copy()
+
+
 def _run_program_in_place(runner: BlockRunner, block_index: int, block: Any) -> Any:
-    if not getattr(block.flags, "writeable", True):  # e.g. a read-only view
-        return runner(block.copy(), block_index)
-    return runner(block, block_index)
+    return runner(writable_in_place(block), block_index)
 
 
 def _gather_run(runner: BlockRunner, gather: Gather, block_index: int, *blocks: Any) -> Any:

@@ -95,6 +95,16 @@ def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0
             f"relayout method must be 'auto', 'direct' or one of {layers.RELAYOUT_METHODS}, "
             f"got {configured!r}"
         )
+    if configured == "p2p" and scheduler_client(client) is None:
+        from dasq.errors import ValidationError
+
+        # Dask's p2p rechunk runs on a distributed scheduler's workers: on threads it
+        # fails in its transfer phase, after the stages before it have run
+        raise ValidationError(
+            "relayout method 'p2p' is Dask's peer-to-peer rechunk, which needs a distributed "
+            "Client (pass client= or create one first); without one use 'auto', 'views', "
+            "'packed' or 'tasks'"
+        )
     return configured
 
 
@@ -321,6 +331,7 @@ class MemoryExecutor:
         if cluster is not None:
             if self.progress:
                 show_progress(result.blocks, cluster)
+            raise_first_error(result.blocks, cluster)
             rounded = self.relayout_codec is not None and self.relayout_codec.keep_bits is not None
             result.records = _with_received(result, cluster, p2p_before, rounded)
         return result
@@ -328,13 +339,29 @@ class MemoryExecutor:
     def runs_direct(self, plan: PhysicalPlan) -> bool:
         """Whether ``plan`` runs as one program per worker (direct.py): on a cluster, by
         default or with relayout method "direct", for plans of stages and relayouts
-        whose pieces travel as they are (no rounding codec)."""
+        whose pieces travel as they are: a relayout codec sends such a plan to the task
+        graph, with a warning, as the user asked for neither."""
         configured = self.relayout_method or dask.config.get("dasq.relayout-method", None) or "auto"
-        if configured not in ("auto", "direct") or self.lazy or self.relayout_codec is not None:
+        if configured not in ("auto", "direct") or self.lazy:
             return False
         from dasq.engine import direct
 
-        return direct.eligible(plan, self.backend)
+        if not direct.eligible(plan, self.backend):
+            return False
+        if self.relayout_codec is not None:
+            # the programs send pieces as they are: a codec asks for the task graph, which
+            # costs tasks and scheduler round trips per block and step (what direct.py saves)
+            warnings.warn(
+                f"relayout_compression={self.relayout_codec.compression!r}, "
+                f"relayout_keep_bits={self.relayout_codec.keep_bits!r}: encoded pieces travel "
+                "only in the task graph, so this plan runs as a task graph, not as one program "
+                "per worker (often several times slower); set relayout_method='packed' to choose "
+                "the task graph without this warning, or drop the codec",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+            return False
+        return True
 
     def _run_direct(self, plan: PhysicalPlan, x: da.Array, cluster: Any) -> MemoryRun | None:
         """The direct run, or None after a warning when it failed (a worker lost, a link
@@ -576,20 +603,30 @@ STEP_LAYERS: dict[type[Step], StepLayer] = {
 }
 
 
+def raise_first_error(blocks: da.Array, client: Any) -> None:
+    """Wait for the run's last blocks and raise the first task error of the run here:
+    a failed task fails every block computed from it, so the last step's futures
+    carry it, and a state of errored futures would fail only at its first read-out."""
+    from distributed import futures_of, wait
+
+    futures = futures_of(blocks)
+    with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
+        wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()  # raises the task's own exception, with its traceback
+
+
 def _with_received(result: MemoryRun, client: Any, p2p_before: int | None, rounded: bool) -> list[StepRecord]:
-    """The records with the bytes workers received for each step's layer (measured,
-    once the blocks are computed) and, where pieces were rounded on their way, the
-    fidelity each relayout kept. Dask's p2p rechunks send their shards outside task
+    """The records with the bytes workers received for each step's layer (measured:
+    ``raise_first_error`` waited for the blocks) and, where pieces were rounded on
+    their way, the fidelity each relayout kept. Dask's p2p rechunks send their shards outside task
     transfers: their bytes are Dask's own count for the run, shared among them in
     proportion to the amplitudes each moves."""
     from dataclasses import replace
 
-    from distributed import wait
-
     from dasq.engine import transfers
 
-    with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
-        wait(result.blocks)
     names = sorted({r.layer for r in result.records if transfers.layer_of(r.layer)})
     received = transfers.collect(client, names)
     rounding: dict[str, np.ndarray] = {}

@@ -1,5 +1,9 @@
 """The ``dasq`` command line: ``dasq run CIRCUIT.qasm`` prints counts (or JSON);
-``dasq plan CIRCUIT.qasm`` prints the physical plan without simulating."""
+``dasq plan CIRCUIT.qasm`` prints the physical plan without simulating.
+
+Ctrl-C ends a command with one line and exit status 130, never a traceback: a stored
+run keeps its finished stages, so that line is the ``dasq resume`` command that
+finishes it, with the options the interrupted command was given."""
 
 from __future__ import annotations
 
@@ -9,9 +13,12 @@ import contextlib
 import json
 import os
 import re
+import shlex
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from dask.utils import format_bytes
@@ -21,9 +28,11 @@ from dasq.api import info, plan, resume, run
 from dasq.backend.registry import array_code_for
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import writes_clbits
+from dasq.circuit.validation import check_memory_limit
 from dasq.errors import DasqError, ValidationError
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
+from dasq.storage.manifest import Manifest
 
 
 def _with_measurements(circuit: Circuit) -> Circuit:
@@ -107,39 +116,11 @@ def _add_run(sub: Any) -> None:
     )
     run.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
     run.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
-    run.add_argument(
-        "--workers",
-        type=POSITIVE,
-        default=argparse.SUPPRESS,
-        help="start a local distributed cluster of this many single-thread worker processes "
-        "(prints its dashboard link)",
-    )
-    run.add_argument(
-        "--gpu",
-        action="store_true",
-        help="blocks in GPU memory (cupy; pip install 'dasq[gpu]'); with --workers N, a dask-cuda "
-        "cluster of one worker on each of the first N visible GPUs",
-    )
-    run.add_argument(
-        "--scheduler",
-        default=argparse.SUPPRESS,
-        help="address of a running Dask scheduler, e.g. tcp://host:8786",
-    )
-    run.add_argument(
-        "--report",
-        default=argparse.SUPPRESS,
-        help="write a Dask performance report of the run to this HTML file (needs bokeh; starts a "
-        "local cluster of one worker per core unless --workers or --scheduler is given)",
-    )
+    _add_cluster_options(run)
     run.add_argument(
         "--store",
         default=argparse.SUPPRESS,
         help="run out of core in this zarr store (PATH.zarr, or an fsspec URL: s3://bucket/run.zarr)",
-    )
-    run.add_argument(
-        "--memory-limit",
-        default=argparse.SUPPRESS,
-        help="working memory of a stored run, e.g. 4GiB (default: a quarter of RAM)",
     )
     run.add_argument(
         "--compression",
@@ -154,6 +135,41 @@ def _add_run(sub: Any) -> None:
         help="lossy storage: mantissa bits kept in stored chunks (default: all)",
     )
     _add_output_options(run)
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """Where a run's blocks live and how much memory it may use: ``dasq run`` and
+    ``dasq resume`` take the same options, so an interrupted run resumes where it ran."""
+    p.add_argument(
+        "--workers",
+        type=POSITIVE,
+        default=argparse.SUPPRESS,
+        help="start a local distributed cluster of this many single-thread worker processes "
+        "(prints its dashboard link)",
+    )
+    p.add_argument(
+        "--gpu",
+        action="store_true",
+        help="blocks in GPU memory (cupy; pip install 'dasq[gpu]'); with --workers N, a dask-cuda "
+        "cluster of one worker on each of the first N visible GPUs",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=argparse.SUPPRESS,
+        help="address of a running Dask scheduler, e.g. tcp://host:8786",
+    )
+    p.add_argument(
+        "--report",
+        default=argparse.SUPPRESS,
+        help="write a Dask performance report of the run to this HTML file (needs bokeh; starts a "
+        "local cluster of one worker per core unless --workers or --scheduler is given)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        default=argparse.SUPPRESS,
+        help="working memory of a stored run, e.g. 4GiB (default: a quarter of RAM; a resumed run "
+        "keeps the blocks it started with, and refuses a limit below the one it was sized for)",
+    )
 
 
 def _add_plan(sub: Any) -> None:
@@ -189,6 +205,7 @@ def _add_resume(sub: Any) -> None:
     resume.add_argument("--shots", type=NON_NEGATIVE, default=1024, help=SHOTS_HELP)
     resume.add_argument("--seed", type=NON_NEGATIVE, default=argparse.SUPPRESS, help=SEED_HELP)
     resume.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
+    _add_cluster_options(resume)
     _add_output_options(resume)
 
 
@@ -254,10 +271,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     circuit = _with_measurements(Circuit.from_qasm(args.circuit, include_path=args.include_path))
-    if args.report and _dashboard() is None:
-        raise ValidationError('--report needs bokeh, which draws the report: pip install "dasq[notebook]"')
-    client = _client(args)
-    try:
+    with _cluster(args) as client:
         start = time.perf_counter()
         with _array_code_if_small(args, circuit):
             with _performance_report(args.report):
@@ -268,11 +282,22 @@ def _run(args: argparse.Namespace) -> int:
                     "(mid-circuit measurements or resets)"
                 )
             _report(args, result.state, result.counts, start, branches=result.branches)
+    return 0
+
+
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
+    """The client of a command's --workers, --scheduler or --report (None: threads in
+    this process), closed on the way out however the command ends (Ctrl-C included)."""
+    if args.report and _dashboard() is None:
+        raise ValidationError('--report needs bokeh, which draws the report: pip install "dasq[notebook]"')
+    client = _client(args)
+    try:
+        yield client
         if args.report:
             print(f"dasq: performance report {args.report}", file=sys.stderr)
     finally:
         _close(client)
-    return 0
 
 
 def _array_code_if_small(args: argparse.Namespace, circuit: Circuit) -> Any:
@@ -324,10 +349,34 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    start = time.perf_counter()
-    state = resume(args.store, progress=_progress(args, stored=True))
-    _report(args, state, state.sample(args.shots, seed=args.seed), start)
+    _check_resume_memory(args)
+    with _cluster(args) as client:
+        start = time.perf_counter()
+        with _performance_report(args.report):
+            state = resume(
+                args.store,
+                client=client,
+                progress=_progress(args, stored=True),
+                device="gpu" if args.gpu else None,
+            )
+        _report(args, state, state.sample(args.shots, seed=args.seed), start)
     return 0
+
+
+def _check_resume_memory(args: argparse.Namespace) -> None:
+    """``dasq resume --memory-limit``: a stored run keeps the blocks (and the blocks in
+    flight) it was sized for when it started, so a limit below that one is refused
+    before any work rather than exceeded."""
+    if args.memory_limit is None:
+        return
+    limit = check_memory_limit(args.memory_limit)
+    sized_for = Manifest.read(args.store).memory_limit
+    if sized_for is not None and limit < sized_for:
+        raise ValidationError(
+            f"{args.store} was sized for --memory-limit {format_bytes(sized_for)} when it started and "
+            f"keeps its blocks; --memory-limit {args.memory_limit} is less: give at least "
+            f"{format_bytes(sized_for)}, or run the circuit again into a new store"
+        )
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -374,14 +423,33 @@ def _client(args: argparse.Namespace) -> object | None:
             from dask_cuda import LocalCUDACluster
         except ImportError:
             raise ValidationError('--gpu with --workers needs dask-cuda: pip install "dasq[gpu]"') from None
-        client = Client(LocalCUDACluster(n_workers=args.workers or None, dashboard_address=_dashboard()))
+        with _children_ignore_ctrl_c():
+            cluster = LocalCUDACluster(n_workers=args.workers or None, dashboard_address=_dashboard())
+        client = Client(cluster)
     else:
         workers = args.workers or _config.cores(None)
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=_dashboard())
+        with _children_ignore_ctrl_c():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=_dashboard())
         client = Client(cluster)
     link = client.dashboard_link if _dashboard() else None
     print(f"dasq: dashboard {link}" if link else "dasq: no dashboard (pip install bokeh)", file=sys.stderr)
     return client
+
+
+@contextlib.contextmanager
+def _children_ignore_ctrl_c() -> Iterator[None]:
+    """Processes started inside ignore SIGINT (a child inherits an ignored signal):
+    Ctrl-C in a terminal reaches the whole process group, and each worker process would
+    print its own KeyboardInterrupt traceback, where this command alone should stop the
+    run and close the cluster. A Ctrl-C while the cluster starts is ignored too."""
+    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 WORKER_EXIT_S = 60.0
@@ -476,6 +544,59 @@ def _report(
         print(f"fidelity kept by lossy storage: {state.storage_fidelity:.9f}")
 
 
+INTERRUPTED = 130  # 128 + SIGINT: the status a shell gives a command stopped by Ctrl-C
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """The one line a command stopped by Ctrl-C prints: for a stored run, whether its
+    store can be picked up again, and the command that does."""
+    store = getattr(args, "store", None)
+    if args.command not in ("run", "resume") or store is None:
+        return "dasq: interrupted"
+    try:
+        manifest = Manifest.read(store)
+    except (DasqError, OSError):
+        return f"dasq: interrupted before the store {store} was created; run the command again"
+    done = f"{manifest.stages_done}/{manifest.stages_total} stages"
+    return f"dasq: interrupted; {store} keeps {done} done; resume it with: {_resume_command(args)}"
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars a stopped run left open: the line that follows then starts
+    a line of its own, and no bar is drawn again after it when the process exits."""
+    if "tqdm" not in sys.modules:
+        return
+    from tqdm.auto import tqdm  # the class the engine's bars are
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """``dasq resume STORE`` with each option of ``args`` that ``dasq resume`` takes and
+    that differs from its default: the resume parser is the one list of them."""
+    words = ["dasq", "resume", args.store]
+    for action in _subparser("resume")._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or value is None or value == action.default:
+            continue
+        if isinstance(action, argparse.BooleanOptionalAction):  # --progress / --no-progress
+            words.append(action.option_strings[0 if value else 1])
+        elif action.nargs == 0:  # store_true
+            words.append(action.option_strings[-1])
+        else:
+            words += [action.option_strings[-1], str(value)]
+    return shlex.join(words)
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = _parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]  # type: ignore[no-any-return]
+    raise KeyError(command)  # pragma: no cover - every command has a subparser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
@@ -487,6 +608,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _resume(args)
         if args.command == "info":
             return _info(args)
+    except KeyboardInterrupt:  # Ctrl-C: a stored run stays resumable (dasq/engine/stream.py)
+        _close_progress_bars()
+        print(_interrupted(args), file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # the reader left (`dasq plan --json | head`): nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -301,7 +301,8 @@ def check_choice(value: object, choices: Sequence[str], what: str) -> str:
 
 def check_client(client: object) -> object:
     """None (Dask's default client, else threads) or a ``distributed.Client``: a
-    scheduler's address, or anything else, gets one TypeError naming what to pass."""
+    scheduler's address, or anything else, gets one TypeError naming what to pass;
+    a closed client, or one cut off from its scheduler, one ValidationError saying so."""
     if client is None:
         return None
     from distributed import Client  # imported where a client is given: it takes a quarter second
@@ -311,6 +312,13 @@ def check_client(client: object) -> object:
         if isinstance(client, str):
             hint = f"; for a scheduler's address pass distributed.Client({client!r})"
         raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}{hint}")
+    status = client.status  # "connecting": it lost its scheduler; "newly-created": never started
+    if status != "running":  # else distributed fails on the first call: "'NoneType' ... 'ncores'"
+        problem = "is closed" if status in ("closing", "closed") else "is not connected to its scheduler"
+        raise ValidationError(
+            f"client {problem} (status {status!r}): pass an open distributed.Client, e.g. "
+            "Client(cluster) or Client('tcp://host:8786'), or client=None to run on this machine's threads"
+        )
     return client
 
 

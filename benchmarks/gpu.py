@@ -1,7 +1,7 @@
 """The `gpu` suite: dasq on the GPU against dasq's CPU backend on the same machine,
 each contender in a child ``_gpu`` of run.py (needs a GPU and cupy).
 
-    python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft --configs 3/32768/64 2/32768/64
+    python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft --configs 2/32768/64 3/32768/64
 
 A *tile configuration* ``F/TILE/RUN`` is the fused-group width, the shared-memory
 tile's bytes and the bytes of the runs a tile reads (the lowest bits it holds); the
@@ -51,7 +51,7 @@ class TileConfig:
         return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}"
 
 
-DEFAULT_CONFIG = "3/32768/64"  # dasq's defaults (backend/gpu.py)
+DEFAULT_CONFIG = "2/32768/64"  # dasq's defaults (backend/gpu.py)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
 # the tile configurations F/TILE_BYTES/RUN_BYTES timed (the first: dasq's default)
-read -r -a CONFIGS <<<"${CONFIGS:-3/32768/64 2/32768/64 3/32768/256 2/65536/64 3/65536/64 4/32768/64}"
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64 3/32768/64 3/32768/256 2/65536/64 3/65536/64 4/32768/64}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &

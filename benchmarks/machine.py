@@ -53,7 +53,10 @@ def machine() -> dict:
 
 def checkout_commit() -> str | None:
     """The commit of the dasq being measured, "+changes" when dasq/ or benchmarks/
-    differ from it: the READMEs quote each table with its commit."""
+    differ from it: the READMEs quote each table with its commit. ``DASQ_BENCH_COMMIT``
+    names it where set (a copy sent to another machine may carry a stale .git)."""
+    if os.environ.get("DASQ_BENCH_COMMIT"):
+        return os.environ["DASQ_BENCH_COMMIT"]
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True

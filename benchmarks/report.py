@@ -324,23 +324,30 @@ def density(d: dict) -> str:
     return "\n".join(out)
 
 
+def _default_config(configs: dict) -> str:
+    """The configuration dasq runs by default, where the row measured it (else its first)."""
+    from benchmarks.gpu import DEFAULT_CONFIG
+
+    return DEFAULT_CONFIG if DEFAULT_CONFIG in configs else next(iter(configs))
+
+
 def gpu(d: dict) -> str:
-    """One line per circuit and size, both precisions side by side."""
+    """Per circuit and size at the default tile configuration (F/tile bytes/run bytes;
+    the others are in the JSON): fused groups, tile passes, the host time of
+    ``simulate`` (per fused group), the run with ``norm()``."""
     out = [
-        "| circuit | qubits | fused groups | complex64: GPU s / CPU s (speed-up) | complex128: likewise "
-        "| GPU / floor (c64 / c128) |",
-        "|---|---|---|---|---|---|",
+        "| circuit | qubits | groups | passes | host ms | us / group | run ms |",
+        "|---|---|---|---|---|---|---|",
     ]
-    by = {(r["circuit"], r["qubits"], r["dtype"]): r for r in d["rows"]}
-    for circuit, n in dict.fromkeys((r["circuit"], r["qubits"]) for r in d["rows"]):
-        same = [by[circuit, n, t] for t in ("complex64", "complex128") if (circuit, n, t) in by]
-        times, floors = [], []
-        for r in same:
-            med = r["median_seconds"]
-            cpu = f" / {med['cpu']:.2f} ({r['speedup_gpu_over_cpu']:.1f}x)" if "cpu" in med else ""
-            times.append(f"{med['gpu']:.3f}{cpu}")
-            floors.append(f"{med['gpu'] / r['gpu_memory_limit_seconds']:.2f}")
-        out.append(f"| {circuit} | {n} | {same[0]['passes']} | {' | '.join(times)} | {' / '.join(floors)} |")
+    for r in d["rows"]:
+        for name, c in r["configs"].items():
+            if name != _default_config(r["configs"]):
+                continue  # the other configurations: in the JSON
+            out.append(
+                f"| {r['circuit']} | {r['qubits']} | {c['groups']} | {c['passes']} "
+                f"| {1e3 * c['host_seconds']:.1f} | {c['host_us_per_group']:.1f} "
+                f"| {1e3 * c['median_seconds']:.1f} |"
+            )
     return "\n".join(out)
 
 
@@ -379,17 +386,24 @@ def scaling(d: dict) -> str:
 
 
 def gpupeer(d: dict) -> str:
-    """dasq's GPU backend beside qsim's CUDA app at its best fused size (every size's
-    median is in the JSON)."""
+    """dasq's GPU backend beside qsim's CUDA app at its best fused size f (every size's
+    median is in the JSON) and its fused gates (one pass each); dasq at its default tile
+    configuration (the others are in the JSON): its time, the ratio, its fused groups /
+    tile passes and its time over the roofline (its passes at the copy bandwidth)."""
+    default = _default_config(d["rows"][0]["dasq_configs"])
     out = [
-        "| circuit | qubits | dasq s | best qsim s (f) | dasq / best qsim | amplitudes differ by |",
-        "|---|---|---|---|---|---|",
+        "| circuit | qubits | best qsim s (f) | qsim gates | dasq s | dasq / qsim | groups / passes "
+        "| / roofline | differ by |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
+        best = r["qsim_best_fused"]
+        mine = r["dasq_configs"][default]
         out.append(
-            f"| {r['circuit']} | {r['qubits']} | {r['dasq_median']:.3f} "
-            f"| {r['qsim_median']:.3f} ({r['qsim_best_fused']}) "
-            f"| {r['dasq_over_qsim']:.2f} | {r['max_abs_diff_head']:.0e} |"
+            f"| {r['circuit']} | {r['qubits']} | {r['qsim_median']:.3f} ({best}) "
+            f"| {r['qsim_fused_gates_by_fused'][str(best)]} | {mine['median_seconds']:.3f} "
+            f"| {mine['median_seconds'] / r['qsim_median']:.2f} | {mine['groups']} / {mine['passes']} "
+            f"| {mine['over_roofline']:.2f} | {r['max_abs_diff_head']:.0e} |"
         )
     return "\n".join(out)
 

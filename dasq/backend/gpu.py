@@ -33,9 +33,9 @@ TILE_BYTES = 32 << 10
 # of 64 bytes beat 256 on every circuit of the gpupeer suite at 26-32 qubits.
 COALESCED_BYTES = 64
 # Each qubit more in a group doubles its arithmetic per amplitude, which in shared
-# memory is no longer hidden behind the pass over device memory: groups of 3 (2 and 4
+# memory is no longer hidden behind the pass over device memory: groups of 2 (3 and 4
 # measured alongside: benchmarks/README.md, gpupeer).
-GPU_FUSION_SIZE = 3
+GPU_FUSION_SIZE = 2
 
 
 @functools.cache

@@ -352,7 +352,9 @@ class BlockRunner:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._held = threading.local()
-        self._share(COMPILED.of(self.program, self.L, self.backend, self.cache_qubits))
+        # a copy in another process (or task) compiles for itself: registering every
+        # unpickled copy of a program would keep the copies alive
+        self._share(CompiledProgram([g.global_bits(self.L) for g in self.program.groups], {}, {}))
 
     def _scratch(self, size: int, dtype: Any) -> Any:
         """This thread's gathered tile: allocated once per stage and thread (the

@@ -5,9 +5,9 @@ tiles held in shared memory: each pass is one launch of ``cuda_kernels``'
 ``tile_pass`` that applies every fused group of the pass to a tile (the runner
 chooses the passes, engine/program.py); groups that fit no tile run alone, up to
 ``MAX_GROUP_QUBITS`` qubits with the one-group kernels, wider ones on cuBLAS (one
-matrix product). Reductions run on the
-device and only their results come to the host. ``GPU_TWIN`` is the same class on
-numpy with the kernels' numpy twins: what the tests run on machines without a GPU.
+matrix product). Reductions run on the device and only their results come to the
+host. ``GPU_TWIN`` is the same class on numpy with the kernels' numpy twins: what the
+tests run on machines without a GPU.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from dasq.errors import ValidationError
 
 # A tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
 # tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
-# overlap the arithmetic of others (the gpu suite's tile sweep: benchmarks/README.md).
+# overlap the arithmetic of others; 64 KiB tiles make fewer passes but ran slower
+# (benchmarks/results/gpupeer-38bda32.json, the tile sweep).
 TILE_BYTES = 32 << 10
 # A tile holds the lowest bits of the block, read and written in runs of this many
 # bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes: runs
-# of 64 bytes beat 256 on every circuit of the gpupeer suite at 26-32 qubits.
+# of 64 bytes were as fast as 256 or faster at 28-32 qubits (the same sweep).
 COALESCED_BYTES = 64
 # Each qubit more in a group doubles its arithmetic per amplitude, which in shared
 # memory is no longer hidden behind the pass over device memory: groups of 2 (3 and 4

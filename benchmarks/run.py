@@ -8,13 +8,13 @@
     python benchmarks/run.py diskfloor --qubits 30 31 32
     python benchmarks/run.py estimator [--qubits 16 --terms 40 --sets 4]
     python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
-    python benchmarks/run.py gpu --qubits 26 28 30 --circuits qft random   (needs a GPU)
+    python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft random   (needs a GPU)
     python benchmarks/run.py cluster --qubits 24 26 --circuits qft random qv --workers 2
     python benchmarks/run.py network --qubits 22 24 --rates 1gbit 5gbit   (root: network namespaces)
     python benchmarks/run.py fixedcost --qubits 16 --chunk-qubits 13 --reps 9
     python benchmarks/run.py cold --reps 5
     python benchmarks/run.py scaling --workers 1 2 4 8 --base-qubits 24   (needs 8+ cores)
-    python benchmarks/run.py gpupeer --qsim-source PATH --qubits 26 28 30   (a GPU, nvcc, qsim)
+    python benchmarks/run.py gpupeer --qsim-source PATH --qubits 26 28 30 32   (a GPU, nvcc, qsim)
     python benchmarks/run.py gpucluster --workers 2 --qubits 28   (a GPU, dask-cuda)
     python benchmarks/run.py sweeps --qubits 12 --sets 1000 --gradient-qubits 12 20 --threads 1
     python benchmarks/run.py stored_gradient --qubits 26 --memory-limit 1GiB --check
@@ -42,10 +42,6 @@ sys.path.insert(0, str(HERE.parent))  # benchmarks.* of this checkout
 
 from benchmarks import output  # noqa: E402 - after the path above
 from benchmarks.gpu import DEFAULT_CONFIG as DEFAULT_TILE_CONFIG  # noqa: E402
-
-TILE_CONFIG_HELP = (
-    "GPU tile configurations F/TILE_BYTES/RUN_BYTES, the first the default's (benchmarks/gpu.py)"
-)
 
 # suite -> (module of benchmarks/, its function): the function returns the payload that
 # goes to results/SUITE.json (or --output), and writes its rows so far itself, if at all
@@ -161,18 +157,17 @@ def parser() -> argparse.ArgumentParser:
     ms.add_argument("--qubits", type=int, nargs="+", default=[26])
     ms.add_argument("--circuits", nargs="+", default=["qft", "random"])
     ms.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
-    gp = sub.add_parser("_gpu")
-    gp.add_argument("--device")
-    gp.add_argument("--circuit")
-    gp.add_argument("--qubits", type=int)
+    gp, gpc = sub.add_parser("_gpu"), sub.add_parser("_gpupeer")
+    for child in (gp, gpc):  # dasq on a GPU
+        child.add_argument("--device")
+        child.add_argument("--circuit")
+        child.add_argument("--qubits", type=int)
+        child.add_argument("--reps", type=int)
     gp.add_argument("--dtype")
-    gp.add_argument("--reps", type=int)
     gp.add_argument("--save", default=None)
-    gp.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG])
     gs2 = sub.add_parser("gpu")
     gs2.add_argument("--qubits", type=int, nargs="+", default=[20, 28, 30])
     gs2.add_argument("--circuits", nargs="+", default=["layers", "qft", "random"])
-    gs2.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help=TILE_CONFIG_HELP)
     gs2.add_argument("--output", default="gpu", help="results/OUTPUT.json")
     gs2.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
     gs2.add_argument("--reps", type=int, default=5)
@@ -220,17 +215,10 @@ def parser() -> argparse.ArgumentParser:
     nw.add_argument("--reps", type=int, default=3)
     nw.add_argument("--chunk-qubits", type=int, default=None, help="default: dasq's for the cluster")
     nw.add_argument("--output", default="network", help="results/OUTPUT.json")
-    gpc = sub.add_parser("_gpupeer")
-    gpc.add_argument("--device")
-    gpc.add_argument("--circuit")
-    gpc.add_argument("--qubits", type=int)
-    gpc.add_argument("--reps", type=int)
-    gpc.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG])
     gpp = sub.add_parser("gpupeer")
     gpp.add_argument("--qubits", type=int, nargs="+", default=[26, 28, 30, 32])
     gpp.add_argument("--circuits", nargs="+", default=["layers", "qft"])
     gpp.add_argument("--fused", type=int, nargs="+", default=[2, 3, 4, 5], help="qsim's max fused sizes")
-    gpp.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help=TILE_CONFIG_HELP)
     gpp.add_argument("--reps", type=int, default=3)
     gpp.add_argument("--device", default="gpu", help="dasq's device (cpu for a dry run)")
     where = gpp.add_mutually_exclusive_group(required=True)
@@ -284,6 +272,8 @@ def parser() -> argparse.ArgumentParser:
         default="native",
         help="avx2: dasq and qsim without AVX-512 on an AVX-512 host (restrict_to_avx2)",
     )
+    for tiled in (gp, gs2, gpc, gpp):  # the first configuration is the default's (benchmarks/gpu.py)
+        tiled.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help="F/TILE/RUN bytes")
     return p
 
 

@@ -36,10 +36,10 @@ from typing import Any
 
 import dask
 import dask.array as da
-from dask._task_spec import DataNode, Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
+from dasq.engine.internals import DataNode, Task, TaskRef, event_loop, rpc_to, worker_threads
 from dasq.engine.layers import Gather, writable_in_place
 from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord, WorkerEvent
@@ -245,9 +245,9 @@ def _stats(result: WorkerResult) -> tuple[list[float], list[int], list[WorkerEve
 def _dumps(spec: DirectPlan) -> bytes:
     """The plan as Dask itself ships a task (distributed's pickler): it goes only from
     this client to its own programs, like every task of every graph."""
-    from distributed.protocol.pickle import dumps
+    from dasq.engine.internals import pickle_dumps
 
-    return dumps(spec)
+    return pickle_dumps(spec)
 
 
 def run_program(packed: bytes, w: int, *inputs: Any) -> WorkerResult:
@@ -256,18 +256,18 @@ def run_program(packed: bytes, w: int, *inputs: Any) -> WorkerResult:
     thread must still run the other programs' small tasks) and uses as many threads
     as the worker has."""
     from distributed import get_worker, rejoin, secede
-    from distributed.protocol.pickle import loads
 
     from dasq.engine.inbox import inbox_of
+    from dasq.engine.internals import pickle_loads
 
-    spec: DirectPlan = loads(packed)
+    spec: DirectPlan = pickle_loads(packed)
     worker = get_worker()
     inbox = inbox_of(worker)
     secede()
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        with ThreadPoolExecutor(max(1, worker.state.nthreads)) as pool:
+        with ThreadPoolExecutor(max(1, worker_threads(worker))) as pool:
             return _Program(spec, w, worker, inbox, pool).run(inputs)
     finally:
         sys.setswitchinterval(switch)
@@ -485,7 +485,7 @@ class _Outbox:
         import asyncio
 
         self.worker, self.address, self.run = worker, address, run
-        self.loop = worker.loop.asyncio_loop
+        self.loop = event_loop(worker)
         self.queue: Any = None
         made = asyncio.run_coroutine_threadsafe(self._make_queue(), self.loop)
         made.result()
@@ -507,7 +507,7 @@ class _Outbox:
 
         from dasq.engine.inbox import HANDLER
 
-        call = getattr(self.worker.rpc(self.address), HANDLER)
+        call = getattr(rpc_to(self.worker, self.address), HANDLER)
         closed = False
         while not closed:
             batch = [await self.queue.get()]

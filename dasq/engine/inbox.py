@@ -19,6 +19,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from dasq.engine.internals import add_handler
+
 HANDLER = "dasq_pieces"
 PLUGIN_NAME = "dasq-inbox"
 
@@ -114,7 +116,7 @@ class InboxPlugin(WorkerPlugin):
         inbox = getattr(worker, "_dasq_inbox", None)
         if inbox is None:
             inbox = worker._dasq_inbox = Inbox()
-        worker.handlers[HANDLER] = inbox.receive
+        add_handler(worker, HANDLER, inbox.receive)
 
 
 def inbox_of(worker: Any) -> Inbox:

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
-from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.engine.actions import apply_action, project
 from dasq.engine.compression import PieceCodec, is_encoded
+from dasq.engine.internals import Alias, DataNode, Task, TaskRef, meta_of
 from dasq.engine.program import BlockRunner
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
@@ -99,7 +99,7 @@ def basis_state(
 def on_backend(x: da.Array, backend: Backend) -> da.Array:
     """``x`` with blocks of ``backend``'s array type (host arrays moved to a GPU, say)."""
     meta = backend.meta(x.dtype)
-    if type(getattr(x, "_meta", None)) is type(meta):
+    if type(meta_of(x)) is type(meta):
         return x
     return x.map_blocks(backend.from_host, str(x.dtype), dtype=x.dtype, meta=meta)
 
@@ -160,7 +160,7 @@ def program_layer(
             layer[(name, c)] = Alias((name, c), (x.name, c))
     if not tasks:
         return x, LayerCost()
-    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(), tasks)
+    return _array(name, layer, x, x.chunks, meta_of(x)), LayerCost(Traffic(), tasks)
 
 
 # --------------------------------------------------------------------- relayouts
@@ -340,7 +340,7 @@ def relayout_layer(
             x, layer, name, gather, head, runner is not None, wanted, worker_of, active, zero_blocks
         )
     cost = LayerCost(Traffic(messages, moved, 0), tasks, across)
-    return _array(name, layer, x, x.chunks, x._meta), cost
+    return _array(name, layer, x, x.chunks, meta_of(x)), cost
 
 
 def _bundled_gathers(
@@ -481,7 +481,7 @@ def _relayout_in_place(
         layer[(name, c)] = task
     tasks = len(layer) - 1 - (runner is not None)
     cost = LayerCost(Traffic(messages, messages * piece, 0), tasks)
-    return _array(name, layer, x, x.chunks, x._meta), cost
+    return _array(name, layer, x, x.chunks, meta_of(x)), cost
 
 
 def _gather(gather: Gather, block_index: int, *blocks: Any) -> Any:
@@ -593,7 +593,7 @@ def group_sum_layer(
     sent = len(bits) * nb
     across = piece * sum(_crosses(worker_of, c, c ^ (1 << b)) for b in bits for c in range(nb))
     cost = LayerCost(Traffic(sent, sent * piece, 0), nb * (len(bits) + 2), across)
-    return _array(name, layer, x, x.chunks, x._meta), cost
+    return _array(name, layer, x, x.chunks, meta_of(x)), cost
 
 
 def exchange_layer(
@@ -634,7 +634,7 @@ def exchange_layer(
         layer[(name, c)] = Task((name, c), _combine, backend, update.action, L, *args)
         tasks += 1
     cost = LayerCost(Traffic(messages, moved, renamed), tasks, across)
-    return _array(name, layer, x, x.chunks, x._meta), cost
+    return _array(name, layer, x, x.chunks, meta_of(x)), cost
 
 
 # --------------------------------------------------------------------- regroup, permute
@@ -668,4 +668,4 @@ def permute_layer(
         else:
             layer[(name, c)] = Task((name, c), _permute, backend, step.local_order, TaskRef((x.name, src)))
             tasks += 1
-    return _array(name, layer, x, x.chunks, x._meta), LayerCost(Traffic(0, 0, renamed), tasks, across)
+    return _array(name, layer, x, x.chunks, meta_of(x)), LayerCost(Traffic(0, 0, renamed), tasks, across)

@@ -24,13 +24,13 @@ import dask
 import dask.array as da
 import dask.local
 import numpy as np
-from dask._task_spec import DataNode
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
 from dasq.engine import layers, readout
 from dasq.engine.compression import PieceCodec, relayout_fidelities, take_rounding
+from dasq.engine.internals import P2P_SCHEDULER_LOGGER, DataNode, GraphNode, callbacks_active, meta_of
 from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
 from dasq.engine.program import BlockRunner
@@ -112,7 +112,7 @@ def _quiet_p2p_notices() -> None:
     """Dask logs each p2p rechunk's start and end at WARNING level in the scheduler's
     process: routine for a run that does one per relayout. Quieted here (a local
     scheduler) unless the user set that logger's level."""
-    log = logging.getLogger("distributed.shuffle._scheduler_plugin")
+    log = logging.getLogger(P2P_SCHEDULER_LOGGER)
     if log.level == logging.NOTSET:
         log.setLevel(logging.ERROR)
 
@@ -195,11 +195,8 @@ def run_here(x: da.Array) -> da.Array | None:
     built them (each after its inputs), when ``x`` is one dasq layer over computed
     blocks and no Dask callback watches: Dask's local scheduler orders and tracks
     every task, which costs more than the work of a tiny block. None otherwise."""
-    from dask._task_spec import GraphNode
-    from dask.callbacks import Callback
-
     graph = x.__dask_graph__()
-    if Callback.active or not x.name.startswith("dasq-") or not isinstance(graph, HighLevelGraph):
+    if callbacks_active() or not x.name.startswith("dasq-") or not isinstance(graph, HighLevelGraph):
         return None
     values: dict = {}
     for dependency in graph.dependencies.get(x.name, ()):
@@ -212,7 +209,7 @@ def run_here(x: da.Array) -> da.Array | None:
             node = node({d: values[d] for d in node.dependencies})
         values[key] = node
     blocks = {key: values[key] for key in x.__dask_keys__()}
-    return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=x._meta)
+    return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=meta_of(x))
 
 
 def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) -> tuple:
@@ -274,10 +271,11 @@ def show_progress(blocks: Any, cluster: Any) -> None:
     with is never displayed), so it is displayed here and updates while the cell
     returns; elsewhere (or without ipywidgets) the text bar, which waits for the blocks."""
     from distributed import progress
-    from distributed import utils as distributed_utils
+
+    from dasq.engine.internals import is_kernel
 
     address = cluster.scheduler.address
-    if distributed_utils.is_kernel():
+    if is_kernel():
         try:
             widget = progress(blocks, scheduler=address, notebook=True)
         except ImportError:  # no ipywidgets in this kernel: the text bar below

@@ -15,7 +15,6 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
-from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
@@ -23,6 +22,7 @@ from dasq.backend.arrays import mapped_zeros
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import pauli_masks
 from dasq.engine import layers
+from dasq.engine.internals import Alias, DataNode, Task, TaskRef
 from dasq.engine.layers import Gather
 from dasq.plan import relayout as algebra
 from dasq.plan.steps import Permute

@@ -16,6 +16,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from dasq.engine.internals import unrunnable_tasks
+
 PLUGIN_NAME = "dasq-stranded-tasks"
 
 
@@ -25,7 +27,7 @@ class ReleaseStrandedTasks(SchedulerPlugin):
     idempotent = True  # installed by every run; the first one stays
 
     def add_worker(self, scheduler: Any = None, worker: str | None = None) -> None:
-        for task in list(scheduler.unrunnable):
+        for task in unrunnable_tasks(scheduler):
             wanted = task.worker_restrictions
             if task.loose_restrictions and wanted and not any(w in scheduler.workers for w in wanted):
                 task.worker_restrictions = None

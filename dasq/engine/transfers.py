@@ -18,6 +18,8 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from dasq.engine.internals import metric_totals, worker_tasks
+
 PLUGIN_NAME = "dasq-transfer-tally"
 _LAYER = re.compile(r"^(dasq-.*?-[0-9a-f]{32})")
 
@@ -43,7 +45,7 @@ class TransferTally(WorkerPlugin):
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         if start != "flight" or finish != "memory":
             return
-        task = self.worker.state.tasks.get(key)
+        task = worker_tasks(self.worker).get(key)
         if task is None or task.nbytes is None or not isinstance(key, tuple):
             return
         readers = [layer_of(d.key) for d in task.dependents]
@@ -78,7 +80,7 @@ def _p2p_sent(dask_worker: Any = None) -> int:
     return int(
         sum(
             v
-            for k, v in dask_worker.digests_total.items()
+            for k, v in metric_totals(dask_worker).items()
             if isinstance(k, tuple)
             and len(k) == 5
             and k[0] == "p2p"

@@ -14,9 +14,9 @@ import stat
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
+from zarr.abc.buffer import Buffer, BufferPrototype
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
-from zarr.core.buffer import Buffer, BufferPrototype
-from zarr.core.buffer.core import default_buffer_prototype
+from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from dasq.storage.contained import MAX_SMALL_FILE, Contained

@@ -439,8 +439,13 @@ def run(
     probabilities, so the counts follow the circuit's true distribution and the cost
     grows with the distinct branches (at most 2 per measurement), not the shots.
 
+    A circuit that writes no classical bit is measured on every qubit, into a new
+    register ``meas`` (Qiskit's ``measure_all``), as ``dasq run`` measures it: its
+    counts are the distribution of its final state. (Qiskit Aer's ``run`` returns no
+    counts for it, and so does ``dasq.qiskit.DasqBackend``, which does as Aer does.)
+
     Args:
-        circuit: The ``dasq.Circuit``; it must measure into classical bits.
+        circuit: The ``dasq.Circuit``.
         shots: How many shots.
         seed: Seeds the samples: the same seed gives the same counts for any
             chunking, executor or store.
@@ -451,7 +456,7 @@ def run(
         A ``Result``: ``result.counts`` keyed as Qiskit Aer keys them.
 
     Raises:
-        ValidationError: A circuit that measures nothing, or a setting out of range.
+        ValidationError: A setting out of range.
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
@@ -463,6 +468,8 @@ def run(
     if options.get("trajectories") is not None:
         raise ValidationError("run() samples shots itself; trajectories= belongs to simulate()")
     circuit = bound_circuit(circuit, options.pop("parameters", None))
+    if not writes_clbits(circuit):  # as `dasq run` measures it, before noise (its readout errors apply)
+        circuit = circuit.copy().measure_all(barrier=False)
     noise_model = options.pop("noise_model", None)
     if noise_model is not None:
         circuit = _noisy(circuit, noise_model)
@@ -471,11 +478,6 @@ def run(
     else:
         refuse_channels(circuit)
     program = split_terminal_measurements(circuit)
-    if not circuit.num_clbits or not (program.terminal or writes_clbits(program.body)):
-        raise ValidationError(
-            "the circuit measures nothing into classical bits, so there are no counts: add "
-            "measurements (circuit.measure_all(), or measure(qubit, clbit)), or use simulate() and sample()"
-        )
     if options.get("store") is not None and program.dynamic:
         raise ValidationError(
             "mid-circuit measurements, resets and conditioned blocks are in-memory only; run without store="

@@ -27,19 +27,11 @@ from dasq import _config
 from dasq.api import info, plan, resume, run
 from dasq.backend.registry import array_code_for
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.classical import writes_clbits
 from dasq.circuit.validation import check_memory_limit
 from dasq.errors import DasqError, ValidationError
 from dasq.state.observables import PauliSum
 from dasq.state.statevector import StateVector
 from dasq.storage.manifest import Manifest
-
-
-def _with_measurements(circuit: Circuit) -> Circuit:
-    """The circuit, measured on every qubit when it writes no classical bit."""
-    if writes_clbits(circuit):
-        return circuit
-    return circuit.copy().measure_all(barrier=False)
 
 
 def _count(minimum: int) -> Any:
@@ -270,7 +262,8 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    circuit = _with_measurements(Circuit.from_qasm(args.circuit, include_path=args.include_path))
+    # a circuit that measures nothing is measured on every qubit: dasq.run does it
+    circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
     with _cluster(args) as client:
         start = time.perf_counter()
         with _array_code_if_small(args, circuit):
@@ -384,26 +377,59 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(facts))
         return 0
-    n, L = facts["num_qubits"], facts["chunk_qubits"]
-    print(f"store        {facts['path']}")
-    print(f"qubits       {facts['num_qubits']} ({facts['dtype']})")
-    print(f"blocks       {1 << (n - L)} of 2^{L} amplitudes, chunks of 2^{facts['storage_chunk_qubits']}")
-    print(f"layout       {facts['layout']}")
+    for label, text in _info_lines(facts):
+        print(f"{label:<12} {text}".rstrip())
+    return 0
+
+
+AMPLITUDE_BYTES = {"complex64": 8, "complex128": 16}  # a store's dtypes (storage.manifest)
+
+
+def _info_lines(facts: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """``dasq info`` in words, each fact with its unit: (label, text) lines; a fact
+    of several lines continues under an empty label."""
+    n, L, S = facts["num_qubits"], facts["chunk_qubits"], facts["storage_chunk_qubits"]
+    size = AMPLITUDE_BYTES[facts["dtype"]]
+    yield "store", facts["path"]
+    yield "qubits", f"{n}, {facts['dtype']} amplitudes ({size} B each, {format_bytes(size << n)} in all)"
+    if facts.get("density_qubits"):
+        yield "", f"the Choi vector of a density matrix of {facts['density_qubits']} qubits"
+    blocks = f"{1 << (n - L)} of 2^{L} amplitudes ({format_bytes(size << L)} each)"
+    yield "blocks", f"{blocks}, stored in chunks of 2^{S} amplitudes ({format_bytes(size << S)} each)"
+    yield "layout", f"{facts['layout']} (the position of each qubit, qubit 0 first)"
     state = "complete" if facts["complete"] else "incomplete: run `dasq resume` on it"
-    print(f"stages       {facts['stages_done']}/{facts['stages_total']} done ({state})")
-    print(f"codec        {facts['codec']}")
+    yield "stages", f"{facts['stages_done']} of {facts['stages_total']} done ({state})"
+    yield "codec", _codec_words(facts["codec"])
     if facts["codec"].get("keep_bits") is not None:
-        print(f"fidelity     {facts['storage_fidelity']:.9f} (kept by lossy storage)")
-    print(
-        f"on disk      {format_bytes(facts['size_on_disk'])}; "
-        f"a run needs up to {format_bytes(facts['disk_needed'])}"
-    )
-    if facts["stage_seconds"]:
-        print("stage s      " + " ".join(f"{t:.2f}" for t in facts["stage_seconds"]))
+        yield "fidelity", f"{facts['storage_fidelity']:.9f} (kept by lossy storage)"
+    needed = format_bytes(facts["disk_needed"])
+    yield "on disk", f"{format_bytes(facts['size_on_disk'])}; a run needs up to {needed}"
+    if facts.get("memory_limit") is not None:
+        limit = format_bytes(facts["memory_limit"])
+        blocks = f"{facts['workers']} {'block' if facts['workers'] == 1 else 'blocks'}"
+        yield "memory", f"sized for {limit} of working memory, at most {blocks} in flight"
+    seconds = facts["stage_seconds"]
+    for i, t in enumerate(seconds):
+        yield ("time" if i == 0 else ""), f"stage {i + 1} of {facts['stages_total']} took {t:.2f} s"
+    if len(seconds) > 1:
+        yield "", f"{len(seconds)} stages took {sum(seconds):.2f} s in all"
     if "verified" in facts:
         checked = facts["verified"]
-        print(f"verified     {checked['chunks_checked']} chunks: {checked['state']}")
-    return 0
+        yield "verified", f"{checked['chunks_checked']} chunks: {checked['state']}"
+
+
+def _codec_words(codec: dict[str, Any]) -> str:
+    """A stored run's codec in words: its compression, the mantissa bits it keeps, its checksum."""
+    compression = codec.get("compression")
+    keep_bits = codec.get("keep_bits")
+    checksum = codec.get("checksum")
+    return ", ".join(
+        [
+            f"{compression} compression" if compression else "no compression",
+            "every bit kept (lossless)" if keep_bits is None else f"{keep_bits} mantissa bits kept (lossy)",
+            f"a {checksum} checksum on every chunk" if checksum else "no checksums",
+        ]
+    )
 
 
 def _client_wanted(args: argparse.Namespace) -> bool:

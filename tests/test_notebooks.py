@@ -59,7 +59,7 @@ def test_quickstart_notebook(tmp_path):
     assert "<b>dasq.StateVector</b>: 14 qubits, complex128" in text
     assert "on a cluster (2 workers, <a href='http" in text and "/status'>dashboard</a>" in text
     assert "<b>dasq.PhysicalPlan</b>" in _html(plan)
-    assert "<th>between workers</th><th>received bytes</th>" in _html(report)
+    assert "<th>between workers (amplitudes)</th><th>received (bytes)</th>" in _html(report)
     assert _has_image(plan_picture) and _has_image(histogram)
     assert "'00000000000000'" in _text(counts) and "'11111111111111'" in _text(counts)
 

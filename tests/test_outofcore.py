@@ -434,7 +434,8 @@ def test_cli_run_info_resume(tmp_path, capsys):
     assert set(out["counts"]) == {"0" * 10, "1" * 10} and out["store"] == str(store.absolute())
     assert main(["info", str(store)]) == 0
     text = capsys.readouterr().out
-    assert "qubits       10 (complex128)" in text and "(complete)" in text and "crc32c" in text
+    assert "qubits       10, complex128 amplitudes (16 B each" in text
+    assert "(complete)" in text and "crc32c" in text
     assert main(["info", str(store), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert facts["stages_done"] == facts["stages_total"] and facts["size_on_disk"] > 0

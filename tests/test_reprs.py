@@ -58,7 +58,7 @@ def test_circuit_html_has_size_counts_and_a_drawing():
 def test_report_html_on_threads_has_no_cluster_columns():
     state = dasq.simulate(_circuit(), chunk_qubits=3)
     text = state.report._repr_html_()
-    assert "<th>moved</th>" in text and "between workers" not in text
+    assert "<th>moved (amplitudes)</th>" in text and "between workers" not in text
     assert not state.report.on_cluster
 
 

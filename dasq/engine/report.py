@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from dask.utils import format_bytes
 
 from dasq.plan.steps import Traffic
 
@@ -53,7 +57,12 @@ class WorkerEvent:
 @dataclass(frozen=True)
 class Report:
     """Per-step records of a simulation, readable as ``state.report``; for a direct
-    cluster run also each worker's timeline, where compute and waiting show apart."""
+    cluster run also each worker's timeline, where compute and waiting show apart.
+
+    Printed (and in Jupyter) it is a table of one row per step whose column names
+    carry their units: amplitudes counted, bytes received in Dask's units
+    (``dask.utils.format_bytes``), seconds; ``records`` and ``as_dict()`` keep the
+    raw numbers."""
 
     num_qubits: int
     chunk_qubits: int
@@ -118,21 +127,61 @@ class Report:
         }
 
     def __str__(self) -> str:
+        """A summary line, then a table of one row per step whose column names carry
+        their units (amplitudes, bytes, seconds)."""
+        columns = self._columns()
+        rows = [[cell(r) for _, _, cell in columns] for r in self.records]
+        table = [[name for name, _, _ in columns], *rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(columns) - 1)]
+
+        def line(row: list[str]) -> str:
+            cells = [
+                text.rjust(width) if right else text.ljust(width)
+                for text, width, (_, right, _) in zip(row, widths, columns)
+            ]
+            return "  ".join([*cells, row[-1]]).rstrip()
+
+        return "\n".join([self.summary(), *(line(row) for row in table)])
+
+    __repr__ = __str__  # a terminal or a notebook's plain text shows the table, not the fields
+
+    def summary(self) -> str:
+        """The run in one line: steps, blocks and the traffic between them."""
         t = self.total
-        head = (
-            f"{len(self.records)} steps on {self.num_qubits} qubits in blocks of 2^{self.chunk_qubits}: "
-            f"{self.exchanges} exchanges, {t.messages} messages, {t.amplitudes_moved} amplitudes moved, "
-            f"{t.amplitudes_renamed} renamed, {self.tasks} tasks"
-        )
-        cluster = self.on_cluster
-        rows = []
-        for r in self.records:
-            measured = ""
-            if cluster and r.across_workers is not None:
-                measured = f"between workers {r.across_workers:<10} received {_bytes(r.received_bytes):<10} "
-            moved = r.traffic.amplitudes_moved
-            rows.append(f"  {r.index:>4} {r.path:<14} moved {moved:<10} {measured}{r.description}")
-        return "\n".join([head, *rows])
+        words = [
+            f"{_plural(len(self.records), 'step')} on {self.num_qubits} qubits "
+            f"in blocks of 2^{self.chunk_qubits} amplitudes: {_plural(self.exchanges, 'exchange')}",
+            _plural(t.messages, "message"),
+            f"{t.amplitudes_moved} amplitudes moved",
+            f"{t.amplitudes_renamed} amplitudes renamed",
+            _plural(self.tasks, "task"),
+        ]
+        if self.relayout_fidelity < 1:
+            words.append(f"fidelity kept by relayouts {self.relayout_fidelity:.9f}")
+        if self.timelines:
+            words.append(f"timelines of {_plural(len(self.timelines), 'worker')} in report.timelines")
+        return ", ".join(words)
+
+    def _columns(self) -> list[tuple[str, bool, Callable[[StepRecord], str]]]:
+        """The table's columns: (name with its unit, right-aligned, the cell of a step);
+        the cluster, fidelity and time columns only where a step has them."""
+        columns: list[tuple[str, bool, Callable[[StepRecord], str]]] = [
+            ("step", True, lambda r: str(r.index)),
+            ("path", False, lambda r: r.path),
+            ("moved (amplitudes)", True, lambda r: str(r.traffic.amplitudes_moved)),
+            ("renamed (amplitudes)", True, lambda r: str(r.traffic.amplitudes_renamed)),
+            ("messages", True, lambda r: str(r.traffic.messages)),
+        ]
+        if self.on_cluster:
+            columns.append(("between workers (amplitudes)", True, lambda r: _count(r.across_workers)))
+            columns.append(("received (bytes)", True, lambda r: _bytes(r.received_bytes)))
+        if any(r.relayout_fidelity is not None for r in self.records):
+            columns.append(("fidelity kept", True, lambda r: _number(r.relayout_fidelity, ".9f")))
+        if any(r.seconds is not None for r in self.records):
+            columns.append(("time (s)", True, lambda r: _number(r.seconds, ".3f")))
+        columns.append(("tasks", True, lambda r: str(r.tasks)))
+        columns.append(("what", False, lambda r: r.description))
+        return columns
 
     @property
     def on_cluster(self) -> bool:
@@ -141,26 +190,28 @@ class Report:
         return any(r.across_workers is not None for r in self.records)
 
     def _repr_html_(self) -> str:
-        import html
-
-        cluster = self.on_cluster
-        extra_head = "<th>between workers</th><th>received bytes</th>" if cluster else ""
-        rows = []
-        for r in self.records:
-            extra = ""
-            if cluster:
-                across = "" if r.across_workers is None else r.across_workers
-                extra = f"<td>{across}</td><td>{_bytes(r.received_bytes)}</td>"
-            rows.append(
-                f"<tr><td>{r.index}</td><td>{r.path}</td><td>{r.traffic.amplitudes_moved}</td>"
-                f"<td>{r.traffic.messages}</td>{extra}<td>{r.tasks}</td>"
-                f"<td>{html.escape(r.description)}</td></tr>"
-            )
-        return (
-            "<table><tr><th>step</th><th>path</th><th>moved</th><th>messages</th>"
-            f"{extra_head}<th>tasks</th><th>what</th></tr>{''.join(rows)}</table>"
+        """The same table for Jupyter: the summary as its caption, one row per step."""
+        columns = self._columns()
+        head = "".join(f"<th>{html.escape(name)}</th>" for name, _, _ in columns)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(cell(r))}</td>" for _, _, cell in columns) + "</tr>"
+            for r in self.records
         )
+        return f"<table><caption>{html.escape(self.summary())}</caption><tr>{head}</tr>{rows}</table>"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def _bytes(value: int | None) -> str:
-    return "n/a" if value is None else str(value)
+    """Bytes in Dask's units (``dask.utils.format_bytes``), "n/a" where not measured."""
+    return "n/a" if value is None else format_bytes(value)

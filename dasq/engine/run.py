@@ -141,9 +141,10 @@ def _progress(total: int) -> Callable[[int, int], Any]:
     bar = tqdm(total=total, desc="dasq steps", unit="step")
 
     def advance(done: int, of: int) -> None:
-        bar.n = done
-        bar.refresh()
-        if done >= of:
+        if done >= of:  # close() draws the finished bar: drawn here too, it would print twice
+            bar.n = done
             bar.close()
+        else:
+            bar.update(done - bar.n)  # drawn as tqdm's intervals allow
 
     return advance

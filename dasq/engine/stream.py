@@ -25,12 +25,12 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
-from dask._task_spec import DataNode, Task, TaskRef
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
+from dasq.engine.internals import DataNode, Task, TaskRef
 from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord
 from dasq.errors import StoreError, ValidationError
@@ -299,7 +299,9 @@ class StreamExecutor:
             m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
             m.stage_seconds.append(time.perf_counter() - start)
             if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
-                m.fidelity *= float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
+                # |<a|b>|^2 / (|a|^2 |b|^2) <= 1 exactly; rounding of the sums can pass 1 by an ulp
+                kept = float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
+                m.fidelity = min(1.0, m.fidelity * kept)
             self.lock.verify()
             m.write(self.path)
             records.append(pass_record(one, n, L, nblocks))
@@ -338,7 +340,7 @@ class StreamExecutor:
                         result = future.result()
                         collect(result)
                         if bar is not None:
-                            bar.update(result.stats[4] + result.stats[5])
+                            _advance(bar, result.stats[4] + result.stats[5])
                 except BaseException:
                     self.client.cancel(futures)  # no new block starts; running ones finish on their own
                     raise
@@ -347,7 +349,7 @@ class StreamExecutor:
             # others still writing finish before the error leaves, so nothing writes to
             # the store once the caller (and its lock) has moved on
             with (
-                _BarCallback(bar.update if bar is not None else None, name),
+                _BarCallback((lambda nbytes: _advance(bar, nbytes)) if bar is not None else None, name),
                 ThreadPoolExecutor(workers) as pool,
             ):
                 results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
@@ -366,8 +368,9 @@ def _lost_cluster(exc: BaseException, client: Any) -> str | None:
     scheduler lost (a comm closed or timed out, futures cancelled by the client). A
     comm's timeout is an OSError without an errno: never the disk's."""
     try:
-        from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
+
+        from dasq.engine.internals import CommClosedError
     except ImportError:  # pragma: no cover - distributed is a dependency
         return None
     if isinstance(exc, KilledWorker):
@@ -402,6 +405,15 @@ def _progress_bar(label: str, nblocks: int, nbytes: int) -> Any:
     return tqdm(
         total=nbytes, desc=label, unit="B", unit_scale=True, unit_divisor=1024, postfix=f"{nblocks} blocks"
     )
+
+
+def _advance(bar: Any, nbytes: float) -> None:
+    """Advance a stage's bar by ``nbytes``: the update that finishes it is not drawn,
+    since the bar's close() draws the finished bar (drawn by both, it printed twice)."""
+    if bar.total is not None and bar.n + nbytes >= bar.total:
+        bar.n += nbytes
+    else:
+        bar.update(nbytes)
 
 
 class _BarCallback(dask.callbacks.Callback):

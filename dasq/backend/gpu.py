@@ -26,12 +26,12 @@ from dasq.errors import ValidationError
 
 # A tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
 # tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
-# overlap the arithmetic of others; 64 KiB tiles make fewer passes but ran slower
-# (benchmarks/results/gpupeer-38bda32.json, the tile sweep).
+# overlap the arithmetic of others; 64 KiB tiles make fewer passes but hold fewer
+# tiles in flight (the gpu suite's tile sweep chose between them).
 TILE_BYTES = 32 << 10
 # A tile holds the lowest bits of the block, read and written in runs of this many
-# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes: runs
-# of 64 bytes were as fast as 256 or faster at 28-32 qubits (the same sweep).
+# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes (runs
+# of 64 bytes, two sectors, against 256: the same sweep).
 COALESCED_BYTES = 64
 # Each qubit more in a group doubles its arithmetic per amplitude, which in shared
 # memory is no longer hidden behind the pass over device memory: groups of 2 (3 and 4

@@ -6,13 +6,14 @@ measurements commute to the end of the circuit, so every shot can be drawn from
 one final state. A measurement whose bit is surely overwritten later, and that
 nothing afterwards touches, has no observable effect and is dropped. What stays
 in ``body`` and is not unitary (other measurements, resets, IfElse blocks) is
-what makes a circuit dynamic.
+what makes a circuit dynamic. The program keeps the circuit's global phase: the
+shots engine puts it on the initial state, as Aer does, so a saved state has it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dasq.circuit.classical import IfElse, has_if_test
@@ -26,6 +27,7 @@ class ShotProgram:
     body: tuple[Any, ...]
     terminal: tuple[tuple[int, int], ...]
     readout: tuple[tuple[float, float], ...] = ()  # per terminal measurement: P(1|0), P(0|1)
+    global_phase: Any = 0.0  # the circuit's, on the initial state (dasq.state.shots)
 
     @property
     def dynamic(self) -> bool:
@@ -62,7 +64,8 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
         program = _SPLITS[ops] = _split(ops)
         while len(_SPLITS) > SPLITS_KEPT:
             _SPLITS.popitem(last=False)
-    return program
+    phase = getattr(circuit, "global_phase", 0.0)
+    return replace(program, global_phase=phase) if phase else program
 
 
 def _split(ops: tuple) -> ShotProgram:

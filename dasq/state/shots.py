@@ -151,8 +151,9 @@ def run_branches(
 ) -> list[Branch]:
     """Every branch of ``program.body`` for ``shots`` shots, with its final state;
     ``observe`` is called at each Snapshot with the branches there, states computed."""
-    walker = _Walker(num_qubits, start, rng, observe)
-    branches = walker.walk(program.body, [Branch(shots)]).ended
+    phase = float(program.global_phase)  # the circuit's, on its initial state and on a state set outright
+    walker = _Walker(num_qubits, start, rng, observe, phase)
+    branches = walker.walk(program.body, [Branch(shots, pending=_phase(num_qubits, phase))]).ended
     for branch in branches:
         _flush(branch, num_qubits, start)
     return branches
@@ -166,6 +167,7 @@ class _Walker:
     start: Start
     rng: np.random.Generator
     observe: Observe | None
+    global_phase: float = 0.0
 
     def walk(self, items: Sequence[Any], branches: list[Branch]) -> Flow:
         """The branches after ``items``; whenever their number doubles, those alike are merged."""
@@ -270,8 +272,8 @@ class _Walker:
 
     def initialize(self, op: Initialize, branches: list[Branch]) -> list[Branch]:
         """Aer's initialize: the reset as a channel on a density matrix; on every qubit,
-        the state set outright (one branch per classical memory); else the resets split
-        the shots, then the preparing gates."""
+        the state set outright, times the circuit's global phase (one branch per
+        classical memory); else the resets split the shots, then the preparing gates."""
         states = [_flush(b, self.n, self.start) for b in branches]
         if isinstance(states[0], DensityMatrix):
             body = Circuit(self.n).with_operations(
@@ -291,7 +293,7 @@ class _Walker:
                 merged[b.memory].shots += b.shots
                 continue
             b.state, phase = _zeroed(b.state)  # type: ignore[arg-type]
-            b.pending.extend(_phase(self.n, -phase))
+            b.pending.extend(_phase(self.n, self.global_phase - phase))
             b.pending.extend(op.preparation)
             merged[b.memory] = b
         return list(merged.values())

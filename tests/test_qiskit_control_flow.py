@@ -237,3 +237,63 @@ def test_openqasm_3_loops_read_within_the_operation_budget():
     with pytest.raises(ValidationError, match="more than 250000 operations"):
         dasq.Circuit.from_qasm(text + "for uint i in [0:100000000] { x q[0]; }\n")
     assert time.perf_counter() - start < 5  # refused before any pass is written out
+
+
+def measured_value(qc: QuantumCircuit, value: int, width: int) -> None:
+    """Qubits 0..width-1 measured into the register: the register holds ``value``."""
+    for b in range(width):
+        if value >> b & 1:
+            qc.x(b)
+    qc.measure(range(width), range(width))
+
+
+def nesting(ops) -> int:
+    """How deep IfElse records nest in ``ops``, found without recursion."""
+    deepest, todo = 0, [(op, 1) for op in ops]
+    while todo:
+        op, depth = todo.pop()
+        if hasattr(op, "true_body"):
+            deepest = max(deepest, depth)
+            todo += [(inner, depth + 1) for inner in (*op.true_body, *op.false_body)]
+    return deepest
+
+
+def test_a_switch_of_thousands_of_cases_is_read_and_run_without_deep_recursion():
+    """IfElse records nest one level per bit of the target, not per case (a
+    RecursionError from about 1,000 cases before)."""
+    width, cases = 12, 3000
+    for value in (2741, 3500):  # a case, and the default: no case names 3500
+        qc = QuantumCircuit(QuantumRegister(width + 1), ClassicalRegister(width))
+        measured_value(qc, value, width)
+        with qc.switch(qc.cregs[0]) as case:
+            for v in range(cases):
+                with case(v):
+                    qc.rx(0.001 * v, width)
+            with case(case.DEFAULT):
+                qc.x(width)
+        circuit = dasq.Circuit.from_qiskit(qc)
+        state = dasq.simulate(circuit, seed=1).to_numpy()
+        assert nesting(circuit) <= width + 1  # a test per bit the values differ in, then the value
+        half = 0.0005 * value
+        target = [np.cos(half), -1j * np.sin(half)] if value < cases else [0, 1]
+        np.testing.assert_allclose(state[[value, value + (1 << width)]], target, atol=EXACT)
+
+
+def test_a_switch_runs_the_first_case_naming_the_value_else_the_default():
+    width = 4
+    for value in range(1 << width):
+        qc = QuantumCircuit(width + 1, width)
+        measured_value(qc, value, width)
+        with qc.switch(qc.cregs[0]) as case:
+            with case(3, 12, 5):
+                qc.rx(0.1, width)
+            with case(0):
+                qc.rx(0.2, width)
+            with case(15, 8):
+                qc.rx(0.4, width)
+            with case(7, case.DEFAULT):
+                qc.rx(0.3, width)
+        angle = {3: 0.1, 12: 0.1, 5: 0.1, 0: 0.2, 15: 0.4, 8: 0.4}.get(value, 0.3)
+        state = dasq.simulate(dasq.Circuit.from_qiskit(qc), seed=1).to_numpy()
+        want = [np.cos(angle / 2), -1j * np.sin(angle / 2)]
+        np.testing.assert_allclose(state[[value, value + (1 << width)]], want, atol=EXACT, err_msg=str(value))

@@ -1,7 +1,8 @@
 """Qiskit's control flow read into dasq's records: ``if_else`` and ``switch_case``
-become IfElse chains (a switch tests the target's value case by case, the first
-match winning, its default case last), ``for_loop`` is written out pass by pass with
-its loop parameter bound (a ForLoop record when a pass may break or continue),
+become IfElse records (a switch as a tree on the bits of its target's value, the
+first case naming a value winning, the default where no case matches), ``for_loop``
+is written out pass by pass with its loop parameter bound (a ForLoop record when a
+pass may break or continue),
 ``while_loop`` becomes a WhileLoop the shot engine runs per branch of shots, and
 ``break_loop`` / ``continue_loop`` become their jumps (dasq.circuit.loops).
 
@@ -94,23 +95,27 @@ class FlowReader:
             append_records(out, [ForLoop.of(passes)])
 
     def _switch(self, out: Any, inst: Any) -> None:
-        """A chain of conditions on the target's value, the first case to match winning
-        (a case of several values tests each in turn); the default case ends the chain."""
+        """The case whose values hold the target's value runs (the first such case, when
+        several name a value), else the default case: see ``switch_records``. A case of
+        several values, and the default, are one body shared by the places that run it;
+        each place past the first spends the read's operation budget."""
         from qiskit.circuit import CASE_DEFAULT
 
         op = inst.operation
         bits = _switch_bits(op.target, self.clbits)
-        cases = [(values, self._body(out, block, inst)) for values, block in op.cases_specifier()]
-        chain: tuple[Any, ...] = ()
-        for values, body in cases:
-            if any(value is CASE_DEFAULT for value in values):
-                chain = body
-        for values, body in reversed(cases):
-            if any(value is CASE_DEFAULT for value in values):
-                continue
-            for value in reversed(values):
-                chain = (IfElse(Condition(bits, int(value)), body, chain),)
-        append_records(out, chain)
+        bodies: dict[int, tuple[Any, ...]] = {}
+        default: tuple[Any, ...] = ()
+        for values, block in op.cases_specifier():
+            body = self._body(out, block, inst)
+            for value in values:
+                if value is CASE_DEFAULT:
+                    default = body
+                elif 0 <= int(value) < 1 << len(bits):  # a value the bits cannot hold never matches
+                    bodies.setdefault(int(value), body)
+        once = {id(body): len(body) for body in bodies.values()}  # read (and spent) once each
+        places = sum(len(body) for body in bodies.values()) + len(default) * len(bodies)
+        self.walk.budget.spend(max(0, places - sum(once.values()) - len(default)))
+        append_records(out, switch_records(bits, bodies, default))
 
     def _body(self, out: Any, block: Any, inst: Any) -> tuple[Any, ...]:
         """A block as records on ``out``'s qubits and classical bits (its global phase
@@ -135,6 +140,28 @@ class FlowReader:
         if getattr(phase, "parameters", None):
             raise ValidationError("a control-flow body has an unbound global phase")
         out.global_phase += float(phase)
+
+
+def switch_records(
+    bits: tuple[int, ...], bodies: dict[int, tuple[Any, ...]], default: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """Records that run ``bodies[v]`` when the classical ``bits`` hold v, else ``default``:
+    a binary tree on the bits in which the case values differ, each leaf testing its
+    value in full (a miss runs the default there). Nested as deep as the target has
+    bits, not as it has cases: a switch of thousands of cases is walked without deep
+    recursion."""
+    if not bodies:
+        return default
+
+    def tree(values: list[int]) -> tuple[Any, ...]:
+        if len(values) == 1:
+            return (IfElse(Condition(bits, values[0]), bodies[values[0]], default),)
+        top = max(v ^ values[0] for v in values).bit_length() - 1  # the highest bit they differ in
+        ones = [v for v in values if v >> top & 1]
+        zeros = [v for v in values if not v >> top & 1]
+        return (IfElse(Condition((bits[top],), 1), tree(ones), tree(zeros)),)
+
+    return tree(sorted(bodies))
 
 
 def _phase_ops(body: Any, inst: Any, qubits: dict) -> list[Any]:

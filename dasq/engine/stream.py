@@ -13,7 +13,6 @@ at any instant leaves the last completed pass intact.
 
 from __future__ import annotations
 
-import errno
 import math
 import time
 from collections.abc import Callable
@@ -286,10 +285,9 @@ class StreamExecutor:
                     ) from exc
                 if not isinstance(exc, OSError):
                     raise
-                reason = "the disk is full" if exc.errno == errno.ENOSPC else str(exc)
                 raise StoreError(
-                    f"stage {s + 1} could not be written to {self.path}: {reason}; the state after stage {s} "
-                    f"is intact, run `dasq resume {self.path}` once the problem is fixed"
+                    f"stage {s + 1} could not be written to {self.path}: {st.write_failure(exc)}; the state "
+                    f"after stage {s} is intact, run `dasq resume {self.path}` once the problem is fixed"
                 ) from None
             st.sync_to_disk()
             m.stages_done = s + 1

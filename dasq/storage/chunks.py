@@ -18,9 +18,8 @@ import os
 import numpy as np
 
 from dasq.errors import StoreError
+from dasq.storage.encoding import CRC_BYTES
 from dasq.storage.location import Location, location
-
-CRC_BYTES = 4
 
 
 def chunk_key(array: str, index: int) -> str:

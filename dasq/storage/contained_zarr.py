@@ -3,8 +3,9 @@
 zarr opens a local store's files itself (chunks, ``zarr.json``); this subclass
 routes each of those accesses through ``Contained``, so the rules that hold for
 dasq's own files (no links at any level, regular files only, never waiting, bounded
-sizes) hold for the ones zarr reads and writes too. Imported only when a store is
-opened, as zarr is.
+sizes) hold for the ones zarr reads and writes too. Every chunk, local or under a
+URL, is checked against its array's encoding before zarr decodes it
+(dasq.storage.encoding.ChunkEncoding). Imported only when a store is opened, as zarr is.
 """
 
 from __future__ import annotations
@@ -13,33 +14,44 @@ import asyncio
 import stat
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zarr.abc.buffer import Buffer, BufferPrototype
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.buffer import default_buffer_prototype
-from zarr.storage import LocalStore
+from zarr.storage import FsspecStore, LocalStore
 
 from dasq.storage.contained import MAX_SMALL_FILE, Contained
+
+if TYPE_CHECKING:
+    from dasq.storage.encoding import ChunkEncoding
 
 METADATA = "zarr.json"
 
 
-class ContainedStore(LocalStore):
-    """A zarr LocalStore whose reads and writes stay inside its root. ``chunk_limit``:
-    the largest chunk file read (its metadata files stay under MAX_SMALL_FILE)."""
+def is_chunk(key: str) -> bool:
+    return key.rsplit("/", 1)[-1] != METADATA
 
-    def __init__(self, root: Path | str, *, read_only: bool = False, chunk_limit: int | None = None) -> None:
+
+class ContainedStore(LocalStore):
+    """A zarr LocalStore whose reads and writes stay inside its root. ``encoding``:
+    what a chunk file of the array opened holds (its size bound, and the size it must
+    decode to, checked before zarr decodes it); metadata files stay under MAX_SMALL_FILE."""
+
+    def __init__(
+        self, root: Path | str, *, read_only: bool = False, encoding: ChunkEncoding | None = None
+    ) -> None:
         super().__init__(root, read_only=read_only)
-        self.chunk_limit = chunk_limit
+        self.encoding = encoding
         self._files = Contained(self.root)
 
     def with_read_only(self, read_only: bool = False) -> ContainedStore:
-        return type(self)(self.root, read_only=read_only, chunk_limit=self.chunk_limit)
+        return type(self)(self.root, read_only=read_only, encoding=self.encoding)
 
     def _limit(self, key: str) -> int:
-        if key.rsplit("/", 1)[-1] == METADATA or self.chunk_limit is None:
+        if not is_chunk(key) or self.encoding is None:
             return MAX_SMALL_FILE
-        return self.chunk_limit
+        return self.encoding.limit
 
     def _read(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None) -> Buffer | None:
         start, stop = 0, None
@@ -55,6 +67,8 @@ class ContainedStore(LocalStore):
             data = self._files.read(key, self._limit(key), start, stop)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        if self.encoding is not None and byte_range is None and is_chunk(key):
+            self.encoding.check(self.root / key, data)
         return prototype.buffer.from_bytes(data)
 
     def get_sync(
@@ -129,3 +143,29 @@ class ContainedStore(LocalStore):
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         for name in await asyncio.to_thread(self._files.names, prefix.rstrip("/")):
             yield name
+
+
+class CheckedFsspecStore(FsspecStore):
+    """zarr's store of an fsspec URL, whose chunk objects are checked against the
+    array's ``encoding`` before zarr decodes them (as ContainedStore's files are)."""
+
+    encoding: ChunkEncoding | None = None
+
+    @classmethod
+    def of(cls, url: str, encoding: ChunkEncoding | None) -> CheckedFsspecStore:
+        store = cls.from_url(url)
+        store.encoding = encoding
+        return store
+
+    def with_read_only(self, read_only: bool = False) -> CheckedFsspecStore:
+        store = super().with_read_only(read_only)
+        store.encoding = self.encoding
+        return store
+
+    async def get(
+        self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        data = await super().get(key, prototype or default_buffer_prototype(), byte_range)
+        if data is not None and self.encoding is not None and byte_range is None and is_chunk(key):
+            self.encoding.check(f"{self.path}/{key}", data.as_buffer_like())
+        return data

@@ -51,7 +51,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
 from dasq.errors import StoreError, ValidationError
-from dasq.storage.lock import describe_holder
+from dasq.storage.lock import describe_holder, resume_hint
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -140,8 +140,11 @@ class Lease:
     """``with Lease(...): ...`` writes the store alone, or raises StoreError naming the
     holder. Not reentrant; ``verify`` before every write."""
 
-    def __init__(self, fs: AbstractFileSystem, root: str, name: str, terms: LeaseTerms) -> None:
+    def __init__(
+        self, fs: AbstractFileSystem, root: str, name: str, terms: LeaseTerms, resume: str | None = None
+    ) -> None:
         self.fs, self.root, self.name, self.terms = fs, root, name, terms
+        self.how_to_resume = resume_hint(name, resume)
         self.token = uuid.uuid4().hex
         self.since = time.time()
         self._generation: int | None = None
@@ -186,7 +189,7 @@ class Lease:
             except OSError as exc:
                 raise StoreError(
                     f"the lease of {self.name} could not be renewed ({exc}); stopped before writing. The "
-                    f"last completed stage is intact: run `dasq resume {self.name}` once the store answers"
+                    f"last completed stage is intact: {self.how_to_resume} once the store answers"
                 ) from None
 
     def release(self) -> None:
@@ -242,7 +245,7 @@ class Lease:
         self._lost = (
             f"the lease of {self.name} was lost: {why}, so another process may be writing the store; "
             f"stopped before writing. The last completed stage is intact: once no other dasq writes the "
-            f"store, run `dasq resume {self.name}`"
+            f"store, {self.how_to_resume}"
         )
         raise StoreError(self._lost)
 
@@ -294,7 +297,7 @@ class Lease:
         who = holder.describe() if holder is not None else "holder unknown"
         return (
             f"{self.name} is being written by another dasq process ({who}); a store has one writer at a "
-            f"time: wait for it to finish, or stop it and run `dasq resume {self.name}` once its lease "
+            f"time: wait for it to finish, or stop it and {self.how_to_resume} once its lease "
             "has run out"
         )
 

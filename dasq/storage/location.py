@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
     from zarr.abc.store import Store
 
+    from dasq.storage.encoding import ChunkEncoding
+
 URL_MARK = "://"
 LOCAL_PROTOCOLS = ("file", "local")  # fsspec's names for this machine's filesystem
 MAX_FILE = 1 << 62  # tails() reads 4 bytes of a file of any size
@@ -72,7 +74,7 @@ class Location(Protocol):
 
     def __truediv__(self, name: str) -> Location: ...
 
-    def zarr_store(self, chunk_limit: int | None = None) -> Store: ...
+    def zarr_store(self, encoding: ChunkEncoding | None = None) -> Store: ...
 
     def read_bytes(self, key: str) -> bytes: ...
 
@@ -86,7 +88,7 @@ class Location(Protocol):
 
     def check(self) -> None: ...
 
-    def writer(self) -> WriterLock: ...
+    def writer(self, *, resume: str | None = None) -> WriterLock: ...
 
     def is_locked(self) -> bool: ...
 
@@ -147,10 +149,10 @@ class LocalDir:
     def files(self) -> Contained:
         return Contained(self.path)
 
-    def zarr_store(self, chunk_limit: int | None = None) -> Store:
+    def zarr_store(self, encoding: ChunkEncoding | None = None) -> Store:
         from dasq.storage.contained_zarr import ContainedStore
 
-        return ContainedStore(self.path, chunk_limit=chunk_limit)
+        return ContainedStore(self.path, encoding=encoding)
 
     def read_bytes(self, key: str) -> bytes:
         return bytes(self.files.read(key))
@@ -189,9 +191,11 @@ class LocalDir:
         if self.path.is_dir():
             self.files.check_tree()
 
-    def writer(self) -> StoreLock:
+    def writer(self, *, resume: str | None = None) -> StoreLock:
+        """The store's write lock (not yet taken); ``resume``: what a refused writer is
+        told to do to continue the store's work, when not `dasq resume`."""
         self.check()
-        return StoreLock(self.path)
+        return StoreLock(self.path, resume)
 
     def check_creatable(self) -> None:
         """Refuse a new store whose directory takes no new entry, by making (and removing)
@@ -247,10 +251,10 @@ class FsspecDir:
     def key_path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
 
-    def zarr_store(self, chunk_limit: int | None = None) -> Store:
-        from zarr.storage import FsspecStore
+    def zarr_store(self, encoding: ChunkEncoding | None = None) -> Store:
+        from dasq.storage.contained_zarr import CheckedFsspecStore
 
-        return FsspecStore.from_url(self.url)  # async filesystems as they are, others wrapped
+        return CheckedFsspecStore.of(self.url, encoding)  # async filesystems as they are, others wrapped
 
     def read_bytes(self, key: str) -> bytes:
         return self.fs.cat_file(self.key_path(key))
@@ -310,8 +314,8 @@ class FsspecDir:
         """Nothing to refuse: an object store has no links or special files, and every
         key dasq reads is one it names from fixed parts."""
 
-    def writer(self, terms: LeaseTerms | None = None) -> Lease:
-        return Lease(self.fs, self.key_path(""), self.url, terms or LeaseTerms.from_config())
+    def writer(self, terms: LeaseTerms | None = None, *, resume: str | None = None) -> Lease:
+        return Lease(self.fs, self.key_path(""), self.url, terms or LeaseTerms.from_config(), resume)
 
     def is_locked(self) -> bool:
         return Lease(self.fs, self.key_path(""), self.url, LeaseTerms.from_config()).is_live()

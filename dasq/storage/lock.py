@@ -46,9 +46,14 @@ class StoreLock:
     the process that holds it. The lock stays with its open file: renaming the
     directory (how a new store appears atomically) keeps it held."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], resume: str | None = None) -> None:
         self.directory = Path(directory)
+        self.resume = resume  # how to continue the store's work, when not `dasq resume`
         self._fd: int | None = None
+
+    @property
+    def how_to_resume(self) -> str:
+        return resume_hint(self.directory, self.resume)
 
     @property
     def held(self) -> bool:
@@ -94,8 +99,7 @@ class StoreLock:
         raise StoreError(
             f"the write lock of {self.directory} was lost: {self.path} was deleted or replaced while this "
             "process held it, so another process may be writing the store; stopped before writing. The "
-            f"last completed stage is intact: once no other dasq writes the store, run `dasq resume "
-            f"{self.directory}`"
+            f"last completed stage is intact: once no other dasq writes the store, {self.how_to_resume}"
         )
 
     def _open_locked(self) -> int:
@@ -121,7 +125,7 @@ class StoreLock:
                 raise StoreError(
                     f"{self.directory} is being written by another dasq process ({holder}); "
                     "a store has one writer at a time: wait for it to finish, or stop it and "
-                    f"run `dasq resume {self.directory}`"
+                    f"{self.how_to_resume}"
                 ) from None
         return fd
 
@@ -143,6 +147,12 @@ class StoreLock:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def resume_hint(name: object, resume: str | None) -> str:
+    """What a refused or stopped writer is told to do to continue a store's work:
+    ``resume`` (a gradient store's), else `dasq resume NAME` (a run's)."""
+    return resume or f"run `dasq resume {name}`"
 
 
 def is_locked(directory: str | os.PathLike[str]) -> bool:

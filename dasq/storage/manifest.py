@@ -24,6 +24,7 @@ from dasq.errors import StoreError
 from dasq.storage.location import Location, location
 
 MANIFEST = "dasq-manifest.json"
+GRADIENT_RECORD = "dasq-gradient.json"  # a dasq.gradient store's record, in place of a manifest
 FORMAT = "dasq-state"
 ADDED_TO_FORMAT = ("density_qubits",)  # fields added to this format later, with defaults
 FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
@@ -88,6 +89,11 @@ class Manifest:
         except FileNotFoundError:
             if not where.exists():
                 raise StoreError(f"{where} is not a dasq store: no such directory") from None
+            if where.exists(GRADIENT_RECORD):
+                raise StoreError(
+                    f"{where} holds a dasq.gradient run, not a state: continue it by calling dasq.gradient "
+                    "again with the same store="
+                ) from None
             raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
         except IsADirectoryError:
             raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None

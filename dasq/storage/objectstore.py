@@ -19,7 +19,7 @@ from dataclasses import replace
 from dasq.errors import StoreError
 from dasq.storage.lease import LEASE_DIR, Lease
 from dasq.storage.location import FsspecDir
-from dasq.storage.manifest import MANIFEST
+from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST
 
 GROUP_METADATA = "zarr.json"
 MARK = "dasq"  # the group attribute every dasq store carries (store.create_arrays)
@@ -27,7 +27,7 @@ MARK = "dasq"  # the group attribute every dasq store carries (store.create_arra
 
 def check_new(target: FsspecDir) -> None:
     """Refuse a URL that holds a store, or objects that are not a dasq store's."""
-    if target.exists(MANIFEST):
+    if target.exists(MANIFEST) or target.exists(GRADIENT_RECORD):
         raise StoreError(f"{target} exists and holds a dasq store; choose another path or delete it")
     if leftovers(target) is None:
         raise StoreError(f"{target} exists and is not a dasq store; choose another path or delete it")
@@ -43,17 +43,20 @@ def leftovers(target: FsspecDir) -> list[str] | None:
         attributes = json.loads(target.read_bytes(GROUP_METADATA)).get("attributes", {})
     except (OSError, ValueError, AttributeError):
         return None
-    return keys if isinstance(attributes, dict) and MARK in attributes and MANIFEST not in keys else None
+    committed = MANIFEST in keys or GRADIENT_RECORD in keys  # what a build writes last
+    return keys if isinstance(attributes, dict) and MARK in attributes and not committed else None
 
 
-def create_in_place(target: FsspecDir, build: Callable[[FsspecDir], None]) -> Lease:
+def create_in_place(
+    target: FsspecDir, build: Callable[[FsspecDir], None], resume: str | None = None
+) -> Lease:
     """Take the lease of ``target``, build the store there (``build`` writes the
     manifest last, after a renewal of the lease like every manifest) and return the
     lease, held. Two processes creating the same store: one takes the lease, the
     other is refused, or finds the store made."""
-    lease = target.writer().acquire()
+    lease = target.writer(resume=resume).acquire()
     try:
-        if target.exists(MANIFEST):
+        if target.exists(MANIFEST) or target.exists(GRADIENT_RECORD):
             raise StoreError(
                 f"{target} was created by another process while this one prepared it; "
                 "a store has one writer: choose another path, or resume that run"

@@ -30,6 +30,7 @@ import numpy as np
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks, objectstore
 from dasq.storage.contained import MAX_SMALL_FILE, PARTIAL
+from dasq.storage.encoding import ChunkEncoding
 from dasq.storage.location import (
     FsspecDir,
     LocalDir,
@@ -40,7 +41,7 @@ from dasq.storage.location import (
     location,
 )
 from dasq.storage.lock import LOCK_FILE, StoreLock, is_locked
-from dasq.storage.manifest import MANIFEST, Manifest
+from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST, Manifest
 
 if TYPE_CHECKING:
     import zarr
@@ -142,26 +143,50 @@ def check_disk_space(store: StoreName, needed: int) -> None:
 
 def new_store_path(path: StoreName) -> Location:
     """Where a new store may be created: an absolute path (absent, or an empty
-    directory), or a URL under which nothing but a killed dasq build is stored."""
+    directory: one holding nothing but a lock file no process holds, which a writer
+    killed before it wrote anything leaves, counts as empty), or a URL under which
+    nothing but a killed dasq build is stored."""
     where = location(path)
     if isinstance(where, FsspecDir):
         objectstore.check_new(where)
         return where
     assert isinstance(where, LocalDir)
     target = where.path
-    if (target / MANIFEST).exists():
+    if (target / MANIFEST).exists() or (target / GRADIENT_RECORD).exists():
         raise StoreError(f"{target} exists and holds a dasq store; choose another path or delete it")
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not _only_a_free_lock(target))):
         raise StoreError(f"{target} exists and is not a dasq store; choose another path or delete it")
     check_writable(target)
     return where
+
+
+def _only_a_free_lock(directory: Path) -> bool:
+    """Whether ``directory`` holds only a dasq lock file (a regular file) that no
+    process holds: what a writer killed before its first file was written leaves."""
+    try:
+        names = [entry.name for entry in directory.iterdir()]
+        return names == [LOCK_FILE] and not is_locked(directory)
+    except (OSError, StoreError):  # StoreError: a lock file that is a link or special file
+        return False
+
+
+def write_failure(exc: OSError) -> str:
+    """Why writing to a store failed, in words (a full disk said plainly): what the
+    StoreError of a failed stage, pass or creation gives as its reason."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    if exc.strerror and exc.filename:
+        return f"{exc.strerror} ({exc.filename})"
+    return exc.strerror or str(exc)
 
 
 STAGING = ".dasq-new-"  # a store being created: ``.NAME.dasq-new-ID`` beside it
 ABANDONED_AFTER_S = 60.0
 
 
-def create_store(store: StoreName, build: Callable[[StoreName], None]) -> WriterLock:
+def create_store(
+    store: StoreName, build: Callable[[StoreName], None], resume: str | None = None
+) -> WriterLock:
     """Create the store ``store`` atomically and return its write lock, held (under a
     URL, built in place under its lease: dasq.storage.objectstore).
 
@@ -171,25 +196,28 @@ def create_store(store: StoreName, build: Callable[[StoreName], None]) -> Writer
     taken before anything is written, moves with the directory and is verified
     after the build and after the rename (its file must still be the one locked).
     Two processes creating the same store: one rename wins, the other is refused.
+    ``resume``: what a writer refused later is told to do, when not `dasq resume`.
     """
     where = location(store)
     if isinstance(where, FsspecDir):
-        return objectstore.create_in_place(where, build)
+        return objectstore.create_in_place(where, build, resume)
     assert isinstance(where, LocalDir)
     target = where.path
     remove_abandoned_staging(target)
+    if target.is_dir() and _only_a_free_lock(target):
+        with contextlib.suppress(FileNotFoundError):  # the directory is then empty, to rename onto
+            (target / LOCK_FILE).unlink()
     staging = target.parent / f".{target.name}{STAGING}{uuid.uuid4().hex[:12]}"
     try:
         staging.mkdir()
     except OSError as exc:
         raise StoreError(f"cannot create {target}: {exc.strerror}") from None
-    lock = StoreLock(staging).acquire()
+    lock = StoreLock(staging, resume).acquire()
     try:
         try:
             build(staging)
         except OSError as exc:
-            reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror
-            raise StoreError(f"cannot create {target}: {reason}") from None
+            raise StoreError(f"cannot create {target}: {write_failure(exc)}") from None
         try:  # nothing in the build may take the lock file away (a second writer could lock a new one)
             lock.verify()
         except StoreError:
@@ -237,16 +265,25 @@ def check_writable(path: Path) -> None:
         raise StoreError(f"cannot create {path}: {parent} is not writable")
 
 
+def create_group(path: StoreName, description: dict) -> zarr.Group:
+    """A new zarr group at ``path``, marked as dasq's by its ``dasq`` attribute (what
+    tells a killed build under a URL from someone else's objects: objectstore.MARK)."""
+    import zarr
+
+    # create, never "w": opening with mode "w" empties the directory, the lock file with it
+    group = zarr.create_group(location(path).zarr_store(), zarr_format=3)
+    group.attrs[objectstore.MARK] = description
+    return group
+
+
 def create_arrays(
     path: StoreName, num_qubits: int, dtype: str, storage_qubits: int, codec: Codec
 ) -> dict[str, str]:
     """The group and its two (empty) amplitude arrays; returns the digest of each
     array's metadata (shape, chunks, codecs) for the manifest."""
-    import zarr
-
-    # create, never "w": opening with mode "w" empties the directory, the lock file with it
-    group = zarr.create_group(location(path).zarr_store(), zarr_format=3)
-    group.attrs["dasq"] = {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
+    group = create_group(
+        path, {"amplitudes": dtype, "view": "interleaved re/im floats", "manifest": MANIFEST}
+    )
     size = 2 << num_qubits
     chunk = 2 << storage_qubits
     for name in ARRAYS:
@@ -282,20 +319,42 @@ def _open(path: str, name: str, store_id: str) -> zarr.Array:
     with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
         warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
         arr = zarr.open_array(where.zarr_store(), path=name, mode="r+", zarr_format=3)
-        # opened again with its chunk files bounded by what its metadata says a chunk
-        # can take encoded: a chunk file larger than that is refused unread
-        arr = zarr.open_array(
-            where.zarr_store(chunk_limit=chunk_file_limit(arr)), path=name, mode="r+", zarr_format=3
-        )
+        # opened again with its chunk files checked against what its metadata says a
+        # chunk is: a file larger than that is refused unread, one that would decode to
+        # another size (a decompression bomb) is refused undecoded
+        arr = zarr.open_array(where.zarr_store(chunk_encoding(arr)), path=name, mode="r+", zarr_format=3)
     # every chunk is written, zeros included: a missing chunk is damage, never "all zeros"
     return arr.with_config({"write_empty_chunks": True})
 
 
-def chunk_file_limit(arr: zarr.Array) -> int:
-    """The most bytes a chunk file of ``arr`` can hold: its raw bytes, plus what zstd or
-    blosc can add to incompressible data and the checksum, with room to spare."""
+def chunk_encoding(arr: zarr.Array) -> ChunkEncoding:
+    """What a chunk file of ``arr`` holds, from its metadata, refused unless it is the
+    encoding a dasq Codec writes: floats, little-endian, optional bit rounding, zstd or
+    blosc or nothing, then a crc32c. A file holds at most the raw bytes, plus what zstd
+    or blosc can add to incompressible data and the checksum, with room to spare."""
+    from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ZstdCodec
+    from zarr.codecs.numcodecs import BitRound
+
+    compressors = tuple(arr.compressors)
+    kinds = {ZstdCodec: "zstd", BloscCodec: "blosc"}
+    serializer = arr.serializer
+    dasqs = (
+        str(arr.dtype) in FLOAT_OF.values()
+        and all(isinstance(f, BitRound) for f in arr.filters)
+        and isinstance(serializer, BytesCodec)
+        and getattr(serializer.endian, "value", None) == "little"
+        and isinstance(compressors[-1:] and compressors[-1], Crc32cCodec)
+        and len(compressors) <= 2
+        and all(type(c) in kinds for c in compressors[:-1])
+    )
+    if not dasqs:
+        raise StoreError(
+            f"the array {arr.path!r} is not encoded as dasq encodes amplitudes (floats, little-endian, "
+            "optional bit rounding, zstd or blosc, a crc32c): its metadata was edited or is not dasq's"
+        )
     raw = int(np.prod(arr.chunks)) * arr.dtype.itemsize
-    return raw + raw // 64 + (64 << 10)
+    compression = kinds[type(compressors[0])] if len(compressors) == 2 else None
+    return ChunkEncoding(raw, compression, raw + raw // 64 + (64 << 10))
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
@@ -338,10 +397,15 @@ def read_amplitudes(
         chunks.check_crcs(path, name, first, expected, stage)
     try:
         floats = arr[2 * start : 2 * (start + count)]
-    except ValueError as exc:
-        if "checksum" not in str(exc):
-            raise
-        raise StoreError(_corrupt_chunk(arr, path, name, start, count)) from None
+    except StoreError:
+        raise
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: a codec's (numcodecs zstd, blosc)
+        if "checksum" in str(exc):
+            raise StoreError(_corrupt_chunk(arr, path, name, start, count)) from None
+        raise StoreError(
+            f"the chunks of {location(path) / name} holding amplitudes {start} to {start + count - 1} "
+            f"cannot be decoded ({exc}); the store is damaged"
+        ) from None
     return floats.view(dtype)
 
 
@@ -451,29 +515,46 @@ def open_store(store: StoreName) -> Manifest:
     manifest = Manifest.read(path)
     path.check()  # no link or special file anywhere in it (dasq.storage.contained)
     for name in ARRAYS:
-        where = path / name
-        if isinstance(where, LocalDir) and not stat.S_ISDIR(path.files.kind(name) or 0):
-            raise StoreError(
-                f"{where} is not a directory inside the store (missing, or a file); dasq reads and writes "
-                "only arrays that live in the store"
-            )
-        if manifest.array_metadata.get(name) != metadata_digest(path, name):
-            raise StoreError(
-                f"{where / 'zarr.json'} is not the array metadata this store was created with (edited or "
-                "damaged); its codecs would decode the chunks wrongly"
-            )
-        arr = open_array(str(path), name, manifest.store_id)
-        expected = ((2 << manifest.num_qubits,), (2 << manifest.storage_qubits,), FLOAT_OF[manifest.dtype])
-        found = (arr.shape, arr.chunks, str(arr.dtype))
-        if found != expected:
-            raise StoreError(
-                f"array {where} has shape, chunks and dtype {found}, but the manifest describes {expected}; "
-                "the store is damaged"
-            )
-        encoding = arr.metadata.chunk_key_encoding
-        if getattr(encoding, "name", None) != "default" or getattr(encoding, "separator", None) != "/":
-            raise StoreError(f"array {where} does not use zarr's default chunk keys; not a dasq array")
+        check_array(
+            path,
+            name,
+            manifest.array_metadata.get(name),
+            manifest.store_id,
+            (manifest.num_qubits, manifest.storage_qubits, manifest.dtype),
+        )
     return manifest
+
+
+def check_array(
+    group: Location, name: str, digest: object, store_id: str, sizes: tuple[int, int, str]
+) -> None:
+    """Refuse array ``name`` of ``group`` unless it lives in the store (a directory, not
+    a link elsewhere), its metadata is the one recorded (``digest``: its codecs would
+    otherwise decode the chunks wrongly) and it holds 2^n amplitudes of ``dtype`` in
+    chunks of 2^S, with zarr's default chunk keys; ``sizes``: (n, S, dtype)."""
+    where = group / name
+    if isinstance(group, LocalDir) and not stat.S_ISDIR(group.files.kind(name) or 0):
+        raise StoreError(
+            f"{where} is not a directory inside the store (missing, or a file); dasq reads and writes "
+            "only arrays that live in the store"
+        )
+    if digest != metadata_digest(group, name):
+        raise StoreError(
+            f"{where / 'zarr.json'} is not the array metadata this store was created with (edited or "
+            "damaged); its codecs would decode the chunks wrongly"
+        )
+    arr = open_array(str(group), name, store_id)
+    num_qubits, storage_qubits, dtype = sizes
+    expected = ((2 << num_qubits,), (2 << storage_qubits,), FLOAT_OF[dtype])
+    found = (arr.shape, arr.chunks, str(arr.dtype))
+    if found != expected:
+        raise StoreError(
+            f"array {where} has shape, chunks and dtype {found}, but its store describes {expected}; "
+            "the store is damaged"
+        )
+    encoding = arr.metadata.chunk_key_encoding
+    if getattr(encoding, "name", None) != "default" or getattr(encoding, "separator", None) != "/":
+        raise StoreError(f"array {where} does not use zarr's default chunk keys; not a dasq array")
 
 
 def current_crcs(manifest: Manifest) -> np.ndarray | None:

@@ -122,7 +122,11 @@ def test_foreign_and_damaged_stores_are_refused(tmp_path, monkeypatch):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
     record["gradient"] = ["nan"] * 4
     (store / sg.RECORD).write_text(json.dumps(record))
-    with pytest.raises(StoreError, match="not a readable dasq gradient record"):
+    with pytest.raises(StoreError, match="edited or damaged"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    record["digest"] = sg._digest({k: v for k, v in record.items() if k != "digest"})  # forged
+    (store / sg.RECORD).write_text(json.dumps(record))
+    with pytest.raises(StoreError, match="not a valid dasq gradient record"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
 
 

@@ -14,7 +14,12 @@ its share of every derivative. At most ``workers`` groups are in memory at once.
 Every pass reads one copy of each state and writes the other (a/b), and the
 record (``dasq-gradient.json``: the pass reached, the checksums of every chunk,
 the sums so far) is replaced atomically after each pass: a run interrupted at any
-instant resumes from its last completed pass.
+instant resumes from its last completed pass. The store is what a run's is
+(dasq.storage.store): created whole or not at all, one writer under its lock,
+every file read through the same checks; the record carries a digest of its own
+fields and of its arrays' metadata, as a run's manifest does. Without a store the
+states live in a temporary directory named after its process, removed when the
+call ends, or by the next call once that process is gone.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import json
 import math
 import os
 import shutil
+import socket
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,9 +47,12 @@ from dasq.engine.sweep import Binding, PauliTerms, Program, undo_with_gradients
 from dasq.engine.template import Template
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import store as st
-from dasq.storage.location import LocalDir, Location, location
+from dasq.storage.location import Location, WriterLock, check_creatable, location
+from dasq.storage.manifest import GRADIENT_RECORD
 
-RECORD = "dasq-gradient.json"
+RECORD = GRADIENT_RECORD
+RECORD_FORMAT = 2  # 1: no digest, no store_id, no array metadata
+SCRATCH_PREFIX = "dasq-gradient-"  # a store-less run's directory: dasq-gradient-PID@HOST-XXXXXXXX
 STATES = ("psi", "lambda")
 GROUP_COPIES = 3  # amplitudes held per group amplitude in a backward task: psi, lambda, a block read
 MIN_SPANNED = 2  # global qubits a pass may span at least (fewer passes, larger groups)
@@ -152,6 +162,7 @@ class Side:
     group: str
     array: str | None
     crcs: np.ndarray | None = None
+    store_id: str = ""  # the store's, so that a store made again at its path is not read stale
 
     @property
     def target(self) -> str:
@@ -189,14 +200,16 @@ class PassWork:
                     row[0, j * size + (self.basis & (size - 1))] = 1
                 continue
             row[0, j * size : (j + 1) * size] = st.read_amplitudes(
-                side.group, side.array, c * size, size, self.dtype, crcs=side.crcs
+                side.group, side.array, c * size, size, self.dtype, side.store_id, crcs=side.crcs
             )
         return row
 
     def write(self, side: Side, blocks: Sequence[int], row: np.ndarray) -> dict[int, np.ndarray]:
         size = 1 << self.L
         return {
-            c: st.write_amplitudes(side.group, side.target, c * size, row[0, j * size : (j + 1) * size])
+            c: st.write_amplitudes(
+                side.group, side.target, c * size, row[0, j * size : (j + 1) * size], side.store_id
+            )
             for j, c in enumerate(blocks)
         }
 
@@ -325,74 +338,125 @@ def describe_run(
 
 @dataclass(frozen=True)
 class Progress:
-    """What the record holds: passes done, both states' copies, the sums so far."""
+    """What the record holds: passes done, both states' copies, the sums so far, and
+    the store's identity (its id, the digest of each array's metadata)."""
 
     done: int
     psi: Side
     lam: Side
     value: float
     grads: np.ndarray
+    store_id: str = ""
+    arrays: dict[str, str] | None = None
 
 
-def _record_bytes(run: StoredGradient, progress: Progress) -> bytes:
+def _fields(run: StoredGradient, progress: Progress) -> dict:
     def side(s: Side) -> dict:
         return {"array": s.array, "crcs": None if s.crcs is None else [int(v) for v in s.crcs]}
 
-    return json.dumps(
-        {
-            "dasq-gradient": 1,
-            "key": run.key,
-            "passes": run.total,
-            "done": progress.done,
-            "psi": side(progress.psi),
-            "lambda": side(progress.lam),
-            "value": progress.value,
-            "gradient": [float(g) for g in progress.grads],
-        }
-    ).encode()
+    return {
+        "dasq-gradient": RECORD_FORMAT,
+        "key": run.key,
+        "passes": run.total,
+        "done": progress.done,
+        "psi": side(progress.psi),
+        "lambda": side(progress.lam),
+        "value": progress.value,
+        "gradient": [float(g) for g in progress.grads],
+        "store_id": progress.store_id,
+        "arrays": progress.arrays,
+    }
 
 
-def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) -> Progress | None:
-    """The record of this run (None: a new store); anything else in it is refused."""
-    if not where.exists(RECORD):
-        return None
+def _digest(fields: dict) -> str:
+    """sha256 of the record's fields but ``digest`` (as a run's manifest's)."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _record_bytes(run: StoredGradient, progress: Progress) -> bytes:
+    fields = _fields(run, progress)
+    return json.dumps({**fields, "digest": _digest(fields)}).encode()
+
+
+def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) -> Progress:
+    """The record of this run, checked (digest, schema, arrays) before anything uses
+    it; anything else in it is one StoreError."""
+    path = where / RECORD
     try:
         data = json.loads(where.read_bytes(RECORD))
-        if not isinstance(data, dict) or data.get("dasq-gradient") != 1:
-            raise ValueError("not a gradient record")
-        if data.get("key") != run.key:
-            raise StoreError(
-                f"{where} holds another gradient run (another circuit, parameters, observable, "
-                "dtype, or blocks: memory_limit and the number of threads size them); give a new store"
-            )
-        done = data["done"]
-        if not (isinstance(done, int) and 0 <= done <= run.total and data.get("passes") == run.total):
-            raise ValueError("pass counts out of range")
-        sides = []
-        for name in STATES:
-            entry = data[name]
-            array, crcs = entry["array"], entry["crcs"]
-            if array not in (None, "a", "b") or (array is None) != (crcs is None):
-                raise ValueError(f"bad {name} entry")
-            if crcs is not None:
-                if not (isinstance(crcs, list) and len(crcs) == chunks_per_state):
-                    raise ValueError(f"bad {name} checksums")
-                crcs = np.array(crcs, dtype=np.int64)
-                if crcs.min() < 0 or crcs.max() >= 1 << 32:
-                    raise ValueError(f"bad {name} checksums")
-                crcs = crcs.astype(np.uint32)
-            sides.append(Side(str(where / name), array, crcs))
-        grads = np.array(data["gradient"], dtype=np.float64)
-        if grads.shape != (run.x.shape[1],) or not np.all(np.isfinite(grads)):
-            raise ValueError("bad gradient")
-        value = float(data["value"])
-        if not math.isfinite(value):
-            raise ValueError("bad value")
     except StoreError:
         raise
-    except (ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
-        raise StoreError(f"{where / RECORD} is not a readable dasq gradient record: {exc}") from None
-    return Progress(done, sides[0], sides[1], value, grads)
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        raise StoreError(f"{path} is not a readable dasq gradient record: {exc}") from None
+    if not isinstance(data, dict) or data.get("dasq-gradient") not in (1, RECORD_FORMAT):
+        raise StoreError(f"{path} is not a dasq gradient record")
+    if data["dasq-gradient"] != RECORD_FORMAT:
+        raise StoreError(
+            f"{where} was written by an earlier development version of dasq (a gradient record without a "
+            "digest); give a new store, or delete this one"
+        )
+    if data.get("digest") != _digest({k: v for k, v in data.items() if k != "digest"}):
+        raise StoreError(
+            f"{path} was edited or damaged: its fields do not match its digest; a dasq gradient record is "
+            "written only by dasq"
+        )
+    if data.get("key") != run.key:
+        raise StoreError(
+            f"{where} holds another gradient run (another circuit, parameters, observable, "
+            "dtype, or blocks: memory_limit and the number of threads size them); give a new store"
+        )
+    try:
+        progress = _progress(where, data, run, chunks_per_state)
+    except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as exc:
+        raise StoreError(f"{path} is not a valid dasq gradient record: {exc}") from None
+    sizes = (run.blocking.num_qubits, min(run.blocking.L, STORAGE_QUBITS), run.dtype)
+    for name in STATES:
+        for array in st.ARRAYS:
+            digest = (progress.arrays or {}).get(f"{name}/{array}")
+            st.check_array(where / name, array, digest, progress.store_id, sizes)
+    return progress
+
+
+def _progress(where: Location, data: dict, run: StoredGradient, chunks_per_state: int) -> Progress:
+    """The record's fields as a Progress; ValueError (and kin) for anything outside
+    what dasq writes: checked before numbers reach numpy (a 400-digit integer)."""
+    done = data["done"]
+    if not (_is_int(done) and 0 <= done <= run.total and data["passes"] == run.total):
+        raise ValueError("pass counts out of range")
+    store_id, arrays = data["store_id"], data["arrays"]
+    names = {f"{name}/{array}" for name in STATES for array in st.ARRAYS}
+    if not (isinstance(store_id, str) and isinstance(arrays, dict) and set(arrays) == names):
+        raise ValueError("bad store_id or arrays")
+    if not all(isinstance(v, str) for v in arrays.values()):
+        raise ValueError("bad arrays")
+    sides = []
+    for name in STATES:
+        entry = data[name]
+        array, crcs = entry["array"], entry["crcs"]
+        if array not in (None, *st.ARRAYS) or (array is None) != (crcs is None):
+            raise ValueError(f"bad {name} entry")
+        if crcs is not None:
+            if not (isinstance(crcs, list) and len(crcs) == chunks_per_state):
+                raise ValueError(f"bad {name} checksums")
+            if not all(_is_int(v) and 0 <= v < 1 << 32 for v in crcs):
+                raise ValueError(f"bad {name} checksums")
+            crcs = np.array(crcs, dtype=np.uint32)
+        sides.append(Side(str(where / name), array, crcs, store_id))
+    gradient = data["gradient"]
+    if not (isinstance(gradient, list) and len(gradient) == run.x.shape[1]):
+        raise ValueError("bad gradient")
+    numbers = [*gradient, data["value"]]
+    if not all(isinstance(g, (int, float)) and not isinstance(g, bool) for g in numbers):
+        raise ValueError("bad gradient or value")
+    grads = np.array([float(g) for g in gradient], dtype=np.float64)  # OverflowError past a float
+    value = float(data["value"])
+    if not (np.all(np.isfinite(grads)) and math.isfinite(value)):
+        raise ValueError("bad gradient or value")
+    return Progress(done, sides[0], sides[1], value, grads, store_id, dict(arrays))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def run_stored_gradient(
@@ -404,50 +468,115 @@ def run_stored_gradient(
 ) -> tuple[float, np.ndarray]:
     """(value, gradient) of the run, its states in ``store`` (None: a temporary
     directory, removed after). A store holding this run resumes where it stopped,
-    or answers from its record when complete."""
+    or answers from its record when complete; a new store is created as a run's is
+    (dasq.storage.store.create_store: whole or not at all, its lock held)."""
     if store is None:
-        base = dask.config.get("temporary-directory", None) or None
-        scratch = tempfile.mkdtemp(prefix="dasq-gradient-", dir=base)
-        try:
-            return _run(run, location(scratch), workers, client)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        return _in_scratch(run, workers, client)
     where = location(store)
     where.check()
-    if not where.exists(RECORD):  # absent, or an empty directory
-        where = st.new_store_path(where)
-        if isinstance(where, LocalDir):
-            where.path.mkdir(parents=True, exist_ok=True)
-    return _run(run, where, workers, client)
+    resume = f"call dasq.gradient again with store={str(where)!r}"
+    if where.exists(RECORD):
+        with where.writer(resume=resume) as lock:
+            return _run(run, where, lock, workers, client, resume)
+    where = st.new_store_path(where)
+    check_creatable(where)  # an unwritable directory (/proc, /sys) says so, before the free space
+    st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(run.blocking.num_qubits, run.dtype))
+    with st.create_store(where, lambda staging: _build(run, location(staging)), resume) as lock:
+        return _run(run, where, lock, workers, client, resume)
 
 
-def _run(run: StoredGradient, where: Location, workers: int, client: Any) -> tuple[float, np.ndarray]:
-    blocking = run.blocking
-    n, L = blocking.num_qubits, blocking.L
-    storage = min(L, STORAGE_QUBITS)
-    chunks_per_state = 1 << (n - storage)
-    with where.writer():
-        progress = _read_record(where, run, chunks_per_state)
-        if progress is None:
-            st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(n, run.dtype))
-            progress = Progress(
-                0,
-                Side(str(where / "psi"), None),
-                Side(str(where / "lambda"), None),
-                0.0,
-                np.zeros(run.x.shape[1]),
-            )
-            where.publish(RECORD, _record_bytes(run, progress))
-        codec = st.Codec(None, None)
-        for name in STATES:  # made after the record: a store without one is refused as foreign
-            if not where.exists(f"{name}/b/zarr.json"):
-                st.create_arrays(where / name, n, run.dtype, storage, codec)
-        try:
-            while progress.done < run.total:
+def _in_scratch(run: StoredGradient, workers: int, client: Any) -> tuple[float, np.ndarray]:
+    """The run in a temporary directory named after this process, removed when the
+    run ends however it ends; ones a killed process left are removed first."""
+    base = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+    remove_orphaned_scratch(base)
+    prefix = f"{SCRATCH_PREFIX}{os.getpid()}@{socket.gethostname()}-"
+    try:
+        scratch = tempfile.mkdtemp(prefix=prefix, dir=base)
+    except OSError as exc:
+        raise StoreError(f"cannot create a temporary directory in {base}: {st.write_failure(exc)}") from None
+    try:
+        where = location(scratch)
+        st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(run.blocking.num_qubits, run.dtype))
+        with where.writer() as lock:
+            try:
+                _build(run, where)
+            except OSError as exc:
+                raise StoreError(f"cannot create {where}: {st.write_failure(exc)}") from None
+            return _run(run, where, lock, workers, client, None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def remove_orphaned_scratch(base: str | os.PathLike[str]) -> None:
+    """Temporary directories of store-less runs on this host whose process is gone
+    (killed: its own cleanup never ran)."""
+    host = socket.gethostname()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            owner = entry.name.rsplit("-", 1)[0].removeprefix(SCRATCH_PREFIX)
+            pid, _, at = owner.partition("@")
+            if not entry.name.startswith(SCRATCH_PREFIX) or at != host or not pid.isdigit():
+                continue
+            if entry.is_dir(follow_symlinks=False) and not _alive(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process; a pid no process can have
+        return True
+    return True
+
+
+def _build(run: StoredGradient, where: Location) -> None:
+    """A new store's arrays and its first record (nothing done yet), written last."""
+    n, storage = run.blocking.num_qubits, min(run.blocking.L, STORAGE_QUBITS)
+    st.create_group(where, {"gradient": RECORD})
+    arrays: dict[str, str] = {}
+    for name in STATES:
+        made = st.create_arrays(where / name, n, run.dtype, storage, st.Codec(None, None))
+        arrays.update({f"{name}/{array}": digest for array, digest in made.items()})
+    store_id = uuid.uuid4().hex
+    progress = Progress(
+        0,
+        Side(str(where / "psi"), None, store_id=store_id),
+        Side(str(where / "lambda"), None, store_id=store_id),
+        0.0,
+        np.zeros(run.x.shape[1]),
+        store_id,
+        arrays,
+    )
+    where.publish(RECORD, _record_bytes(run, progress))
+
+
+def _run(
+    run: StoredGradient, where: Location, lock: WriterLock, workers: int, client: Any, resume: str | None
+) -> tuple[float, np.ndarray]:
+    """The passes left, under ``lock`` (verified before every pass and record write);
+    a write that fails (a full disk) is one StoreError, the passes done kept."""
+    n, L = run.blocking.num_qubits, run.blocking.L
+    progress = _read_record(where, run, 1 << (n - min(L, STORAGE_QUBITS)))
+    try:
+        while progress.done < run.total:
+            lock.verify()
+            try:
                 progress = _one_pass(run, progress, workers, client)
+                lock.verify()
                 where.publish(RECORD, _record_bytes(run, progress))
-        finally:
-            SCRATCH.clear()
+            except OSError as exc:
+                kept = (
+                    f"; the passes before it are intact: {resume} once the problem is fixed" if resume else ""
+                )
+                raise StoreError(
+                    f"pass {progress.done + 1} of {run.total} could not be written to {where}: "
+                    f"{st.write_failure(exc)}{kept}"
+                ) from None
+    finally:
+        SCRATCH.clear()
     return progress.value, progress.grads
 
 
@@ -501,7 +630,7 @@ def _written(side: Side, pieces: Sequence[dict[int, np.ndarray]], nblocks: int) 
     for piece in pieces:
         by_block.update(piece)
     crcs = np.concatenate([by_block[c] for c in range(nblocks)]).astype(np.uint32)
-    return Side(side.group, side.target, crcs)
+    return replace(side, array=side.target, crcs=crcs)
 
 
 def _compute(task: Callable, work: PassWork, items: Sequence[Any], workers: int, client: Any) -> list[Any]:

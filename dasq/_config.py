@@ -1,12 +1,14 @@
 """Defaults that depend on the machine, overridable through ``dask.config``.
 
-Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM),
+Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM: the largest array dasq
+builds in one process, a state's ``to_numpy``, a parameter batch, Cirq's random draws),
 ``dasq.chunk-qubits`` (default local qubits per block, None = chosen here from the
 cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
 affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
 ``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16),
-``dasq.qasm-max-operations`` (the most operations an OpenQASM program may expand to,
-default 250,000; see dasq/circuit/qasm_limits.py)
+``dasq.max-operations`` (the most operations a circuit read from OpenQASM, Qiskit or
+Cirq may expand to, loops and repetitions written out, default 250,000; see
+dasq/circuit/budget.py; ``dasq.qasm-max-operations``, its earlier name, is still read),
 ``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
 "packed", "tasks" or "p2p"; see dasq/engine/layers.py) and ``dasq.device`` (where
 blocks live when ``simulate`` is given no ``device``: "cpu", "gpu", "gpu:N" or "gpu-twin";
@@ -67,13 +69,15 @@ def available_memory(client: object = None, device_bytes: int | None = None) -> 
     return total_memory(), "this machine"
 
 
-QASM_MAX_OPERATIONS = 250_000  # a program at this many is read in seconds and a few hundred MiB
+MAX_OPERATIONS = 250_000  # a circuit of this many is read in seconds and a few hundred MiB
 
 
-def qasm_max_operations() -> int:
-    """The most operations an OpenQASM program may expand to (dask config
-    ``dasq.qasm-max-operations``): what it costs to read grows with them."""
-    return int(dask.config.get("dasq.qasm-max-operations", None) or QASM_MAX_OPERATIONS)
+def max_operations() -> int:
+    """The most operations a circuit read from OpenQASM, Qiskit or Cirq may expand to
+    (dask config ``dasq.max-operations``, or its earlier name ``dasq.qasm-max-operations``):
+    what it costs to read grows with them."""
+    value = dask.config.get("dasq.max-operations", None) or dask.config.get("dasq.qasm-max-operations", None)
+    return int(value or MAX_OPERATIONS)
 
 
 def to_numpy_limit() -> int:

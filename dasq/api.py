@@ -300,10 +300,7 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
     L = request.chunk_qubits
     if L is None:
         L = _config.default_chunk_qubits(request.width, running_on, on_gpu)
-    if request.memory_limit is not None:
-        available, where = v.check_memory_limit(request.memory_limit), "memory_limit"
-    else:
-        available, where = _config.available_memory(running_on, request.backend.memory_bytes())
+    available, where = _available(request, running_on)
     v.check_in_memory_run(request.width, np.dtype(request.dtype).itemsize, L, available, where)
     options = RunOptions(
         method=request.method,
@@ -316,6 +313,13 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
         progress=request.progress,
     )
     return L, options
+
+
+def _available(request: Request, running_on: Any) -> tuple[int, str]:
+    """The bytes an in-memory run may hold, and what sets them."""
+    if request.memory_limit is not None:
+        return v.check_memory_limit(request.memory_limit), "memory_limit"
+    return _config.available_memory(running_on, request.backend.memory_bytes())
 
 
 def _run_statevector(request: Request) -> StateVector:
@@ -397,6 +401,15 @@ def _run_trajectories(request: Request) -> Trajectories:
     """Channels sampled on statevectors: each trajectory an in-memory run seeded from
     ``seed``; every option is checked once, before the first trajectory."""
     L, options = _in_memory(request)
+    available, where = _available(request, scheduler_client(request.client))
+    count = request.trajectories or 1
+    v.check_bytes(  # every trajectory's final state is kept
+        count * (np.dtype(request.dtype).itemsize << request.width),
+        available,
+        f"{count:,} trajectories of {request.width} qubits (each keeps its final state)",
+        where,
+        "use fewer trajectories (the standard error falls as 1/sqrt(trajectories))",
+    )
     options = replace(options, progress=False)  # a bar per trajectory segment would say nothing
     n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
 
@@ -488,7 +501,9 @@ def run(
     def start(segment: Circuit) -> StateVector:
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
 
-    branches = run_branches(program, circuit.num_qubits, shots, start, rng)
+    limit = options.get("memory_limit")  # what the branches' states may take, as a run's state may
+    held = (v.check_memory_limit(limit), "memory_limit") if limit is not None else None
+    branches = run_branches(program, circuit.num_qubits, shots, start, rng, memory=held)
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)

@@ -54,6 +54,7 @@ try:
     )
     from pennylane.exceptions import DeviceError
     from pennylane.measurements import (
+        CountsMP,
         ExpectationMP,
         MeasurementProcess,
         MeasurementValue,
@@ -81,7 +82,7 @@ from dasq.api import simulate, simulate_settings
 from dasq.batch import BATCH_MAX_QUBITS, expectation, gradient
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import Parameter
-from dasq.circuit.validation import check_dtype, random_generator
+from dasq.circuit.validation import check_dtype, check_per_shot, random_generator
 from dasq.state.observables import PauliSum, pauli_label
 from dasq.state.statevector import StateVector
 from dasq.storage.location import run_store
@@ -746,31 +747,59 @@ class DasqDevice(Device):
 
     def _sampled(self, tape: QuantumScript, state: StateVector, wires: Wires, entries: list[int]) -> Any:
         """Every entry of the shot vector (``entries`` shots each) drawn afresh;
-        measurements in one basis share samples."""
+        measurements in one basis share samples. A basis whose measurements are all
+        counts, expectations, variances or probabilities is drawn as counts (any number
+        of shots, in the memory of its distinct outcomes); one with ``qml.sample`` (or a
+        mid-circuit measurement's statistics) as one row per shot, up to MAX_MEMORY_SHOTS."""
+        keys = [
+            _gates_key(mp.diagonalizing_gates() if isinstance(mp.obs, Operator) else [])
+            for mp in tape.measurements
+        ]
+        per_shot = {key for key, mp in zip(keys, tape.measurements) if not _from_counts(mp)}
+        if per_shot:
+            check_per_shot(
+                max(entries, default=0),
+                "qml.sample (and a mid-circuit measurement's statistics) keeps every shot's outcome",
+                8 * state.num_qubits,
+                "qml.counts, qml.expval, qml.var and qml.probs take any number of shots",
+            )
         bases: dict[tuple, StateVector] = {}
         per_entry = []
         for shots in entries:
-            drawn: dict[tuple, np.ndarray] = {}
+            drawn: dict[tuple, Any] = {}
             values = []
-            for mp in tape.measurements:
-                gates = mp.diagonalizing_gates() if isinstance(mp.obs, Operator) else []
-                key = _gates_key(gates)
+            for key, mp in zip(keys, tape.measurements):
                 if key not in drawn and not shots:  # every shot postselected away
                     drawn[key] = np.zeros((0, state.num_qubits), dtype=np.int64)
                 if key not in drawn:
                     if key not in bases:
+                        gates = mp.diagonalizing_gates() if isinstance(mp.obs, Operator) else []
                         bases[key] = _rotated(state, mp, wires) if gates else state
-                    drawn[key] = self._draw(bases[key], shots)
-                values.append(mp.process_samples(drawn[key], wire_order=wires))
+                    drawn[key] = self._draw(bases[key], shots, key in per_shot)
+                if isinstance(drawn[key], dict):
+                    values.append(mp.process_counts(drawn[key], wire_order=wires))
+                else:
+                    values.append(mp.process_samples(drawn[key], wire_order=wires))
             per_entry.append(values[0] if len(values) == 1 else tuple(values))
         return tuple(per_entry) if tape.shots.has_partitioned_shots else per_entry[0]
 
-    def _draw(self, state: StateVector, shots: int) -> np.ndarray:
-        """``shots`` samples as PennyLane takes them: one row per shot, column q = wires[q]."""
+    def _draw(self, state: StateVector, shots: int, per_shot: bool) -> np.ndarray | dict[str, int]:
+        """``shots`` samples as PennyLane takes them: counts keyed by bit strings in wire
+        order, or (``per_shot``) one row per shot, column q = wires[q]."""
         indices, counts = state.sample_counts(shots, seed=int(self._rng.integers(0, 2**62)))
+        n = state.num_qubits
+        if not per_shot:  # as PennyLane counts samples: bit strings in order, int64 counts
+            return dict(
+                sorted((format(int(i), f"0{n}b")[::-1], np.int64(c)) for i, c in zip(indices, counts) if c)
+            )
         outcomes = np.repeat(indices, counts)
         self._rng.shuffle(outcomes)  # sample_counts gives them sorted
-        return (outcomes[:, None] >> np.arange(state.num_qubits)) & 1
+        return (outcomes[:, None] >> np.arange(n)) & 1
+
+
+def _from_counts(mp: MeasurementProcess) -> bool:
+    """Whether ``mp`` is read from counts alone (PennyLane's ``process_counts``)."""
+    return isinstance(mp, (CountsMP, ExpectationMP, VarianceMP, ProbabilityMP)) and mp.mv is None
 
 
 def _rotated(state: StateVector, mp: MeasurementProcess, wires: Wires) -> StateVector:

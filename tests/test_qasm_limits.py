@@ -470,8 +470,8 @@ def test_the_operation_limit_is_a_setting_named_in_its_refusal():
 
     program = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\n' + "h q[0];\n" * 101
     with (
-        dask.config.set({"dasq.qasm-max-operations": 100}),
-        pytest.raises(dasq.ValidationError, match=r"dasq\.qasm-max-operations"),
+        dask.config.set({"dasq.max-operations": 100}),
+        pytest.raises(dasq.ValidationError, match=r"dasq\.max-operations"),
     ):
         dasq.Circuit.from_qasm(program)
     assert len(dasq.Circuit.from_qasm(program)) == 101  # the default holds far more

@@ -29,12 +29,13 @@ except ImportError:  # pragma: no cover - cirq is an optional extra
         "this needs Cirq: install dasq with the 'cirq' extra (pip install 'dasq[cirq]')"
     ) from None
 
+from dasq.circuit.budget import Budget
 from dasq.circuit.channels import CHANNEL_ATOL
 from dasq.circuit.classical import ClassicalRegister, Condition
 from dasq.circuit.kinds import Measure
 from dasq.errors import ValidationError
 
-__all__ = ["Converted", "Instance", "convert", "matrix_operations"]
+__all__ = ["Converted", "Instance", "convert", "matrix_operations", "unrolled_size"]
 
 DENSE_MAX_QUBITS = 4  # wider operations are decomposed by Cirq first, when they can be
 CONDITION_MAX_BITS = 12  # a condition other than a key's is enumerated over at most 2^12 values
@@ -94,7 +95,8 @@ def convert(
     this module). A measurement's confusion map is kept in ``confusions`` (by register)
     with ``keep_confusion=True``, for a caller that applies it as Cirq does; otherwise
     its one-qubit entries become the measurements' readout errors and wider ones are
-    refused."""
+    refused. What the moments unroll to is counted against the operation budget
+    (dasq.circuit.budget) before a CircuitOperation is unrolled."""
     if any(q.dimension != 2 for q in qubits):
         raise ValidationError("dasq simulates qubits only; the circuit has qudits")
     if not qubits:
@@ -102,8 +104,10 @@ def convert(
     n = len(qubits)
     out = Converted(circuit_cls(n), keep_confusion=keep_confusion)
     index = {q: n - 1 - i for i, q in enumerate(qubits)}
+    budget = Budget.of_setting()
     for moment in moments:
         for op in cirq.flatten_to_ops(moment):
+            budget.spend(unrolled_size(op, budget.cap()))  # counted before anything is unrolled
             if isinstance(op.untagged, cirq.CircuitOperation):
                 inner = cirq.unroll_circuit_op(
                     cirq.Circuit(op), deep=True, tags_to_check=None
@@ -114,6 +118,27 @@ def convert(
                 out.phase *= _add(out, part.untagged, index, out.circuit)
         out.moment_ends.append(len(out.circuit))
     return out
+
+
+def unrolled_size(op: cirq.Operation, cap: int | None = None) -> int:
+    """The operations ``op`` is once unrolled: a CircuitOperation's once per repetition
+    (nested ones multiplied), anything else one; counting stops once past ``cap``."""
+    inner = op.untagged
+    if not isinstance(inner, cirq.CircuitOperation):
+        return 1
+    try:
+        repetitions = abs(int(inner.repetitions))
+    except TypeError:  # a symbol left unresolved: Cirq's unrolling says so
+        return 1
+    if not repetitions:
+        return 0
+    part_cap = None if cap is None else cap // repetitions + 1
+    total = 0
+    for part in inner.circuit.all_operations():
+        total += unrolled_size(part, part_cap)
+        if part_cap is not None and total > part_cap:
+            break
+    return repetitions * total
 
 
 def _add(out: Converted, op: cirq.Operation, index: dict[cirq.Qid, int], circuit: Any) -> complex:

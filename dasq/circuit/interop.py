@@ -15,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.circuit import qasm_limits, qiskit_flow
+from dasq.circuit.budget import Budget
+from dasq.circuit.validation import check_bytes
 from dasq.errors import ValidationError
 
 QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
@@ -76,7 +79,7 @@ def _circuit_from_program(
             raise
         raise ValidationError(f"invalid OpenQASM: Qiskit's parser failed ({str(exc)[:200]})") from None
     try:
-        return _convert(qc, circuit_cls, _Budget(qasm_limits.max_operations()))
+        return _convert(qc, circuit_cls, Budget.of_setting(qasm_limits.operations_message))
     except (ValidationError, ImportError, RecursionError, MemoryError):
         raise
     except Exception as exc:  # Qiskit refusing something the parser let through
@@ -152,25 +155,9 @@ _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id
 
 
 def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
-    return _convert(qc, circuit_cls, _Budget(None))
-
-
-class _Budget:
-    """The operations a read may still visit, shared by its whole walk (None: no limit;
-    a circuit read from OpenQASM gets MAX_OPERATIONS, so what its gate definitions
-    expand to is bounded, and counting stops at the limit)."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, left: int | None) -> None:
-        self.left = left
-
-    def spend(self, n: int = 1) -> None:
-        if self.left is None:
-            return
-        self.left -= n
-        if self.left < 0:
-            raise ValidationError(qasm_limits.operations_message())
+    """A Qiskit circuit within the operation budget every circuit read has
+    (dasq.circuit.budget): loops written out, gate definitions expanded."""
+    return _convert(qc, circuit_cls, Budget.of_setting())
 
 
 @dataclass(frozen=True)
@@ -179,7 +166,7 @@ class _Walk:
     and the budget of operations it shares."""
 
     depth: int
-    budget: _Budget
+    budget: Budget
     outer: str = ""  # the top-level instruction the walk is inside
 
     def deeper(self, op: Any) -> _Walk:
@@ -260,7 +247,7 @@ def _controlled_matrix(base: np.ndarray, num_ctrl: int, ctrl_state: int) -> np.n
     return out
 
 
-def _convert(qc: Any, circuit_cls: Any, budget: _Budget) -> Any:
+def _convert(qc: Any, circuit_cls: Any, budget: Budget) -> Any:
     qiskit = _import_qiskit()
     if not isinstance(qc, qiskit.QuantumCircuit):
         raise TypeError(f"expected a qiskit.QuantumCircuit, got {type(qc).__name__}")
@@ -272,6 +259,7 @@ def _convert(qc: Any, circuit_cls: Any, budget: _Budget) -> Any:
     qubits = {q: qc.find_bit(q).index for q in qc.qubits}
     clbits = {c: qc.find_bit(c).index for c in qc.clbits}
     walk = _Walk(0, budget)
+    budget.check(qiskit_flow.written_size(qc, budget.cap()))  # a huge loop refused before any pass
     try:
         for inst in qc.data:
             _append_instruction(out, inst, qubits, clbits, circuit_cls, walk)
@@ -340,6 +328,7 @@ def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, 
     qubits, then prepare the state on them (dasq.circuit.initialize)."""
     from dasq.circuit.initialize import Initialize, checked_state, preparation_matrix
 
+    _size_initialize(op, len(targets), walk)
     state = checked_state(_initial_state(op), len(targets))
     prepare = circuit_cls(out.num_qubits)
     if len(targets) <= DENSE_WIDTH:
@@ -355,6 +344,28 @@ def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, 
         prepare.diagonal([value, value], [targets[0]], name="global_phase")
         gates = list(prepare)
     qiskit_flow.append_records(out, [Initialize.of(out.num_qubits, targets, state, gates)])
+
+
+def _size_initialize(op: Any, width: int, walk: _Walk) -> None:
+    """Refuse, before its 2^width amplitudes are built, an initialize on more qubits
+    than can be prepared: past DENSE_WIDTH qubits Qiskit's synthesis writes about one
+    gate per amplitude (the operation budget), and an integer or a label becomes its
+    amplitudes here (this machine's memory)."""
+    need = 16 << width  # complex128 amplitudes
+    if width > DENSE_WIDTH:
+        walk.budget.check(
+            1 << width,
+            f"initialize on {width} qubits (2^{width} amplitudes, {need:,} bytes, about one gate each "
+            "to prepare)",
+        )
+    if op.name != "set_statevector":  # a vector is given already; an integer or a label is built here
+        check_bytes(
+            need,
+            _config.available_memory()[0],
+            f"initialize on {width} qubits (2^{width} amplitudes)",
+            "this machine's memory",
+            "initialize fewer qubits",
+        )
 
 
 def _initial_state(op: Any) -> np.ndarray:
@@ -390,7 +401,7 @@ def _append_gate(
     each): a standard gate as its dasq builder, an explicit matrix as given, and any
     other composite through its definition, so no dense matrix wider than
     DENSE_WIDTH qubits is ever built from a Qiskit instruction."""
-    walk = walk or _Walk(0, _Budget(None))
+    walk = walk or _Walk(0, Budget(None))
     name = op.name
     num_ctrl = getattr(op, "num_ctrl_qubits", 0)
     if num_ctrl and name != "cu" and op.base_gate.name == "u" and len(op.params) == 4:

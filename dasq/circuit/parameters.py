@@ -9,6 +9,7 @@ ansatz libraries use; Qiskit expressions of that form convert, others are refuse
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
+from dasq.circuit.validation import check_bytes
 from dasq.errors import ValidationError
 
 
@@ -250,11 +253,12 @@ def parameter_batch(names: Sequence[str], parameters: Any) -> ParameterBatch:
         if missing:
             raise ValidationError(f"no value for parameter(s) {missing}")
         try:
-            columns = np.broadcast_arrays(*(by_name[name] for name in names))
+            shape = np.broadcast_shapes(*(by_name[name].shape for name in names))
         except ValueError:
             shapes = {name: np.shape(by_name[name]) for name in names}
             raise ValidationError(f"parameter arrays do not broadcast together: {shapes}") from None
-        shape = columns[0].shape
+        check_batch_bytes(shape, len(names))
+        columns = np.broadcast_arrays(*(by_name[name] for name in names))
         values = np.stack([c.reshape(-1) for c in columns], axis=1)
     else:
         array = _numbers(parameters, "parameters")
@@ -270,6 +274,19 @@ def parameter_batch(names: Sequence[str], parameters: Any) -> ParameterBatch:
     if values.shape[0] == 0:
         raise ValidationError("the parameter batch is empty")
     return ParameterBatch(names, np.ascontiguousarray(values, dtype=np.float64), tuple(shape))
+
+
+def check_batch_bytes(shape: tuple[int, ...], width: int) -> None:
+    """Refuse, before it is built, a batch whose rows (``shape`` broadcast, ``width``
+    parameters each, as float64) take more than dask config ``dasq.to-numpy-limit``."""
+    sets = math.prod(shape)
+    check_bytes(
+        8 * width * sets,
+        _config.to_numpy_limit(),
+        f"a parameter batch of shape {shape} ({sets:,} sets of {width} parameters)",
+        "dask config 'dasq.to-numpy-limit', the largest array dasq builds in one process",
+        "pass fewer sets, or run the batch in pieces",
+    )
 
 
 def _numbers(value: Any, what: str) -> np.ndarray:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 
-from dasq import _config
+from dasq.circuit import budget
 from dasq.circuit.classical import MAX_CLBITS
 from dasq.circuit.validation import MAX_QUBITS
 from dasq.errors import ValidationError
@@ -36,9 +36,9 @@ MAX_GATE_DEPTH = 32  # gate definitions inside gate definitions (and if/else bod
 # dasq's walks recurse a few frames a level, so this stays inside Python's recursion limit even
 # for a caller already hundreds of frames deep
 # operations after broadcasts and gate bodies expand (the default of dask config
-# dasq.qasm-max-operations): each is Qiskit's objects and dasq's validated record, so time and
-# memory grow with it
-MAX_OPERATIONS = _config.QASM_MAX_OPERATIONS
+# dasq.max-operations, the limit of every circuit read: dasq/circuit/budget.py): each is Qiskit's
+# objects and dasq's validated record, so time and memory grow with it
+MAX_OPERATIONS = budget.MAX_OPERATIONS
 MAX_QASM3_BYTES = 4 << 20  # the OpenQASM 3 reference parser is pure Python: its time grows with
 MAX_QASM3_TOKENS = 250_000  # ... the characters it lexes and the tokens it parses
 MAX_QASM3_COPIES = 50_000  # gate-body operations the OpenQASM 3 converter deep-copies, in all (it
@@ -501,18 +501,17 @@ def _broadcast(statement: str, sizes: dict[str, int]) -> int:
 
 
 def max_operations() -> int:
-    """The limit in force: MAX_OPERATIONS unless dask config ``dasq.qasm-max-operations``
+    """The limit in force: MAX_OPERATIONS unless dask config ``dasq.max-operations``
     raises or lowers it (time and memory grow with it)."""
-    return _config.qasm_max_operations()
+    return budget.max_operations()
 
 
-def operations_message() -> str:
+def operations_message(found: str = "") -> str:
     limit = max_operations()
     return (
         f"the program has more than {limit} operations (counting each qubit of a statement on "
-        f"whole registers and the bodies of the gates it uses); dasq reads OpenQASM programs of up "
-        f"to {limit} operations (dask config 'dasq.qasm-max-operations' sets another limit: reading "
-        "takes time and memory in proportion)"
+        f"whole registers, the bodies of the gates it uses and each pass of its for loops); dasq "
+        f"reads OpenQASM programs of up to {limit} operations ({budget.setting()})"
     )
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from dasq.circuit.classical import Condition, IfElse
 from dasq.circuit.loops import BreakLoop, ContinueLoop, ForLoop, WhileLoop
+from dasq.circuit.qasm_limits import MAX_GATE_DEPTH
 from dasq.errors import ValidationError
 
 CONTROL_FLOW = ("if_else", "while_loop", "for_loop", "switch_case", "break_loop", "continue_loop")
@@ -79,9 +80,10 @@ class FlowReader:
         a loop that holds a break or continue stays a ForLoop record of those passes."""
         indexset, parameter, block = inst.operation.params
         budget = self.walk.budget
-        written = len(indexset) * max(1, len(block.data))
-        if budget.left is not None and written > budget.left:
-            budget.spend(written)  # refused now, before any pass is bound
+        passes = _passes(indexset)
+        if budget.left is not None:  # refused now, before any pass is bound
+            body = written_size(block, budget.left // max(1, passes) + 1)
+            budget.check(passes * max(1, body), f"a for_loop of {passes:,} passes")
         jumps = _has_jump(block)
         passes = []
         for value in indexset:
@@ -172,6 +174,36 @@ def _phase_ops(body: Any, inst: Any, qubits: dict) -> list[Any]:
     value = np.exp(1j * body.global_phase)
     carrier.diagonal([value, value], [qubits[inst.qubits[0]] if inst.qubits else 0], name="global_phase")
     return list(carrier)
+
+
+def written_size(block: Any, cap: int | None = None, depth: int = 0) -> int:
+    """The operations reading ``block`` (a QuantumCircuit) writes, at least: one per
+    instruction, a for loop's body once per pass (nested loops multiplied, a pass at
+    least one), the blocks of an if/else, switch or while once each; counting stops
+    once past ``cap`` and below MAX_GATE_DEPTH levels (the reader refuses deeper ones)."""
+    total = 0
+    for inst in block.data:
+        total += 1
+        op = inst.operation
+        if op.name in CONTROL_FLOW and depth < MAX_GATE_DEPTH:
+            if op.name == "for_loop":
+                passes = _passes(op.params[0])
+                inner = None if cap is None else cap // max(1, passes) + 1
+                total += passes * max(1, written_size(op.params[2], inner, depth + 1))
+            else:
+                blocks = getattr(op, "blocks", ())  # break_loop and continue_loop have none
+                total += sum(written_size(b, cap, depth + 1) for b in blocks if b is not None)
+        if cap is not None and total > cap:
+            break
+    return total
+
+
+def _passes(indexset: Any) -> int:
+    """How many values a for loop takes (a range of more than 2^63 - 1 included)."""
+    try:
+        return len(indexset)
+    except OverflowError:  # len() of a range past sys.maxsize
+        return max(0, -((indexset.start - indexset.stop) // indexset.step))
 
 
 def _has_jump(block: Any) -> bool:

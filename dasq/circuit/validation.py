@@ -285,12 +285,32 @@ def check_shots(shots: object, memory: bool = False) -> int:
         raise ValidationError(f"shots must be a non-negative int, got {shots!r}")
     if shots > MAX_SHOTS:  # type: ignore[operator]
         raise ValidationError(f"shots must be at most 2^63 - 1 = {MAX_SHOTS}, got {shots}")
-    if memory and shots > MAX_MEMORY_SHOTS:  # type: ignore[operator]
-        raise ValidationError(
-            f"memory=True keeps every shot's outcome: at most {MAX_MEMORY_SHOTS:,} shots, got {shots:,}; "
-            "counts (memory=False) take any number of shots"
-        )
+    if memory:
+        instead = "counts (memory=False) take any number of shots"
+        check_per_shot(int(shots), "memory=True keeps every shot's outcome", 8, instead)  # type: ignore[call-overload]
     return int(shots)  # type: ignore[call-overload]
+
+
+def check_per_shot(shots: int, what: str, bytes_each: int, instead: str, unit: str = "shots") -> None:
+    """Refuse, before any work, more than MAX_MEMORY_SHOTS ``unit`` where ``what`` keeps
+    something for each of them (``bytes_each`` bytes at least): the one limit on
+    per-shot memory, whichever interface asks for it."""
+    if shots > MAX_MEMORY_SHOTS:
+        need = shots * bytes_each
+        raise ValidationError(
+            f"{what}: at most {MAX_MEMORY_SHOTS:,} {unit}, got {shots:,} (at least {_bytes(need)}, "
+            f"{need:,} bytes); {instead}"
+        )
+
+
+def check_bytes(need: int, limit: int, what: str, limit_name: str, instead: str) -> None:
+    """Refuse, before allocating, ``what`` when the ``need`` bytes it takes are more than
+    ``limit`` (``limit_name``: "this machine's memory", a setting); the message names both."""
+    if need > limit:
+        raise ValidationError(
+            f"{what} needs about {_bytes(need)} ({need:,} bytes), more than {limit_name} "
+            f"({_bytes(limit)}); {instead}"
+        )
 
 
 def check_choice(value: object, choices: Sequence[str], what: str) -> str:

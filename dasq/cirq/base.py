@@ -14,11 +14,12 @@ from typing import Any
 import cirq
 import numpy as np
 
+from dasq import _config
 from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.cirq_convert import convert
 from dasq.circuit.kinds import Measure
-from dasq.circuit.validation import check_dtype, is_int
+from dasq.circuit.validation import check_bytes, check_dtype, check_per_shot, is_int
 from dasq.cirq.expectations import averaged, pauli_terms
 from dasq.cirq.initial import dasq_initial
 from dasq.cirq.program import Program, split_action
@@ -75,6 +76,13 @@ class SimulatorBase:
         self._split = bool(split_untangled_states)
         if not is_int(trajectories) or trajectories < 1:
             raise ValidationError(f"trajectories must be an int >= 1, got {trajectories!r}")
+        check_per_shot(
+            int(trajectories),
+            "trajectories= keeps every trajectory's draws and outcomes",
+            8,
+            "use fewer (the standard error falls as 1/sqrt(trajectories))",
+            unit="trajectories",
+        )
         self._trajectories = int(trajectories)
         self._options = options
 
@@ -137,6 +145,13 @@ class SimulatorBase:
                 "measurements, resets, noise and classical control run in memory only; run without store="
             )
         events = count_events(list(circuit), prog.converted, self._density)
+        check_bytes(
+            8 * repetitions * events,
+            _config.to_numpy_limit(),
+            f"drawing {repetitions:,} repetitions of {events:,} random events each (one uniform number each)",
+            "dask config 'dasq.to-numpy-limit', the largest array dasq builds in one process",
+            "use fewer trajectories",
+        )
         uniforms = self._prng.random_sample((repetitions, events))
         walker = Trajectories(
             prog.converted,
@@ -162,6 +177,13 @@ class SimulatorBase:
             raise TypeError(f"repetitions must be an int, got {type(repetitions).__name__}")
         if repetitions < 0:
             raise ValidationError(f"repetitions must be >= 0, got {repetitions}")
+        check_per_shot(
+            int(repetitions),
+            "cirq.Result keeps every repetition's measurements",
+            8,
+            "dasq.run(dasq.Circuit.from_cirq(circuit), shots) counts any number of shots",
+            unit="repetitions",
+        )
         return super().run_sweep_iter(program, params, repetitions)
 
     def _run(
@@ -294,8 +316,14 @@ class SimulatorBase:
         each with how many repetitions ended in it."""
         if not self._draws(prog):
             return [(self._final(prog, initial)[0], 1)]
-        walker, groups = self._trajectories_of(prog, initial, self._trajectories)
-        return [(walker.state(g.node), len(g.reps)) for g in groups]
+        assert prog.converted is not None
+        events = max(1, count_events(list(prog.converted.circuit), prog.converted, self._density))
+        batch = max(1, DRAWS_PER_BATCH // events)  # the uniforms drawn in batches, as run() draws them
+        ends = []
+        for first in range(0, self._trajectories, batch):
+            walker, groups = self._trajectories_of(prog, initial, min(batch, self._trajectories - first))
+            ends += [(walker.state(g.node), len(g.reps)) for g in groups]
+        return ends
 
     def simulate_expectation_values_sweep_iter(
         self,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.circuit.channels import reset_kraus
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import ClassicalRegister, IfElse, count_keys
@@ -29,6 +30,7 @@ from dasq.circuit.dynamic import ShotProgram
 from dasq.circuit.initialize import Initialize
 from dasq.circuit.kinds import Channel, Diagonal, Measure, Reset
 from dasq.circuit.loops import MAX_WHILE_PASSES, BreakLoop, ContinueLoop, ForLoop, WhileLoop
+from dasq.circuit.validation import check_bytes
 from dasq.engine.readout import total_by_value
 from dasq.errors import ValidationError
 from dasq.state.density import DensityMatrix
@@ -49,6 +51,7 @@ class Branch:
     memory: int = 0
     state: StateVector | None = None
     pending: list[Any] = field(default_factory=list)
+    passes: int = 0  # while-loop passes these shots ran, over every loop, nested or not
 
 
 @dataclass(frozen=True)
@@ -148,11 +151,17 @@ def run_branches(
     start: Start,
     rng: np.random.Generator,
     observe: Observe | None = None,
+    memory: tuple[int, str] | None = None,
 ) -> list[Branch]:
     """Every branch of ``program.body`` for ``shots`` shots, with its final state;
-    ``observe`` is called at each Snapshot with the branches there, states computed."""
+    ``observe`` is called at each Snapshot with the branches there, states computed.
+    ``memory``: the bytes the branches' states may take and what sets them (default
+    this machine's memory): a measurement whose branches would need more is refused
+    before their states are built."""
+    if memory is None:
+        memory = (_config.available_memory()[0], "this machine's memory")
     phase = float(program.global_phase)  # the circuit's, on its initial state and on a state set outright
-    walker = _Walker(num_qubits, start, rng, observe, phase)
+    walker = _Walker(num_qubits, start, rng, observe, memory, phase)
     branches = walker.walk(program.body, [Branch(shots, pending=_phase(num_qubits, phase))]).ended
     for branch in branches:
         _flush(branch, num_qubits, start)
@@ -167,6 +176,7 @@ class _Walker:
     start: Start
     rng: np.random.Generator
     observe: Observe | None
+    memory: tuple[int, str]  # the bytes branches' states may take, and what sets that limit
     global_phase: float = 0.0
 
     def walk(self, items: Sequence[Any], branches: list[Branch]) -> Flow:
@@ -210,30 +220,59 @@ class _Walker:
                 self.observe(op, branches)
             return branches
         if isinstance(op, (Measure, Reset)):
-            return [child for b in branches for child in _split(b, op, self.n, self.start, self.rng)]
+            return self.split(op, branches)
         for b in branches:
             b.pending.append(op)
         return branches
 
     def while_loop(self, op: WhileLoop, branches: list[Branch]) -> list[Branch]:
-        """Each branch runs the body until the condition fails for it or it breaks out."""
+        """Each branch runs the body until the condition fails for it or it breaks out;
+        a shot runs at most MAX_WHILE_PASSES passes of while loops in all (a loop inside
+        another adds its passes to the outer one's, so nesting never multiplies them)."""
         done: list[Branch] = []
-        for _ in range(MAX_WHILE_PASSES):
+        while True:
             branches = self.merged(branches)
             looping = [b for b in branches if op.continues(b.memory)]
             done += [b for b in branches if not op.continues(b.memory)]
             if not looping:
                 return done
+            spent = [b for b in looping if b.passes >= MAX_WHILE_PASSES]
+            if spent:
+                raise ValidationError(
+                    f"the condition of {op.describe()[:200]} still holds for {sum(b.shots for b in spent)} "
+                    f"shot(s) after {MAX_WHILE_PASSES} passes of while loops (counted over every while "
+                    "loop a shot runs, nested ones included); dasq stops a loop there (it would likely "
+                    "never end)"
+                )
+            for b in looping:
+                b.passes += 1
             flow = self.walk(op.true_body, looping)
             done += flow.broke
             branches = flow.ended + flow.continued
-        if any(op.continues(b.memory) for b in branches):
-            shots = sum(b.shots for b in branches if op.continues(b.memory))
-            raise ValidationError(
-                f"the condition of {op.describe()[:200]} still holds for {shots} shot(s) after "
-                f"{MAX_WHILE_PASSES} passes; dasq stops a loop there (it would likely never end)"
+
+    def split(self, op: Any, branches: list[Branch]) -> list[Branch]:
+        """The branches after measuring (or resetting) ``op``'s qubit: every outcome drawn
+        first, then, once the states they need are known to fit, each projected."""
+        drawn = [_drawn(b, op, self.n, self.start, self.rng) for b in branches]
+        states = sum(len(outcomes) for _, outcomes in drawn)
+        if states > len(branches):
+            state = drawn[0][0]
+            width = 2 * self.n if isinstance(state, DensityMatrix) else self.n
+            limit, limit_name = self.memory
+            check_bytes(
+                states * (np.dtype(state.dtype).itemsize << width),
+                limit,
+                f"{states:,} branches of shots after {op.describe()} (a state of {self.n} qubits for each "
+                "sequence of mid-circuit outcomes drawn)",
+                limit_name,
+                "measure at the end of the circuit where you can (terminal measurements are sampled, "
+                "not branched), run fewer shots, or use fewer qubits",
             )
-        return done + branches
+        return [
+            child
+            for b, (state, outcomes) in zip(branches, drawn)
+            for child in _children(b, op, state, outcomes)
+        ]
 
     def for_loop(self, op: ForLoop, branches: list[Branch]) -> list[Branch]:
         """The passes in order; a branch that breaks skips the rest."""
@@ -264,6 +303,7 @@ class _Walker:
             for other, other_values in same:
                 if np.allclose(values, other_values, rtol=0, atol=MERGE_ATOL):
                     other.shots += b.shots
+                    other.passes = max(other.passes, b.passes)
                     break
             else:
                 same.append((b, values))
@@ -291,6 +331,7 @@ class _Walker:
         for b in branches:
             if b.memory in merged:  # the same memory and, now, the same state
                 merged[b.memory].shots += b.shots
+                merged[b.memory].passes = max(merged[b.memory].passes, b.passes)
                 continue
             b.state, phase = _zeroed(b.state)  # type: ignore[arg-type]
             b.pending.extend(_phase(self.n, self.global_phase - phase))
@@ -327,34 +368,47 @@ def _flush(branch: Branch, n: int, start: Start) -> StateVector:
     return branch.state
 
 
-def _split(branch: Branch, op: Any, n: int, start: Start, rng: np.random.Generator) -> list[Branch]:
-    """The branches after measuring (or resetting) ``op``'s qubit: shots split by the
-    outcome probabilities; a projected, renormalised state for each outcome drawn."""
+Drawn = list[tuple[int, float, list[tuple[int, int]]]]  # (outcome, probability, [(shots, memory)])
+
+
+def _drawn(
+    branch: Branch, op: Any, n: int, start: Start, rng: np.random.Generator
+) -> tuple[StateVector, Drawn]:
+    """The outcomes of measuring (or resetting) ``op``'s qubit: shots split by the
+    outcome probabilities (binomial), then by readout errors; no state projected yet."""
     state = _flush(branch, n, start)
-    q = op.targets[0]
-    probs = state.probabilities([q])
+    probs = state.probabilities([op.targets[0]])
     total = float(probs.sum())
     ones = int(rng.binomial(branch.shots, min(1.0, float(probs[1]) / total)))
-    children = []
+    clbit = getattr(op, "clbit", -1)
+    outcomes: Drawn = []
     for outcome, count in ((0, branch.shots - ones), (1, ones)):
         if count == 0:
             continue
-        p = float(probs[outcome]) / total
-        reset = isinstance(op, Reset)
+        children = [(count, branch.memory)]
+        if not isinstance(op, Reset) and clbit >= 0:
+            wrong = int(rng.binomial(count, op.readout[outcome]))  # readout error: the bit recorded flips
+            cleared = branch.memory & ~(1 << clbit)
+            children = [
+                (shots, cleared | (recorded << clbit))
+                for recorded, shots in ((outcome, count - wrong), (1 - outcome, wrong))
+                if shots
+            ]
+        outcomes.append((outcome, float(probs[outcome]) / total, children))
+    return state, outcomes
+
+
+def _children(branch: Branch, op: Any, state: StateVector, outcomes: Drawn) -> list[Branch]:
+    """The branches of ``outcomes``: a projected, renormalised state for each outcome."""
+    reset = isinstance(op, Reset)
+    out = []
+    for outcome, p, children in outcomes:
         if p >= 1.0 and not (reset and outcome):
             child_state = state  # nothing to project
         else:
-            child_state = state.projected(q, outcome, p, reset=reset)
-        memory = branch.memory
-        clbit = getattr(op, "clbit", -1)
-        if reset or clbit < 0:
-            children.append(Branch(count, memory, child_state))
-            continue
-        wrong = int(rng.binomial(count, op.readout[outcome]))  # readout error: the bit recorded flips
-        for recorded, shots in ((outcome, count - wrong), (1 - outcome, wrong)):
-            if shots:
-                children.append(Branch(shots, (memory & ~(1 << clbit)) | (recorded << clbit), child_state))
-    return children
+            child_state = state.projected(op.targets[0], outcome, p, reset=reset)
+        out += [Branch(shots, memory, child_state, passes=branch.passes) for shots, memory in children]
+    return out
 
 
 def sample_branches(

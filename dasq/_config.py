@@ -84,6 +84,26 @@ def to_numpy_limit() -> int:
     return int(dask.config.get("dasq.to-numpy-limit", None) or total_memory() // 4)
 
 
+WORKERS_PER_CORE = 4  # local worker processes per core at most: more only wait on each other
+FILES_PER_WORKER = 64  # descriptors a local worker holds (its comms, the nanny's, the scheduler's)
+
+
+def max_local_workers() -> int:
+    """The most worker processes a local cluster may start here: ``WORKERS_PER_CORE``
+    per core, and no more than the open-file limit allows at ``FILES_PER_WORKER`` each
+    (past it, workers never come up while the descriptors run out)."""
+    bound = WORKERS_PER_CORE * int(dask.system.CPU_COUNT or os.cpu_count() or 1)
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY:
+            bound = min(bound, max(1, soft // FILES_PER_WORKER))
+    except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
+        pass
+    return bound
+
+
 def cores(client: Any = None) -> int:
     """Threads that run blocks side by side: the worker threads of ``client``, else
     dask config ``num_workers`` (the threads Dask's local scheduler starts), else this

@@ -52,6 +52,19 @@ def _count(minimum: int) -> Any:
 NON_NEGATIVE, POSITIVE = _count(0), _count(1)
 
 
+def _local_workers(text: str) -> int:
+    """An argparse type: worker processes this machine can start (``max_local_workers``)."""
+    value = POSITIVE(text)
+    bound = _config.max_local_workers()
+    if value > bound:
+        raise argparse.ArgumentTypeError(
+            f"at most {bound} local worker processes here ({_config.WORKERS_PER_CORE} per core, "
+            f"{_config.FILES_PER_WORKER} open files each), got {value}; for more, start a cluster "
+            "and pass --scheduler ADDRESS"
+        )
+    return value
+
+
 SHOTS_HELP = "shots to sample (0: none)"
 SEED_HELP = "seed of the sampling and of mid-circuit outcomes (default: fresh entropy)"
 OBSERVABLE_HELP = "also print the expectation of a Pauli sum, e.g. 'ZZI:0.5,XXX:1'"
@@ -134,7 +147,7 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     ``dasq resume`` take the same options, so an interrupted run resumes where it ran."""
     p.add_argument(
         "--workers",
-        type=POSITIVE,
+        type=_local_workers,
         default=argparse.SUPPRESS,
         help="start a local distributed cluster of this many single-thread worker processes "
         "(prints its dashboard link)",

@@ -119,6 +119,8 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
         (["run", EXAMPLE, "--shots", "-3"], "--shots: must be at least 0, got -3"),
         (["run", EXAMPLE, "--workers", "-1"], "--workers: must be at least 1, got -1"),
         (["run", EXAMPLE, "--workers", "two"], "--workers: expected an integer, got 'two'"),
+        (["run", EXAMPLE, "--workers", "10000"], "local worker processes here (4 per core, 64 open files"),
+        (["resume", "s.zarr", "--workers", "10000"], "for more, start a cluster and pass --scheduler"),
         (["run", EXAMPLE, "--chunk-qubits", "-1"], "--chunk-qubits: must be at least 0"),
         (["plan", EXAMPLE, "--fusion-size", "0"], "--fusion-size: must be at least 1"),
         (["resume", "s.zarr", "--seed", "-5"], "--seed: must be at least 0"),

@@ -103,8 +103,9 @@ def simulate(
         client: A ``distributed.Client`` whose workers hold the blocks (default:
             Dask's default client, else threads).
         seed: Seeds the outcomes of mid-circuit measurements.
-        progress: A progress bar over the plan's steps (on a cluster, distributed's
-            progress: a widget in Jupyter).
+        progress: A progress bar over the plan's steps, a widget in Jupyter; on a
+            cluster it moves as every worker finishes each step (a plan that runs as a
+            task graph shows distributed's progress instead).
         method: "planned" groups the circuit into stages (one pass over the blocks
             each, gates fused into groups of at most ``fusion_size`` qubits, one fused
             relayout between stages); "per-operation" lowers every operation on its

@@ -13,6 +13,14 @@ computing; a new block is assembled, and its next stage run, as soon as its piec
 are in. So a relayout overlaps the stages on either side of it, and costs the
 bytes that cross workers and nothing per step.
 
+Where someone watches (a progress bar, or steps long enough to follow on the
+dashboard: WATCHED_SHARE_QUBITS), the scheduler also sees each step end: beside each
+program runs a chain of small tasks, one per step (``dasq-direct-step``), each waiting
+on its worker until the program there has finished that step (inbox.py). They wait
+outside the program, so it never waits on them or on the scheduler; the dashboard's
+task stream and progress draw the run step by step, and the client moves its
+progress bar as they finish.
+
 The steps it runs are stages (BlockProgram) and relayouts (Relayout without global
 controls): what QFT, random circuits, quantum volume and most plans are made of;
 other plans, lazy graphs and one-process runs take the task-graph path
@@ -51,6 +59,11 @@ from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout
 # hand-off interval each message waits many hand-offs behind a busy program.
 SWITCH_INTERVAL_S = 0.0002
 EXCHANGE_TIMEOUT_S = 120.0  # no piece for this long: the run fails (dask config dasq.exchange-timeout)
+# A step task costs its worker, the scheduler and the client a task's round of
+# messages each step, time a run of short steps feels. Unasked (no progress bar) they
+# run only where a step is long beside that: a pass over a worker's share of at least
+# 2^22 amplitudes (64 MiB of complex128). Measured in the commit that added them.
+WATCHED_SHARE_QUBITS = 22
 
 
 class DirectRunError(RuntimeError):
@@ -133,6 +146,12 @@ def eligible(plan: PhysicalPlan, backend: Backend) -> bool:
     return all(_form(step, L, backend, None) is not None for _, step, L in plan.walk())
 
 
+def watched(num_qubits: int, workers: int) -> bool:
+    """Whether a run's steps are long enough to watch on the dashboard unasked: a
+    worker's share of the state is at least 2^WATCHED_SHARE_QUBITS amplitudes."""
+    return (1 << num_qubits) >= workers << WATCHED_SHARE_QUBITS
+
+
 def direct_steps(
     plan: PhysicalPlan, backend: Backend, cache_qubits: int | None, zero: frozenset[int]
 ) -> list[DirectStep]:
@@ -175,9 +194,11 @@ def build(
     basis_position: int | None,
     zero: frozenset[int],
     owns_input: bool,
-) -> tuple[da.Array, list[Any], DirectPlan]:
+    step_tasks: bool = True,
+) -> tuple[da.Array, list[Any], list[list[Any]], DirectPlan]:
     """The run's graph: the blocks (one task per block takes its final block from its
-    worker's program), the program keys, and the plan they share."""
+    worker's program), the program keys, each program's step task keys (in order;
+    none without ``step_tasks``) and the plan they share."""
     L = plan.chunk_qubits
     num_blocks = 1 << (plan.num_qubits - L)
     run = uuid.uuid4().hex[:16]
@@ -195,8 +216,10 @@ def build(
         timeout,
     )
     name = f"dasq-direct-{run}"
+    step_name = f"dasq-direct-step-{run}"  # its own prefix: a row of the dashboard's progress
     layer: dict = {}
     programs = []
+    steps: list[list[Any]] = []
     packed = DataNode(None, _dumps(spec))
     for w in range(len(workers)):
         mine = spec.blocks_of(w)
@@ -211,18 +234,29 @@ def build(
         programs.append(key)
         stats = (f"{name}-stats", w)
         layer[stats] = Task(stats, _stats, TaskRef(key))
+        mine_steps: list[Any] = []
+        for j in range(len(spec.steps) if step_tasks else 0):  # a chain: one waits at a time
+            mark = (step_name, j, w)
+            previous = [TaskRef(mine_steps[-1])] if mine_steps else []
+            layer[mark] = Task(mark, step_done, run, w, j, j == len(spec.steps) - 1, *previous)
+            mine_steps.append(mark)
+        steps.append(mine_steps)
         for c in mine:
             layer[(name, c)] = Task((name, c), _block, TaskRef(key), c, backend, dtype, 1 << L)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[] if x is None else [x])
     meta = backend.meta(dtype)
     blocks = da.Array(graph, name, chunks=(((1 << L),) * num_blocks,), meta=meta)
-    return blocks, programs, spec
+    return blocks, programs, steps, spec
 
 
 def placement_annotation(spec: DirectPlan, name: str) -> Any:
-    """Every task of the run on the worker of its block (programs: their worker)."""
+    """Every task of the run on the worker of its block (programs, their statistics
+    and their steps: their worker)."""
+    step_name = f"dasq-direct-step-{spec.run}"
 
     def where(key: Any) -> list[str]:
+        if isinstance(key, tuple) and len(key) == 3 and key[0] == step_name:
+            return [spec.workers[key[2]]]
         if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str) and key[0].startswith(name):
             if key[0].endswith(("-program", "-stats")):
                 return [spec.workers[key[1]]]
@@ -241,6 +275,21 @@ def _stats(result: WorkerResult) -> tuple[list[float], list[int], list[WorkerEve
     return result.seconds, result.received, result.timeline
 
 
+def step_done(run: str, w: int, j: int, last: bool, *previous: Any) -> int:
+    """Ends when program ``w`` of ``run`` has finished step ``j`` on this worker: the
+    scheduler sees the step end as this task ends. It leaves the worker's thread pool
+    to wait (a worker with one thread still runs the program, its inputs and others'
+    tasks meanwhile); it raises when the run is stopped."""
+    from distributed import get_worker, secede
+
+    from dasq.engine.inbox import inbox_of
+
+    inbox = inbox_of(get_worker())
+    secede()
+    inbox.wait_step(run, w, j, last)
+    return j
+
+
 # ---------------------------------------------------------------- the worker side
 def _dumps(spec: DirectPlan) -> bytes:
     """The plan as Dask itself ships a task (distributed's pickler): it goes only from
@@ -257,7 +306,7 @@ def run_program(packed: bytes, w: int, *inputs: Any) -> WorkerResult:
     as the worker has."""
     from distributed import get_worker, rejoin, secede
 
-    from dasq.engine.inbox import inbox_of
+    from dasq.engine.inbox import abort, inbox_of
     from dasq.engine.internals import pickle_loads
 
     spec: DirectPlan = pickle_loads(packed)
@@ -269,6 +318,9 @@ def run_program(packed: bytes, w: int, *inputs: Any) -> WorkerResult:
     try:
         with ThreadPoolExecutor(max(1, worker_threads(worker))) as pool:
             return _Program(spec, w, worker, inbox, pool).run(inputs)
+    except BaseException as exc:  # the run's step tasks here stop waiting for this program
+        abort(spec.run, f"worker {w}'s program failed: {type(exc).__name__}: {exc}", worker)
+        raise
     finally:
         sys.setswitchinterval(switch)
         rejoin()
@@ -299,6 +351,7 @@ class _Program:
             owned = True
             result.seconds.append(time.perf_counter() - start)
             result.received.append(self.inbox.received.get((spec.run, i), 0))
+            self.inbox.finish_step(spec.run, self.w, i + 1)  # its step task ends
         self._flush()
         self.timeline.append(WorkerEvent(time.time(), "end", len(spec.steps), -1))
         self.inbox.forget(spec.run)
@@ -574,10 +627,15 @@ def run(
     basis_position: int | None,
     zero: frozenset[int],
     owns_input: bool,
+    *,
+    on_step: Callable[[int, int], Any] | None = None,
 ) -> tuple[da.Array, list[StepRecord], tuple[tuple[WorkerEvent, ...], ...]]:
     """Run ``plan`` on ``client``'s ``workers``: the final blocks (futures), a record
     per plan step with its seconds (the slowest worker's) and the bytes received, and
-    each worker's timeline.
+    each worker's timeline. ``on_step(done, total)`` follows the run while it runs:
+    ``done`` plan steps of ``total`` are finished on every worker. Step tasks (the
+    scheduler and its dashboard see each step end) run where someone follows the run
+    (``on_step``) or its steps are long enough to watch (``watched``).
     DirectRunError when it cannot finish; every program of the run is then stopped."""
     from dask.delayed import Delayed
     from distributed import futures_of
@@ -585,18 +643,23 @@ def run(
     from dasq.engine import inbox
 
     inbox.install(client)
-    blocks, programs, spec = build(
-        plan, x, workers, dtype, backend, cache_qubits, basis_position, zero, owns_input
+    step_tasks = on_step is not None or watched(plan.num_qubits, len(workers))
+    blocks, programs, steps, spec = build(
+        plan, x, workers, dtype, backend, cache_qubits, basis_position, zero, owns_input, step_tasks
     )
     name = blocks.name
     graph = blocks.__dask_graph__()
     stats = [Delayed((f"{name}-stats", key[1]), graph, layer=name) for key in programs]
+    marks = [Delayed(key, graph, layer=name) for chain in steps for key in chain]
     with dask.annotate(workers=placement_annotation(spec, name), allow_other_workers=False), _span():
-        persisted, *stats = client.persist([blocks, *stats], optimize_graph=False)
-    futures = [future for s in stats for future in futures_of(s)]
-    per_worker = _wait(client, spec, futures, futures_of(persisted))
+        persisted, *rest = client.persist([blocks, *stats, *marks], optimize_graph=False)
+    futures = [future for s in rest[: len(stats)] for future in futures_of(s)]
+    marked = iter(future for s in rest[len(stats) :] for future in futures_of(s))
+    watch = _Watch([[next(marked) for _ in chain] for chain in steps], _plan_steps(plan, spec), on_step)
+    per_worker = _wait(client, spec, futures, futures_of(persisted), watch)
     timelines = tuple(tuple(s[2]) for s in per_worker)
-    return persisted, records(plan, spec, per_worker, len(programs)), timelines
+    per_step = len(programs) if step_tasks else 0
+    return persisted, records(plan, spec, per_worker, len(programs), per_step), timelines
 
 
 def _span() -> Any:
@@ -606,22 +669,73 @@ def _span() -> Any:
     return span("dasq-direct")
 
 
+def _plan_steps(plan: PhysicalPlan, spec: DirectPlan) -> list[int]:
+    """The plan steps done once the first k direct steps are, for k = 0 .. all."""
+    return [step.index for step in spec.steps] + [len(plan.steps)]
+
+
+@dataclass
+class _Watch:
+    """The run's step tasks as the client follows them: ``chains[w]`` are program w's
+    step futures, in order (each ends after the one before); ``on_step`` hears the
+    plan steps finished on every worker, each time that number grows."""
+
+    chains: list[list[Any]]
+    plan_steps: list[int]
+    on_step: Callable[[int, int], Any] | None
+    shown: int = -1
+
+    def pending(self) -> list[Any]:
+        return [f for chain in self.chains for f in chain if not f.done()]
+
+    def failure(self) -> str | None:
+        """Why a step task failed (its run was stopped), if one did."""
+        for chain in self.chains:
+            for f in chain:
+                if f.status == "error":
+                    error = f.exception()
+                    return f"{type(error).__name__}: {error}"
+                if f.done() and f.status != "finished":
+                    return f"a step task was {f.status}"
+        return None
+
+    def advance(self) -> None:
+        finished = min((sum(f.status == "finished" for f in chain) for chain in self.chains), default=0)
+        done = self.plan_steps[finished] if self.chains else self.plan_steps[-1]
+        if self.on_step is not None and done > self.shown:
+            self.shown = done
+            self.on_step(done, self.plan_steps[-1])
+
+
 WATCH_S = 1.0  # how often the client checks that the run's workers are still there
 
 
-def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list) -> list:
-    """The programs' statistics once every program is done; a lost worker or a failed
-    program stops the whole run (DirectRunError)."""
+def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list, watch: _Watch) -> list:
+    """The programs' statistics once every program is done, the step tasks followed
+    as they finish; a lost worker or a failed program stops the whole run
+    (DirectRunError)."""
     from distributed import TimeoutError as DaskTimeout
     from distributed import wait
 
     from dasq.engine import inbox
 
     reason = None
+    watch.advance()  # the bar starts with the run
     while reason is None:
         try:
+            # with a bar, each step task's end; else the run's end (its step tasks too:
+            # released while they run, they would be dropped from the dashboard)
+            following = watch.pending() if watch.on_step is not None else []
             with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
-                wait(stats, timeout=WATCH_S)
+                if following:
+                    wait(following, timeout=WATCH_S, return_when="FIRST_COMPLETED")
+                else:
+                    wait([*stats, *watch.pending()], timeout=WATCH_S)
+            if following:
+                watch.advance()
+                reason = watch.failure()
+                continue
+            watch.advance()
             return client.gather(stats)
         except (TimeoutError, DaskTimeout):
             failed = [f for f in stats if f.status == "error"]
@@ -644,19 +758,22 @@ def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list) -> list:
     alive = [w for w in spec.workers if w in set(client.scheduler_info(n_workers=-1).get("workers", {}))]
     with contextlib.suppress(Exception):  # the run is failing anyway: its programs time out
         client.run(inbox.abort, spec.run, reason, workers=alive, nanny=False)
-    client.cancel([*stats, *blocks], force=True)
+    steps = [f for chain in watch.chains for f in chain]
+    client.cancel([*stats, *blocks, *steps], force=True)
     raise DirectRunError(f"the direct run on {len(spec.workers)} workers failed: {reason}")
 
 
 def records(
-    plan: PhysicalPlan, spec: DirectPlan, per_worker: list, tasks_per_worker_share: int
+    plan: PhysicalPlan, spec: DirectPlan, per_worker: list, programs: int, per_step: int = 0
 ) -> list[StepRecord]:
     """A record per plan step. A relayout and the stage run with it share one direct
-    step: the relayout carries its traffic, bytes and seconds, the stage its runs."""
+    step: the relayout carries its traffic, bytes, seconds and its ``per_step`` step
+    tasks, the stage its runs. The first record also counts the run's own tasks:
+    programs, their statistics, one per block and one to collect."""
     n = plan.num_qubits
     seconds = [max(s[0][j] for s in per_worker) for j in range(len(spec.steps))] if per_worker else []
     received = [sum(s[1][j] for s in per_worker) for j in range(len(spec.steps))] if per_worker else []
-    tasks = 2 * tasks_per_worker_share + spec.num_blocks + 1
+    first = 2 * programs + spec.num_blocks + 1
     out: list[StepRecord] = []
     walk = list(plan.walk())
     j = 0
@@ -672,7 +789,7 @@ def records(
                     step.origin,
                     step.describe(n, L),
                     step.traffic(n, L),
-                    tasks if not out else 0,
+                    per_step + (first if not out else 0),
                     layer="",
                     across_workers=across,
                     received_bytes=received[position],
@@ -694,7 +811,7 @@ def records(
                     step.path,
                     step.origin,
                     step.describe(n, L),
-                    tasks=tasks if not out else 0,
+                    tasks=per_step + (first if not out else 0),
                     across_workers=0,
                     received_bytes=0,
                     seconds=seconds[position],

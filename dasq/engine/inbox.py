@@ -6,6 +6,11 @@ distributed's own comms, to a handler this plugin adds to every worker. Pieces a
 kept per (run, step, new block) until the program there takes them; a piece may
 arrive before that worker's program reaches the step, or even starts. A run that
 fails is aborted on every worker, which wakes and stops any program waiting on it.
+
+The inbox also keeps how many steps each run's program on this worker has finished:
+a small task per step waits here for its step (``wait_step``), so the scheduler, the
+dashboard and the client's progress bar see the run advance step by step while the
+program itself runs as one task.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Inbox:
     _pieces: dict[tuple[str, int, int], dict[int, Any]] = field(default_factory=dict)
     _aborted: dict[str, str] = field(default_factory=dict)
     received: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    _steps_done: dict[tuple[str, int], int] = field(default_factory=dict)  # steps (run, program) finished
 
     async def receive(self, run: str, items: list, pieces: list, nbytes: int = 0) -> None:
         """Handler of a message from a peer: ``pieces[i]`` is what old block ``source``
@@ -71,14 +77,34 @@ class Inbox:
                     f"no relayout piece arrived for {timeout:g} s (dask config dasq.exchange-timeout)"
                 )
 
+    def finish_step(self, run: str, program: int, steps: int) -> None:
+        """Program ``program`` of ``run`` has finished its first ``steps`` steps here."""
+        with self._ready:
+            self._steps_done[(run, program)] = steps
+            self._ready.notify_all()
+
+    def wait_step(self, run: str, program: int, step: int, last: bool) -> None:
+        """Return once program ``program`` of ``run`` has finished ``step`` here (its count
+        forgotten after the ``last`` one); RunAbortedError when the run is stopped first.
+        No timeout: a program either finishes its steps or stops its run (run_program)."""
+        key = (run, program)
+        with self._ready:
+            self._ready.wait_for(lambda: run in self._aborted or self._steps_done.get(key, 0) > step)
+            self._check(run)
+            if last:
+                self._steps_done.pop(key, None)
+
     def _check(self, run: str) -> None:
         if run in self._aborted:
-            raise RunAbortedError(f"run {run} was stopped: {self._aborted[run]}")
+            why = self._aborted[run].rsplit("@", 1)[0]  # less the time it was stopped (expire)
+            raise RunAbortedError(f"run {run} was stopped: {why}")
 
     def abort(self, run: str, reason: str) -> None:
         with self._ready:
-            self._aborted[run] = reason
+            self._aborted.setdefault(run, reason)  # the first reason is the cause
             self._drop(run)
+            for key in [k for k in self._steps_done if k[0] == run]:
+                del self._steps_done[key]
             self._ready.notify_all()
 
     def forget(self, run: str) -> None:

@@ -298,8 +298,10 @@ class MemoryExecutor:
     lazy: bool = False
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
-    on_step: Callable[[int, int], Any] | None = None  # progress: (steps done, steps total)
-    progress: bool = False  # on a cluster: distributed's progress bar (a widget in Jupyter)
+    # progress (steps done, steps total): in one process, and on a cluster for a run of
+    # programs (direct.py), whose step tasks end as each worker finishes a step
+    on_step: Callable[[int, int], Any] | None = None
+    progress: bool = False  # on a cluster's task graph: distributed's progress bar (a widget in Jupyter)
     owns_input: bool = False  # the blocks given to run() are this run's alone (a basis state it made)
     relayout_codec: PieceCodec | None = None  # pieces that cross workers travel encoded
     # blocks of run()'s input known to hold only zeros (a basis state's all but one): a
@@ -381,12 +383,11 @@ class MemoryExecutor:
                     self.basis_position,
                     self.zero_blocks,
                     self.owns_input,
+                    on_step=self.on_step,  # the bar moves as the workers finish each step
                 )
         except direct.DirectRunError as exc:
             warnings.warn(f"{exc}; running the plan as a task graph instead", RuntimeWarning, stacklevel=4)
             return None
-        if self.progress:
-            show_progress(blocks, cluster)
         return MemoryRun(blocks, records, timelines=timelines)
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:
@@ -399,6 +400,8 @@ class MemoryExecutor:
             x = persist(x, self.client, placement=block_placement(workers, x.numblocks[0]))
         result = MemoryRun(x)
         walk = list(plan.walk())
+        if self.on_step is not None and cluster is None:
+            self.on_step(0, len(walk))
         zero = self.zero_blocks
         i = 0
         while i < len(walk):
@@ -425,7 +428,7 @@ class MemoryExecutor:
                 optimize = method in ("tasks", "p2p") or step.dask_array_ops
                 result.blocks = persist(result.blocks, self.client, optimize, placement)
             i += 1
-            if self.on_step is not None:
+            if self.on_step is not None and cluster is None:  # a cluster's graphs run as they are built
                 self.on_step(i, len(walk))
         return result
 

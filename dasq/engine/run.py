@@ -83,10 +83,10 @@ def evolve(
         zero = frozenset(range(layers.num_blocks(blocks))) - {position >> chunk_qubits}
     else:
         blocks = layers.on_backend(blocks, backend)
-    # a cluster computes while the graphs are still being built: distributed's own
-    # progress (MemoryExecutor) follows its tasks; in one process a bar counts steps
-    steps_bar = options.progress and not on_cluster
-    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if steps_bar else None
+    # a bar counts steps, in one process and for a cluster's run of programs (its step
+    # tasks end as the workers finish each step); a cluster's task graph computes while
+    # its graphs are still being built: distributed's own progress follows its tasks
+    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
     executor = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero)
     executor.basis_position = position  # a cluster's programs make the basis state where it lives
     run = executor.run(plan, blocks)
@@ -136,11 +136,16 @@ def _executor(
 
 
 def _progress(total: int) -> Callable[[int, int], Any]:
+    """A bar over the plan's steps (a widget in Jupyter), drawn from its first call: a
+    cluster's task graph, which distributed's bar follows instead, never draws it."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc="dasq steps", unit="step")
+    bar: Any = None
 
     def advance(done: int, of: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, desc="dasq steps", unit="step")
         if done >= of:  # close() draws the finished bar: drawn here too, it would print twice
             bar.n = done
             bar.close()

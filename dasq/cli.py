@@ -636,17 +636,37 @@ def _subparser(command: str) -> argparse.ArgumentParser:
     raise KeyError(command)  # pragma: no cover - every command has a subparser
 
 
+class _CtrlC:
+    """Python's Ctrl-C (a KeyboardInterrupt where the main thread is), remembered: one
+    raised inside a callback Python ignores exceptions from (a garbage collector's hook,
+    a finaliser) would be lost, and the command would go on as if never stopped."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def __enter__(self) -> _CtrlC:
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._raise)
+        return self
+
+    def _raise(self, signum: int, frame: Any) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "plan":
-            return _plan(args)
-        if args.command == "resume":
-            return _resume(args)
-        if args.command == "info":
-            return _info(args)
+        with _CtrlC() as ctrl_c:
+            status = _dispatch(args)
+        if not ctrl_c.pressed:
+            return status
+        raise KeyboardInterrupt  # pressed, but swallowed where it was raised
     except KeyboardInterrupt:  # Ctrl-C: a stored run stays resumable (dasq/engine/stream.py)
         _close_progress_bars()
         print(_interrupted(args), file=sys.stderr)
@@ -657,6 +677,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DasqError, ValueError, TypeError, ImportError, OSError, NotImplementedError) as exc:
         print(f"dasq: error: {_cli_words(str(exc))}", file=sys.stderr)
         return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _run(args)
+    if args.command == "plan":
+        return _plan(args)
+    if args.command == "resume":
+        return _resume(args)
+    if args.command == "info":
+        return _info(args)
     return 1  # pragma: no cover - argparse rejects unknown commands
 
 

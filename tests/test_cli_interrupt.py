@@ -5,6 +5,7 @@ of a run never stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -168,3 +169,18 @@ def test_resume_refuses_less_memory_than_its_run_was_sized_for(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "sized for --memory-limit 64.00 kiB" in err and "give at least 64.00 kiB" in err, err
     assert main(["resume", str(store), "--memory-limit", "64KiB", "--shots", "10"]) == 0
+
+
+def test_a_ctrl_c_swallowed_where_it_was_raised_still_stops_the_command(monkeypatch, capsys):
+    """Python ignores an exception from a garbage collector's callback: a Ctrl-C raised
+    there would be lost. The command remembers it and ends as interrupted."""
+    from dasq import cli
+
+    def swallowing(args):
+        with contextlib.suppress(KeyboardInterrupt):  # as an ignored callback does
+            signal.raise_signal(signal.SIGINT)
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", swallowing)
+    assert cli.main(["info", "nowhere.zarr"]) == 130
+    assert capsys.readouterr().err.strip() == "dasq: interrupted"

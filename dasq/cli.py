@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -659,8 +660,22 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self._previous)
 
 
+def _notes_on_stderr() -> None:
+    """dasq's INFO notes (a first run compiling its kernels) as ``dasq: ...`` lines on
+    stderr, where the command's other messages go; once per process."""
+    logger = logging.getLogger("dasq")
+    if any(getattr(h, "dasq_cli", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("dasq: %(message)s"))
+    handler.dasq_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
+    _notes_on_stderr()
     try:
         with _CtrlC() as ctrl_c:
             status = _dispatch(args)

@@ -10,6 +10,8 @@ phases) run in ``permutation_kernel``: moves, no sums.
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, event
 from numba.extending import intrinsic
 
 from dasq.backend.vector_layout import (
@@ -715,3 +717,37 @@ def pauli_group(own, src, flip, masks, weights):  # pragma: no cover - compiled
             signed[k] = weights[k] * (1.0 - 2.0 * _parity(s0 & masks[k]))
         total += _pauli_tile(own[t0 : t0 + tile], src[s0 : s0 + tile], low, masks, signed)
     return total
+
+
+COMPILE_NOTE = (
+    "compiling numba kernels for {dtype} (once per installation: later runs load them from numba's cache)"
+)
+_noted: set[str] = set()
+_noted_lock = threading.Lock()
+
+
+class _CompileNote(event.Listener):  # type: ignore[misc]
+    """Says once per process and precision that dasq's kernels are being compiled: a
+    first run after an install waits seconds on the compiler, and without a word it
+    looks hung. numba fires its compile event only when it compiles, never when it
+    loads a kernel from its on-disk cache, so a warm run says nothing."""
+
+    def on_start(self, ev: Any) -> None:
+        function = getattr(ev.data.get("dispatcher"), "py_func", None)
+        if getattr(function, "__module__", None) != __name__:
+            return
+        states = [t for t in ev.data.get("args", ()) if str(getattr(t, "dtype", "")).startswith("complex")]
+        if not states:  # helpers on integers or reals: they compile fast, with the kernels
+            return
+        dtype = str(states[0].dtype)
+        with _noted_lock:
+            if dtype in _noted:
+                return
+            _noted.add(dtype)
+        logging.getLogger("dasq").info(COMPILE_NOTE.format(dtype=dtype))
+
+    def on_end(self, ev: Any) -> None:
+        pass
+
+
+event.register("numba:compile", _CompileNote())  # numba's documented event API (numba.core.event)

@@ -45,6 +45,7 @@ SHOTS = 1000
 RANDOM_QUBITS, RANDOM_LAYERS, RANDOM_SEED = 20, 10, 1
 BASIS = ["u", "cx", "cp", "rz", "h", "swap"]  # benchmarks/circuits.py's random circuits
 WORK_RULE_SIZES = ((18, 10), (20, 10), (20, 40), (22, 10), (22, 40))
+FIRST_RUN_QUBITS, FIRST_RUN_LAYERS = 22, 40  # work enough for numba's kernels: a first run compiles them
 
 DASQ_COMPILED = """
 import sys
@@ -79,11 +80,11 @@ def random_circuit(qubits: int = RANDOM_QUBITS, layers: int = RANDOM_LAYERS, see
     return transpile(qc, basis_gates=BASIS, optimization_level=0)
 
 
-def write_random_qasm(directory: Path) -> Path:
+def write_random_qasm(directory: Path, qubits: int = RANDOM_QUBITS, layers: int = RANDOM_LAYERS) -> Path:
     from qiskit import qasm2
 
-    path = directory / f"random{RANDOM_QUBITS}.qasm"
-    path.write_text(qasm2.dumps(random_circuit()))
+    path = directory / f"random{qubits}x{layers}.qasm"
+    path.write_text(qasm2.dumps(random_circuit(qubits, layers)))
     return path
 
 
@@ -94,7 +95,8 @@ def command(contender: str, qasm: Path = QASM) -> list[str]:
     return [sys.executable, "-c", script.format(path=str(qasm), shots=SHOTS)]
 
 
-def timed(contender: str, cache: str, qasm: Path = QASM) -> float:
+def timed(contender: str, cache: str, qasm: Path = QASM, said: list[str] | None = None) -> float:
+    """Seconds of one fresh process; its stderr lines appended to ``said``."""
     threads = os.environ.get("BENCH_THREADS", "2")
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "OMP_NUM_THREADS": threads}
     start = time.perf_counter()
@@ -102,6 +104,8 @@ def timed(contender: str, cache: str, qasm: Path = QASM) -> float:
     seconds = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(f"{contender} failed:\n{out.stderr[-2000:]}")
+    if said is not None:
+        said.extend(out.stderr.splitlines())
     return seconds
 
 
@@ -156,6 +160,37 @@ def fresh_processes(contenders: list[str], reps: int, qasm: Path = QASM) -> list
         }
         for c in contenders
     ]
+
+
+def first_run(reps: int) -> dict:
+    """``dasq run`` of a file whose run compiles numba's kernels: the first time after an
+    install (an empty cache) against the next (the cache it left), in fresh processes,
+    and what the first one said on stderr (the compile note)."""
+    from dasq.backend.numba_kernels import COMPILE_NOTE
+
+    cold, warm, said = [], [], []
+    with tempfile.TemporaryDirectory(prefix="dasq-bench-qasm-") as tmp:
+        qasm = write_random_qasm(Path(tmp), FIRST_RUN_QUBITS, FIRST_RUN_LAYERS)
+        for _ in range(reps):
+            cache = tempfile.mkdtemp(prefix="dasq-bench-numba-")
+            try:
+                cold.append(timed("dasq", cache, qasm, said))
+                warm.append(timed("dasq", cache, qasm))
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+    note = "dasq: " + COMPILE_NOTE.format(dtype="complex128")
+    return {
+        "circuit": f"qiskit random_circuit({FIRST_RUN_QUBITS}, {FIRST_RUN_LAYERS}, max_operands=2, "
+        f"seed={RANDOM_SEED}, measure=True), transpiled to {BASIS}",
+        "qubits": FIRST_RUN_QUBITS,
+        "layers": FIRST_RUN_LAYERS,
+        "cold_seconds": cold,
+        "warm_seconds": warm,
+        "median_cold_seconds": statistics.median(cold),
+        "median_warm_seconds": statistics.median(warm),
+        "ratio_cold_to_warm": statistics.median(cold) / statistics.median(warm),
+        "compile_note_lines": said.count(note),
+    }
 
 
 def work_rule(reps: int = 3) -> list[dict]:
@@ -233,4 +268,5 @@ def suite_cold(args: argparse.Namespace) -> dict:
             "rows": random_rows,
             "work_rule": work_rule(),
         },
+        "first_run": first_run(args.reps),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import dask
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -113,8 +114,11 @@ def test_the_bound_stays_at_or_below_the_planner_on_the_ooc_circuits(n, drop):
 
 def test_the_qft_bound_is_two_stages_and_exact():
     for n, L in ((20, 10), (28, 18)):
-        bound = make_plan(list(qft(n)), n, L, method="planned").stage_bound
+        with dask.config.set({"dasq.plan-bound-seconds": 5.0}):
+            bound = make_plan(list(qft(n)), n, L, method="planned").stage_bound
         assert bound is not None and (bound.stages, bound.method) == (2, "exact")
+        cheap = make_plan(list(qft(n)), n, L, method="planned").stage_bound
+        assert cheap is not None and cheap.stages == 2
 
 
 def test_one_bound_per_run_of_stages_between_collapses():
@@ -132,8 +136,20 @@ def test_the_bound_is_cheap_on_30_qubits_and_500_gates():
         c.h(a).cz(a, b)
     stage_bound(_wires(c), 20, seconds=0.01)  # imports the solver
     start = time.perf_counter()
-    bound = stage_bound(_wires(c), 20, planned=99)
+    bound = stage_bound(_wires(c), 20, planned=99, seconds=0.1)
     assert time.perf_counter() - start < 1.0 and bound.stages >= 2  # 0.1 s of solver, and slack
+    start = time.perf_counter()
+    assert stage_bound(_wires(c), 20, planned=99).method == "cones"  # a plan's default: no solver
+    assert time.perf_counter() - start < 0.5
+
+
+def test_the_solver_runs_in_plans_when_the_setting_gives_it_time():
+    circuit = layers(20)
+    with dask.config.set({"dasq.plan-bound-seconds": 5.0}):
+        searched = make_plan(list(circuit), 20, 10, method="planned").stage_bound
+    cheap = make_plan(list(circuit), 20, 10, method="planned").stage_bound
+    assert cheap is not None and searched is not None
+    assert cheap.method in ("cones", "exact") and cheap.stages <= searched.stages
 
 
 def test_the_plan_shows_its_stages_beside_the_bound():

@@ -15,7 +15,9 @@ end a run of stages. The best of three bounds is kept:
   k_j = k: a predecessor at its own level k forces its set into i's stage if i runs
   at k. When |U| > L, i cannot run at k, so k_i = k + 1 and U_i = needs(i).
 - *covering*: every wire an operation needs is local in some stage, L at a time.
-- *milp* (small circuits, bounded time): "K stages suffice" as a 0/1 program over
+- *milp* (asked for: dask config ``dasq.plan-bound-seconds``, default 0, or
+  ``seconds=``; a plan must stay quick to make and the same on every machine, so a
+  plan made with the default carries the two cheap bounds): "K stages suffice" as a 0/1 program over
   a[i, k] (operation i has run by stage k) and y[q, k] (wire q is local in stage k);
   each K the solver proves infeasible raises the bound to K + 1, and a feasible K at
   the bound makes it exact.
@@ -27,12 +29,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 
 from dasq.circuit.kinds import Operation
 from dasq.plan.stages import Footprints, footprints_of
 
-MILP_SECONDS = 0.1  # the solver's budget per plan: plans stay quick to make
+BOUND_SECONDS_KEY = "dasq.plan-bound-seconds"  # the solver's budget per plan; 0: the cheap bounds only
 MILP_MAX_VARIABLES = 20_000  # larger programs are not built at all
 
 
@@ -49,10 +52,13 @@ class StageBound:
 
 
 def stage_bound(
-    wire_ops: Sequence[Operation], L: int, planned: int | None = None, seconds: float = MILP_SECONDS
+    wire_ops: Sequence[Operation], L: int, planned: int | None = None, seconds: float | None = None
 ) -> StageBound:
     """A lower bound on the stages of ``wire_ops`` (operations on wires, SWAPs absorbed)
-    in blocks of 2^L. ``planned``: the planner's count, where the search may stop."""
+    in blocks of 2^L. ``planned``: the planner's count, where the search may stop;
+    ``seconds``: the solver's budget (None: dask config ``dasq.plan-bound-seconds``, 0)."""
+    if seconds is None:
+        seconds = float(dask.config.get(BOUND_SECONDS_KEY, 0.0) or 0.0)
     segments = _segments(wire_ops, L)
     cones = [cone_levels(fps, L) for fps in segments]
     low = sum(max(max(levels) + 1, _covering(fps, L)) for fps, levels in zip(segments, cones))

@@ -25,6 +25,7 @@ from dasq.circuit import validation
 from dasq.circuit.kinds import Operation
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
+from dasq.plan.bounds import stage_bound
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE, fuse
 from dasq.plan.localiser import per_operation_steps
 from dasq.plan.stages import StageChoice, absorb_swaps, greedy_stages
@@ -133,7 +134,8 @@ def _staged(
         stage += 1
     final = tuple(layout[wire_of[q]] for q in range(n))
     swaps = sum(1 for op in ops if lowering.absorbed_swap(op) is not None)
-    return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps)
+    bound = stage_bound([op for op, _ in wire_ops], L, planned=len(stage_locals))
+    return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps, bound)
 
 
 def _next_local(stage_locals: Sequence[frozenset[int]], wire: int, after: int) -> int:

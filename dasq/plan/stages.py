@@ -103,7 +103,8 @@ class Footprint:
 Footprints = Sequence[Footprint]
 
 
-def _footprints(ops: Sequence[Operation], L: int) -> list[Footprint]:
+def footprints_of(ops: Sequence[Operation], L: int) -> list[Footprint]:
+    """Each operation's footprint; refuses one that needs more than L local wires."""
     out = []
     for op in ops:
         need = lowering.needs_local(op)
@@ -124,7 +125,7 @@ def greedy_stages(
     needed most often in a look-ahead window), keeps the one that runs the most
     operations (ties: the fewest wires moved), and fills free slots with wires
     already local. ``initial_local`` None: the first layout is free."""
-    return staged_footprints(_footprints(ops, L), frozenset(range(num_qubits)), L, initial_local)
+    return staged_footprints(footprints_of(ops, L), frozenset(range(num_qubits)), L, initial_local)
 
 
 def staged_footprints(
@@ -245,7 +246,7 @@ def _completed(
 def exact_min_stages(ops: Sequence[Operation], num_qubits: int, L: int, max_stages: int = 8) -> int:
     """The fewest stages any sequence of local sets needs (free first layout), by
     iterative deepening over all C(n, L) local sets; for small circuits in tests."""
-    footprints = _footprints(ops, L)
+    footprints = footprints_of(ops, L)
     m = len(ops)
     choices = [frozenset(c) for c in combinations(range(num_qubits), L)]
     seen: dict[tuple[bool, ...], int] = {}

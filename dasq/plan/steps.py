@@ -24,6 +24,7 @@ from dasq.circuit.kinds import Operation, digest_of
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
 from dasq.plan.actions import Controls, ExchangeSpec
+from dasq.plan.bounds import StageBound
 from dasq.plan.fusion import Group
 
 
@@ -368,7 +369,8 @@ class Collapse(Step):
 class PhysicalPlan:
     """The steps that evolve a state of ``num_qubits`` qubits in blocks of
     2^chunk_qubits amplitudes. ``initial_layout[q]`` / ``final_layout[q]``: where
-    logical qubit q sits before the first step and after the last."""
+    logical qubit q sits before the first step and after the last. ``stage_bound``:
+    the fewest stages any staging could have (planned plans), so the gap shows."""
 
     num_qubits: int
     chunk_qubits: int
@@ -379,6 +381,7 @@ class PhysicalPlan:
     steps: tuple[Step, ...]
     num_operations: int = 0
     swaps_absorbed: int = 0
+    stage_bound: StageBound | None = None
 
     @property
     def digest(self) -> str:
@@ -436,6 +439,8 @@ class PhysicalPlan:
             "operations": self.num_operations,
             "swaps_absorbed": self.swaps_absorbed,
             "stages": len(self.stages),
+            "stages_lower_bound": self.stage_bound.stages if self.stage_bound else None,
+            "stages_bound_method": self.stage_bound.method if self.stage_bound else None,
             "relayouts": len(self.relayouts),
             "qubits_swapped": [len(r.pairs) for r in self.relayouts],
             "amplitudes_moved": self.amplitudes_moved,
@@ -468,6 +473,8 @@ class PhysicalPlan:
         )
         if self.swaps_absorbed:
             head += f", {_many(self.swaps_absorbed, 'SWAP')} absorbed"
+        if self.stage_bound is not None:
+            head += f"; {self.stage_bound}"
         lines = [head]
         lines += [f"  {i:>3} {step.describe(self.num_qubits, L)}" for i, step, L in self.walk()]
         return "\n".join(lines)
@@ -489,6 +496,7 @@ class PhysicalPlan:
             f"{self.num_qubits} qubits, blocks of 2<sup>{self.chunk_qubits}</sup>: "
             f"{_many(s['stages'], 'stage')}, {_many(s['relayouts'], 'relayout')}, "
             f"{_many(s['amplitudes_moved'], 'amplitude')} moved"
+            f"{f'; {self.stage_bound}' if self.stage_bound is not None else ''}"
             "<table><tr><th>step</th><th>kind</th><th>moved</th><th>what</th></tr>"
             f"{''.join(rows)}</table>"
         )

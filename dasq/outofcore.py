@@ -139,6 +139,7 @@ def _plan(circuit: Circuit, L: int, fusion_size: int) -> PhysicalPlan:
         method="planned",
         fusion_size=fusion_size,
         global_phase=circuit.global_phase,
+        search=True,  # each stage is a pass over the stored state: worth searching for fewer
     )
 
 

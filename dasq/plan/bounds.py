@@ -158,11 +158,40 @@ def _fits(
     seconds: float,
 ) -> bool | None:
     """Whether K stages suffice (None: unknown in time, or too large to ask)."""
+    if not nodes:
+        return True  # nothing needs a local wire: one stage runs it all
+    found = _solved(fps, nodes, preds, early, late, L, K, {"time_limit": max(seconds, 0.001)})
+    return True if isinstance(found, list) else found
+
+
+def staging_locals(fps: Footprints, L: int, K: int, node_limit: int) -> list[frozenset[int]] | None:
+    """The wires a K-stage staging needs local in each stage, as the solver found
+    them within ``node_limit`` branch-and-bound nodes (no clock: the same answer on
+    every machine with the same HiGHS); None: none found."""
+    nodes, preds = _precedence(fps)
+    if not nodes:
+        return [frozenset()] * K
+    early = cone_levels(fps, L)
+    late = cone_levels(fps[::-1], L)[::-1]
+    found = _solved(fps, nodes, preds, early, late, L, K, {"node_limit": node_limit})
+    return found if isinstance(found, list) else None
+
+
+def _solved(
+    fps: Footprints,
+    nodes: list[int],
+    preds: list[set[int]],
+    early: list[int],
+    late: list[int],
+    L: int,
+    K: int,
+    options: dict[str, float],
+) -> bool | list[frozenset[int]] | None:
+    """The 0/1 program "K stages suffice": each stage's local needed wires when the
+    solver finds a staging, False when it proves none exists, None otherwise."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
-    if not nodes:
-        return True  # nothing needs a local wire: one stage runs it all
     first = [early[i] for i in nodes]  # operation j runs in stage first[j]..last[j]
     final = [K - 1 - late[i] for i in nodes]
     if any(a > b for a, b in zip(first, final)):
@@ -210,8 +239,9 @@ def _fits(
         constraints=LinearConstraint(matrix, -np.inf, np.array(high)),
         integrality=np.ones(size),
         bounds=Bounds(lower, upper),
-        options={"time_limit": max(seconds, 0.001)},
+        options=options,
     )
-    if result.status == 0:
-        return True
+    if result.x is not None and result.status in (0, 1):
+        local = result.x[y0:].reshape(len(wires), K) > 0.5
+        return [frozenset(w for c, w in enumerate(wires) if local[c, k]) for k in range(K)]
     return False if result.status == 2 else None

@@ -2,7 +2,8 @@
 
 ``method="planned"`` (the fast path): uncontrolled SWAPs are absorbed into the
 layout, the circuit is cut into stages (passes over the blocks) by the greedy
-planner of ``stages.py``, each stage's operations are fused (``fusion.py``), and
+planner of ``stages.py`` (or, where a stage is a pass over a stored state, by the
+search of ``search.py``), each stage's operations are fused (``fusion.py``), and
 between two stages ONE fused relayout exchanges the qubits that enter and leave
 the blocks. Each stage's program writes its blocks with the next relayout's
 leaving qubits on the top local bits, so that relayout moves contiguous pieces.
@@ -28,7 +29,8 @@ from dasq.plan import relayout as algebra
 from dasq.plan.bounds import stage_bound
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE, fuse
 from dasq.plan.localiser import per_operation_steps
-from dasq.plan.stages import StageChoice, absorb_swaps, greedy_stages
+from dasq.plan.search import search_settings, searched_stages
+from dasq.plan.stages import StageChoice, absorb_swaps, footprints_of, greedy_stages
 from dasq.plan.steps import BlockProgram, Collapse, PhysicalPlan, Relayout, Step
 
 METHODS = ("auto", "planned", "per-operation")
@@ -43,18 +45,21 @@ def make_plan(
     initial_layout: Sequence[int] | None = None,
     fusion_size: int = DEFAULT_FUSION_SIZE,
     global_phase: float = 0.0,
+    search: bool | None = None,
 ) -> PhysicalPlan:
     """The physical plan of ``ops`` on ``num_qubits`` qubits in blocks of 2^chunk_qubits.
 
     ``initial_layout[q]``: the position of logical qubit q before the first step;
     None means the state is a basis state whose layout is free (chosen by the plan).
+    ``search``: search for fewer stages (search.py), worth it where each is a pass
+    over a stored state; None: dask config ``dasq.plan-search`` (default off).
     """
     validation.check_choice(method, METHODS, "method")
     if method == "auto":
         wide = any(len(lowering.needs_local(op)) > chunk_qubits for op in ops)
         method = "per-operation" if wide else "planned"
     if method == "planned":
-        plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size)
+        plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size, search_settings(search))
     else:
         layout = tuple(initial_layout) if initial_layout is not None else tuple(range(num_qubits))
         steps = per_operation_steps(ops, layout, chunk_qubits)
@@ -98,9 +103,10 @@ def _staged(
     L: int,
     initial_layout: Sequence[int] | None,
     fusion_size: int,
+    search: tuple[bool, int],
 ) -> PhysicalPlan:
     wire_ops, wire_of = absorb_swaps(ops, n)
-    items = _stage_items(wire_ops, n, L, initial_layout)
+    items = _stage_items(wire_ops, n, L, initial_layout, search)
     stage_locals = [it.choice.local for it in items if isinstance(it, _StageItem)]
 
     layout: tuple[int, ...] | None = tuple(initial_layout) if initial_layout is not None else None
@@ -162,9 +168,14 @@ def _placed_pairs(
 
 
 def _stage_items(
-    wire_ops: list[tuple[Operation, Operation]], n: int, L: int, initial_layout: Sequence[int] | None
+    wire_ops: list[tuple[Operation, Operation]],
+    n: int,
+    L: int,
+    initial_layout: Sequence[int] | None,
+    search: tuple[bool, int],
 ) -> list[_StageItem | _CollapseItem]:
-    """Stages (greedy local sets) of each segment between collapses, in order."""
+    """Stages (greedy or searched local sets) of each segment between collapses, in order."""
+    searching, nodes = search
     items: list[_StageItem | _CollapseItem] = []
     current = None if initial_layout is None else frozenset(w for w in range(n) if initial_layout[w] < L)
     segment: list[Operation] = []
@@ -174,7 +185,11 @@ def _stage_items(
         if not segment:
             return
         whole = tuple(segment)  # shared by the segment's stages, not copied per stage
-        for choice in greedy_stages(whole, n, L, current):
+        if searching:
+            choices = searched_stages(footprints_of(whole, L), frozenset(range(n)), L, current, nodes)
+        else:
+            choices = greedy_stages(whole, n, L, current)
+        for choice in choices:
             items.append(_StageItem(choice, whole))
             current = choice.local
         segment.clear()

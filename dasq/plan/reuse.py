@@ -30,6 +30,7 @@ from dasq.circuit.kinds import Operation
 from dasq.circuit.parameters import binding_slot
 from dasq.plan import lowering
 from dasq.plan.planner import make_plan, with_global_phase
+from dasq.plan.search import search_settings
 from dasq.plan.steps import PhysicalPlan
 
 PLAN_CACHE_SIZE = 16  # plans kept (each holds references to its circuit's operations)
@@ -50,6 +51,7 @@ def cached_plan(
     """``make_plan``, answered from the cache when a bound circuit of the same
     structure was planned before."""
     layout = None if initial_layout is None else tuple(initial_layout)
+    search = search_settings(None)  # a plan made under other search settings is another plan
 
     def fresh() -> PhysicalPlan:
         return make_plan(
@@ -57,14 +59,14 @@ def cached_plan(
         )
 
     if not any(binding_slot(op) is not None for op in ops):
-        key = (num_qubits, chunk_qubits, method, layout, fusion_size, tuple(ops), global_phase)
+        key = (num_qubits, chunk_qubits, method, layout, fusion_size, search, tuple(ops), global_phase)
         plan = _plans.get(key)
         if plan is None:
             plan = with_global_phase(fresh(), global_phase)
         _remember(key, plan)
         return plan
     structure = tuple(_structure(op, chunk_qubits) for op in ops)
-    key = (num_qubits, chunk_qubits, method, layout, fusion_size, structure)
+    key = (num_qubits, chunk_qubits, method, layout, fusion_size, search, structure)
     if key in _plans:
         _plans.move_to_end(key)
         template = _plans[key]

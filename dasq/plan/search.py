@@ -1,0 +1,262 @@
+"""Searched staging: fewer stages where each stage is a pass over a stored state.
+
+The greedy planner (stages.py) weighs three candidate local sets per stage: quick
+enough for every in-memory plan, yet one to three stages over the optimum on random
+circuits (issue 62). A stored run reads and writes the whole state once per stage, so
+its plan is worth a second of search:
+
+- *climbed*: each stage's local set improved one swap at a time (a wire in for a wire
+  out) while it runs more operations; forward from the first operation, and backward
+  from the last (a staging of the reversed circuit, read backwards, is a staging; the
+  QFT stages better from its end);
+- *solved* (asked for: dask config ``dasq.plan-search-nodes`` > 0): the 0/1 program of
+  bounds.py for each stage count below the best found, within that many
+  branch-and-bound nodes. No clock, but HiGHS's answer may change with its version:
+  a stored run planned with it resumes under the same scipy.
+
+A candidate is only a sequence of local sets: the operations are replayed through it,
+each in the first stage that holds its needs after its predecessors ran, so the
+planner's rules hold by construction. The fewest stages win, then the fewest wires
+moved; free local slots are then given to wires already local. Nothing depends on
+time, so the same circuit gives the same plan on every machine (a resume compares
+plan digests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dask
+
+from dasq.plan.bounds import cone_levels, staging_locals
+from dasq.plan.stages import Footprints, StageChoice, staged_footprints
+
+SEARCH_KEY = "dasq.plan-search"  # search the stages of every plan (stored runs always do)
+NODES_KEY = "dasq.plan-search-nodes"  # solver nodes per stage count tried; 0: no solver
+
+
+def search_settings(search: bool | None) -> tuple[bool, int]:
+    """(search or not, solver nodes): ``search`` None reads dask config."""
+    if search is None:
+        search = bool(dask.config.get(SEARCH_KEY, False))
+    nodes = int(dask.config.get(NODES_KEY, 0) or 0) if search else 0
+    return search, nodes
+
+
+@dataclass(frozen=True)
+class _Masks:
+    """Footprints as bit masks over wires: the replay's inner loop is integer ops."""
+
+    wires: tuple[int, ...]
+    needs: tuple[int, ...]
+    everyone: int
+
+    @classmethod
+    def of(cls, footprints: Footprints, everyone: frozenset[int]) -> _Masks:
+        wires = tuple(_mask(f.wires) for f in footprints)
+        needs = tuple(_mask(f.needs_local) for f in footprints)
+        every = _mask(everyone)
+        for w in wires:
+            every |= w
+        return cls(wires, needs, every)
+
+    def reversed(self) -> _Masks:
+        return _Masks(self.wires[::-1], self.needs[::-1], self.everyone)
+
+
+def _mask(wires: frozenset[int]) -> int:
+    return sum(1 << w for w in wires)
+
+
+def _bits(mask: int) -> list[int]:
+    return [w for w in range(mask.bit_length()) if mask >> w & 1]
+
+
+def _executed(m: _Masks, done: list[bool], local: int) -> list[int]:
+    """The operations a stage with ``local`` runs: in order, unless a wire is blocked."""
+    blocked = 0
+    out = []
+    for i, (w, need) in enumerate(zip(m.wires, m.needs)):
+        if done[i]:
+            continue
+        if not w & blocked and not need & ~local:
+            out.append(i)
+        else:
+            blocked |= w
+            if blocked == m.everyone:
+                break
+    return out
+
+
+def searched_stages(
+    footprints: Footprints,
+    everyone: frozenset[int],
+    L: int,
+    initial_local: frozenset[int] | None,
+    nodes: int = 0,
+) -> list[StageChoice]:
+    """The fewest stages the searches above find (never more than ``staged_footprints``),
+    local sets of L wires drawn from ``everyone``; ``nodes``: the solver's node budget."""
+    greedy = staged_footprints(footprints, everyone, L, initial_local)
+    m = _Masks.of(footprints, everyone)
+    if len(greedy) <= 1 or m.everyone.bit_count() <= L:
+        return greedy
+    start = _mask(initial_local) if initial_local is not None else None
+    tried = [
+        [_mask(c.local) for c in greedy],
+        _climbed(m, L, start),
+        _climbed(m.reversed(), L, None)[::-1],
+    ]
+    staged = [s for s in (_replayed(m, locals_) for locals_ in tried) if s is not None]
+    best = min(staged, key=lambda s: (len(s), _moved(s, start)))
+    if nodes > 0:
+        best = _solved(footprints, m, L, nodes, len(best)) or best
+    return [StageChoice(frozenset(_bits(local)), tuple(ops)) for local, ops in _settled(m, best, start, L)]
+
+
+Staging = list[tuple[int, list[int]]]  # (local mask, operations run) per stage
+
+
+def _replayed(m: _Masks, locals_: Sequence[int]) -> Staging | None:
+    """Each stage of ``locals_`` runs all it can; stages that run nothing are dropped.
+    None: operations are left over."""
+    done = [False] * len(m.wires)
+    out: Staging = []
+    for local in locals_:
+        ops = _executed(m, done, local)
+        for i in ops:
+            done[i] = True
+        if ops:
+            out.append((local, ops))
+    return out if all(done) else None
+
+
+def _moved(staging: Staging, start: int | None) -> int:
+    """Wires that enter the local set over the staging (the first layout is free
+    when ``start`` is None)."""
+    moved = 0
+    previous = start
+    for local, _ in staging:
+        if previous is not None:
+            moved += (local & ~previous).bit_count()
+        previous = local
+    return moved
+
+
+def _climbed(m: _Masks, L: int, start: int | None) -> list[int]:
+    """Stage after stage, the local set that runs the most operations (then moves
+    the fewest wires) among those one swap cannot improve, climbing from the wires
+    needed soonest and from the current local set."""
+    done = [False] * len(m.wires)
+    current = start
+    out: list[int] = []
+    while not all(done):
+        best: tuple[tuple[int, int], int, list[int]] | None = None
+        for first in _starts(m, done, L, current):
+            local, ops = _climb(m, done, first, current)
+            score = (len(ops), -_entering(local, current))
+            if best is None or score > best[0]:
+                best = (score, local, ops)
+        assert best is not None and best[2], "the first pending operation always fits"
+        _, current, ops = best
+        for i in ops:
+            done[i] = True
+        out.append(current)
+    return out
+
+
+def _entering(local: int, current: int | None) -> int:
+    return 0 if current is None else (local & ~current).bit_count()
+
+
+def _starts(m: _Masks, done: list[bool], L: int, current: int | None) -> list[int]:
+    """The L wires needed soonest (filled from the current set, then the lowest), and
+    the current set."""
+    soonest = _filled(_soonest(m, done, L), (current or 0, m.everyone), L)
+    return [soonest] if current is None or current == soonest else [soonest, current]
+
+
+def _soonest(m: _Masks, done: list[bool], L: int) -> int:
+    chosen = 0
+    for i, need in enumerate(m.needs):
+        if not done[i] and need & ~chosen:
+            if (chosen | need).bit_count() > L:
+                break
+            chosen |= need
+    return chosen
+
+
+def _filled(chosen: int, pools: Sequence[int], L: int) -> int:
+    """``chosen`` completed to L wires from the pools in turn, lowest wires first."""
+    for pool in pools:
+        for w in _bits(pool & ~chosen):
+            if chosen.bit_count() >= L:
+                return chosen
+            chosen |= 1 << w
+    return chosen
+
+
+def _climb(m: _Masks, done: list[bool], local: int, current: int | None) -> tuple[int, list[int]]:
+    """Swap a local wire for a needed one while that runs more operations (or as many,
+    moving fewer wires); first improvement, in wire order."""
+    needed = 0
+    for i, need in enumerate(m.needs):
+        if not done[i]:
+            needed |= need
+    ops = _executed(m, done, local)
+    score = (len(ops), -_entering(local, current))
+    improved = True
+    while improved:
+        improved = False
+        for out_wire in _bits(local):
+            for in_wire in _bits(needed & ~local):
+                trial = local ^ (1 << out_wire) ^ (1 << in_wire)
+                trial_ops = _executed(m, done, trial)
+                trial_score = (len(trial_ops), -_entering(trial, current))
+                if trial_score > score:
+                    local, ops, score, improved = trial, trial_ops, trial_score, True
+                    break
+            if improved:
+                break
+    return local, ops
+
+
+def _solved(footprints: Footprints, m: _Masks, L: int, nodes: int, found: int) -> Staging | None:
+    """The solver's staging with the fewest stages below ``found`` it reaches."""
+    low = max(cone_levels(footprints, L), default=0) + 1
+    for K in range(low, found):
+        locals_ = staging_locals(footprints, L, K, nodes)
+        if locals_ is None:
+            continue
+        filled = []
+        previous = None
+        for needed in locals_:
+            previous = _filled(_mask(needed), (previous or 0, m.everyone), L)
+            filled.append(previous)
+        staged = _replayed(m, filled)
+        if staged is not None and len(staged) <= K:
+            return staged
+    return None
+
+
+def _settled(m: _Masks, staging: Staging, start: int | None, L: int) -> Staging:
+    """The staging replayed with each stage's free slots (wires none of its operations
+    needs) given to wires already local, so fewer move; a stage keeps what it ran and
+    may run more, so the count never grows."""
+    done = [False] * len(m.wires)
+    previous = start
+    out: Staging = []
+    for local, _ in staging:
+        used = 0
+        for i in _executed(m, done, local):
+            used |= m.needs[i]
+        settled = _filled(used, (previous or 0, local, m.everyone), L)
+        ops = _executed(m, done, settled)
+        for i in ops:
+            done[i] = True
+        if ops:
+            out.append((settled, ops))
+            previous = settled
+    assert all(done), "a settled staging runs at least what the staging ran"
+    return out

@@ -131,7 +131,8 @@ def _check_same_run(
         )
 
 
-def _plan(circuit: Circuit, L: int, fusion_size: int) -> PhysicalPlan:
+def _plan(circuit: Circuit, L: int, fusion_size: int, search: bool = True) -> PhysicalPlan:
+    """The stored run's plan: stages searched for (each is a pass over the stored state)."""
     return make_plan(
         circuit.operations,
         circuit.num_qubits,
@@ -139,7 +140,7 @@ def _plan(circuit: Circuit, L: int, fusion_size: int) -> PhysicalPlan:
         method="planned",
         fusion_size=fusion_size,
         global_phase=circuit.global_phase,
-        search=True,  # each stage is a pass over the stored state: worth searching for fewer
+        search=search,
     )
 
 
@@ -194,6 +195,8 @@ def _resume_locked(
         return _as_state(StateVector.from_zarr(path, client=client), manifest)
     recorded = _recorded_circuit(path, manifest)
     plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size)
+    if plan.digest != manifest.plan_digest:  # a store started before stages were searched for
+        plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size, search=False)
     if plan.digest != manifest.plan_digest:
         raise StoreError(
             f"{path} was planned differently by the dasq that started it; this dasq cannot resume it "

@@ -120,3 +120,24 @@ def test_a_stored_run_uses_the_searched_plan_and_equals_the_in_memory_state(tmp_
     searched = make_plan(list(c), 10, L, method="planned", search=True)
     assert state.plan.relayouts == searched.relayouts and len(state.plan.stages) == len(searched.stages) >= 2
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+def test_a_store_planned_before_the_search_still_resumes(tmp_path, monkeypatch):
+    """A store whose run was planned greedily (by a dasq before stages were searched
+    for) resumes with that plan, not a refusal that its plan changed."""
+    import dasq.outofcore as ooc
+
+    c = qft(8)
+    path = tmp_path / "greedy.zarr"
+    planned = ooc._plan
+    monkeypatch.setattr(
+        ooc, "_plan", lambda circuit, L, fusion, search=True: planned(circuit, L, fusion, False)
+    )
+    with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
+        dasq.simulate(c, store=path, chunk_qubits=4, memory_limit=2 * 16 * 16 << 4)
+    monkeypatch.setattr(ooc, "_plan", planned)
+    greedy = make_plan(list(c), 8, 4, method="planned", search=False)
+    assert len(greedy.stages) > len(make_plan(list(c), 8, 4, method="planned", search=True).stages)
+    resumed = dasq.resume(path)
+    assert resumed.plan.digest == greedy.digest
+    np.testing.assert_allclose(resumed.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)

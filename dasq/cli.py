@@ -123,8 +123,6 @@ def _add_run(sub: Any) -> None:
     )
     run.add_argument("--fusion-size", type=POSITIVE, default=argparse.SUPPRESS, help=FUSION_HELP)
     run.add_argument("--observable", default=argparse.SUPPRESS, help=OBSERVABLE_HELP)
-    # the process that a first run starts to compile numba's kernels (backend/kernel_cache.py)
-    run.add_argument("--fill-kernels", action="store_true", help=argparse.SUPPRESS)
     _add_cluster_options(run)
     run.add_argument(
         "--store",
@@ -279,7 +277,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.fill_kernels:  # the process a first run started: this run compiles its kernels
+    if kernel_cache.is_fill():  # the process a first run started: this run compiles its kernels
         with kernel_cache.filling(args.dtype) as mine:
             return _run_once(args) if mine else 0
     return _run_once(args)
@@ -341,7 +339,7 @@ def _compiles_later(args: argparse.Namespace, circuit: Circuit) -> bool:
 
 def _fill_command(args: argparse.Namespace) -> list[str]:
     """``dasq run`` with the options that choose its kernels, for the process that compiles them."""
-    out = ["dasq.cli", "run", os.path.abspath(args.circuit), "--shots", "1", "--fill-kernels"]
+    out = ["dasq.cli", "run", os.path.abspath(args.circuit), "--shots", "1"]
     out += ["--dtype", args.dtype, "--method", args.method]
     out += ["--density"] if args.density else []
     for directory in getattr(args, "include_path", None) or []:

@@ -29,6 +29,7 @@ NOTE = (
     "this run takes numpy's array code, later runs load the kernels from numba's cache"
 )
 LOCK = "dasq-compiling.lock"
+FILL = "DASQ_KERNEL_FILL"  # in the environment of the process that fills the cache
 _filling = False  # True in the process that fills the cache: its run compiles
 
 
@@ -72,9 +73,14 @@ def _locked(directory: Path) -> Iterator[bool]:
         yield True
 
 
+def is_fill() -> bool:
+    """Whether this process is the one a first run started to fill the cache."""
+    return os.environ.get(FILL) == "1"
+
+
 def fill_later(command: Sequence[str]) -> None:
     """Start the detached process that runs ``command`` (the arguments of ``python -m``
-    that repeat this run with ``--fill-kernels``), unless one is running already."""
+    that repeat this run), unless one is running already."""
     directory = cache_dir()
     if directory is None:
         return
@@ -87,6 +93,7 @@ def fill_later(command: Sequence[str]) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # outlives the command, and a Ctrl-C in its terminal
+        env={**os.environ, FILL: "1"},
     )
 
 

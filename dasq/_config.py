@@ -35,6 +35,10 @@ MIN_DEFAULT_CHUNK_QUBITS = 18
 # all-to-all circuits need fewer stages and relayouts, while a block still leaves
 # room for the few in flight beside the state.
 MAX_DEFAULT_CHUNK_QUBITS = 24
+# A run in this process too small for numba's kernels (numpy's array code: a small
+# ``dasq run``, backend/cpu.py) is one block up to 2^20 amplitudes: one array, no graph
+# (engine/oneblock.py), whose setup and imports would cost it more than threads save.
+ARRAY_CODE_CHUNK_QUBITS = 20
 
 
 def total_memory() -> int:
@@ -118,15 +122,20 @@ def cores(client: Any = None) -> int:
     return int(dask.system.CPU_COUNT or os.cpu_count() or 1)
 
 
-def default_chunk_qubits(num_qubits: int, client: Any = None, gpu: bool = False) -> int:
+def default_chunk_qubits(
+    num_qubits: int, client: Any = None, gpu: bool = False, array_code: bool = False
+) -> int:
     """Blocks of at most 2^24 amplitudes, at least 4 blocks per core (per worker
     thread on a client) once the state is big enough for that to matter (up to
-    2^18 amplitudes: one block). On GPUs: one block per GPU (per worker thread of a
-    dask-cuda client, one block without a client): a GPU runs a whole block in one
-    launch per group, and fewer blocks are fewer relayouts."""
+    2^18 amplitudes: one block; in an ``array_code`` run, ``ARRAY_CODE_CHUNK_QUBITS``).
+    On GPUs: one block per GPU (per worker thread of a dask-cuda client, one block
+    without a client): a GPU runs a whole block in one launch per group, and fewer
+    blocks are fewer relayouts."""
     configured = dask.config.get("dasq.chunk-qubits", None)
     if configured is not None:
         return min(int(configured), num_qubits)
+    if array_code and client is None and not gpu and num_qubits <= ARRAY_CODE_CHUNK_QUBITS:
+        return num_qubits
     if gpu:
         if client is None:
             return num_qubits

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
+import dask
 import numpy as np
 
 from dasq import _config
@@ -20,11 +20,9 @@ from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.parameters import is_batch, parameter_batch
 from dasq.engine.compression import PieceCodec
-from dasq.engine.memory import resolve_relayout_method, scheduler_client
+from dasq.engine.placement import scheduler_client
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve
-from dasq.engine.sweep import final_state
-from dasq.engine.template import TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
 from dasq.plan.choi import choi_circuit, choi_operations, resets_as_channels
@@ -37,6 +35,9 @@ from dasq.state.statevector import StateVector, qiskit_state
 from dasq.state.trajectories import Trajectories, refuse_conditions, run_trajectories
 from dasq.storage.location import check_creatable
 from dasq.storage.store import describe_store, verify_store
+
+if TYPE_CHECKING:  # imported where a graph is built: a one-block run needs no dask.array
+    import dask.array as da
 
 __all__ = ["info", "plan", "resume", "run", "simulate"]
 
@@ -296,11 +297,14 @@ def _in_memory(request: Request) -> tuple[int, RunOptions]:
     if request.compression is not None or request.keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
     running_on = scheduler_client(request.client)  # the cluster that will hold the blocks, if any
-    resolve_relayout_method(request.relayout_method, running_on)  # an unknown or impossible method
+    if request.relayout_method is not None or dask.config.get("dasq.relayout-method", None) is not None:
+        from dasq.engine.memory import resolve_relayout_method
+
+        resolve_relayout_method(request.relayout_method, running_on)  # an unknown or impossible method
     on_gpu = request.backend.memory_bytes() is not None
     L = request.chunk_qubits
     if L is None:
-        L = _config.default_chunk_qubits(request.width, running_on, on_gpu)
+        L = _config.default_chunk_qubits(request.width, running_on, on_gpu, array_code_only())
     available, where = _available(request, running_on)
     v.check_in_memory_run(request.width, np.dtype(request.dtype).itemsize, L, available, where)
     options = RunOptions(
@@ -357,6 +361,9 @@ def _compiled(request: Request, L: int, options: RunOptions) -> StateVector | No
     )
     if not plain:
         return None
+    from dasq.engine.sweep import final_state
+    from dasq.engine.template import TemplateError, template_of
+
     basis = 0 if request.initial is None else v.check_basis(request.initial, n)
     try:
         template = template_of(request.source)
@@ -364,14 +371,13 @@ def _compiled(request: Request, L: int, options: RunOptions) -> StateVector | No
         return None
     x = parameter_batch(request.source.parameters, request.values).values
     vector = final_state(template, x, request.dtype, basis)
-    blocks = da.from_array(vector.copy(), chunks=vector.size, name=False)  # held stays as it is
     body = request.circuit.remove_final_measurements()
 
     def planned() -> PhysicalPlan:
         return plan(body, chunk_qubits=L, fusion_size=request.fusion_size)
 
     return StateVector(
-        blocks, n, L, options=options, rng=np.random.default_rng(request.seed), plan=planned, held=vector
+        None, n, L, options=options, rng=np.random.default_rng(request.seed), plan=planned, held=vector
     )
 
 
@@ -582,6 +588,7 @@ def _density_from(
         rng=rng,
         plan=run.plan,
         report=Report(2 * n, L, tuple(run.records), run.timelines),
+        held=run.held,
     )
     return DensityMatrix(choi)
 
@@ -607,6 +614,7 @@ def _evolve_from(
         plan=run.plan,
         report=Report(n, L, tuple(run.records), run.timelines),
         measurements=run.measurements,
+        held=run.held,
     )
 
 
@@ -699,6 +707,8 @@ def info(store: str | os.PathLike[str], *, verify: bool = False) -> dict:
 
 def _initial_blocks(initial: Any, n: int, L: int, dtype: str) -> tuple[da.Array, tuple[int, ...]]:
     """Blocks of 2^L amplitudes for an initial state, and their layout."""
+    import dask.array as da
+
     size = 1 << n
     logical = tuple(range(n))
     from_qiskit = qiskit_state(initial)

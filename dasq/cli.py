@@ -26,7 +26,8 @@ from dask.utils import format_bytes
 
 from dasq import _config
 from dasq.api import info, plan, resume, run
-from dasq.backend.registry import array_code_for
+from dasq.backend import kernel_cache
+from dasq.backend.registry import array_code_for, worth_compiling
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_memory_limit
 from dasq.errors import DasqError, ValidationError
@@ -276,11 +277,19 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if kernel_cache.is_fill():  # the process a first run started: this run compiles its kernels
+        with kernel_cache.filling(args.dtype) as mine:
+            return _run_once(args) if mine else 0
+    return _run_once(args)
+
+
+def _run_once(args: argparse.Namespace) -> int:
     # a circuit that measures nothing is measured on every qubit: dasq.run does it
     circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
+    later = _compiles_later(args, circuit)
     with _cluster(args) as client:
         start = time.perf_counter()
-        with _array_code_if_small(args, circuit):
+        with _array_code_if_small(args, circuit, kernels_ready=not later):
             with _performance_report(args.report):
                 result = _run_circuit(args, circuit, client)
             if args.observable and result.state is None:
@@ -289,6 +298,8 @@ def _run(args: argparse.Namespace) -> int:
                     "(mid-circuit measurements or resets)"
                 )
             _report(args, result.state, result.counts, start, branches=result.branches)
+    if later:
+        kernel_cache.fill_later(_fill_command(args))
     return 0
 
 
@@ -307,16 +318,47 @@ def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
         _close(client)
 
 
-def _array_code_if_small(args: argparse.Namespace, circuit: Circuit) -> Any:
+def _amplitudes(args: argparse.Namespace, circuit: Circuit) -> int:
+    return 1 << (circuit.num_qubits * (2 if args.density else 1))
+
+
+def _compiles_later(args: argparse.Namespace, circuit: Circuit) -> bool:
+    """Whether this run would compile numba's kernels, which are not compiled yet: it
+    takes the array code instead and says so, and a process started after it compiles
+    them (dasq/backend/kernel_cache.py)."""
+    if args.gpu or _client_wanted(args) or args.store is not None:
+        return False
+    amplitudes = _amplitudes(args, circuit)
+    if not worth_compiling(amplitudes, len(circuit.operations)):
+        return False
+    if kernel_cache.ready(args.dtype, amplitudes.bit_length() - 1):
+        return False
+    logging.getLogger("dasq").info(kernel_cache.NOTE.format(dtype=args.dtype))
+    return True
+
+
+def _fill_command(args: argparse.Namespace) -> list[str]:
+    """``dasq run`` with the options that choose its kernels, for the process that compiles them."""
+    out = ["dasq.cli", "run", os.path.abspath(args.circuit), "--shots", "1"]
+    out += ["--dtype", args.dtype, "--method", args.method]
+    out += ["--density"] if args.density else []
+    for directory in getattr(args, "include_path", None) or []:
+        out += ["--include-path", os.path.abspath(directory)]
+    for name in ("chunk_qubits", "fusion_size"):
+        if getattr(args, name, None) is not None:
+            out += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return out
+
+
+def _array_code_if_small(args: argparse.Namespace, circuit: Circuit, kernels_ready: bool = True) -> Any:
     """numpy's array code for every block of a run too small for numba's kernels to pay
     for themselves in this process, which a command starts afresh: importing numba and
     compiling the kernels (or loading them from its cache) would cost more than they save
     (``dasq.backend.registry.array_code_for``). A run on a GPU or a cluster's workers is
-    left as it is."""
+    left as it is. ``kernels_ready`` False: the array code whatever the run's size."""
     if args.gpu or _client_wanted(args):
         return contextlib.nullcontext(False)
-    amplitudes = 1 << (circuit.num_qubits * (2 if args.density else 1))
-    return array_code_for(amplitudes, len(circuit.operations))
+    return array_code_for(_amplitudes(args, circuit), len(circuit.operations), kernels_ready)
 
 
 def _performance_report(path: str | None) -> Any:

@@ -3,7 +3,8 @@
 The store holds the circuit as a JSON record (never a pickle), the plan's digest
 and the run's options in its manifest; ``resume`` re-plans the recorded circuit,
 checks that the plan is the one the run started with, and streams the passes
-that are left.
+that are left. The streaming executor (and dask.array) is imported by the functions
+that stream: ``import dasq`` needs ``resume`` by name only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.record import circuit_from_record, circuit_to_record
 from dasq.circuit.validation import check_client, check_memory_limit
-from dasq.engine import stream
 from dasq.engine.report import Report
 from dasq.errors import StoreError, ValidationError
 from dasq.plan import lowering
@@ -51,6 +51,8 @@ def simulate_to_store(
     that already holds a run of this circuit is resumed (or opened when complete).
     ``density_qubits`` = N: ``circuit`` is the Choi-vector circuit of an N-qubit
     density matrix (the manifest says so; the state comes back as a DensityMatrix)."""
+    from dasq.engine import stream
+
     path = location(store)  # a path, or an fsspec URL (dasq.storage.location)
     limit = check_memory_limit(memory_limit) if memory_limit is not None else _config.total_memory() // 4
     codec = st.Codec(compression, keep_bits).check(dtype)
@@ -239,6 +241,8 @@ def _execute(
     progress: bool,
     device: str,
 ) -> StateVector | DensityMatrix:
+    from dasq.engine import stream
+
     backend = get_backend(device)  # runs the stages; blocks go from the store to it and back
     if not manifest.complete:
         stream.StreamExecutor(path, manifest, backend, lock, client=client, progress=progress).run(plan)

@@ -118,6 +118,11 @@ def test_the_other_suites_claims_are_the_json_s():
     cold = _load("cold")
     dasq = next(r for r in cold["rows"] if r["contender"] == "dasq")
     assert f"({dasq['median_cold_seconds']:.2f} s, {cold['ratio_dasq_to_fastest_peer']:.2f}x Aer)" in FLAT
+    random, first = cold["random"], cold["first_run"]
+    cold_20, warm_20 = random["ratio_dasq_cold_to_aer"], random["ratio_dasq_warm_to_aer"]
+    ratios = f"({cold_20:.2f}x Aer cold, {warm_20:.2f}x warm)"
+    assert ratios in FLAT and f"first run met ({first['ratio_cold_to_warm']:.2f}x warm:" in FLAT
+    assert first["ratio_cold_to_warm"] <= 1.5 and first["compile_note_lines"] == len(first["cold_seconds"])
     memory = [r["run_peak_over_state"] for r in _load("memory")["rows"]]
     assert f"A run adds {_span(memory, 3)}x the state" in FLAT
     (estimator,) = _load("estimator")["rows"]

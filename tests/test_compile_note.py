@@ -1,13 +1,18 @@
-"""A first run that compiles numba's kernels says so, once, and a warm run says nothing
-(issue 60: a first run after an install waited seconds on the compiler without a word)."""
+"""A first run that needs numba's kernels says that they compile, once, and a warm run
+says nothing (issue 60: a first run after an install waited seconds on the compiler
+without a word). A command's run takes the array code meanwhile and a process after it
+compiles them (backend/kernel_cache.py); a run in Python compiles them itself."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from dasq.backend import kernel_cache
 from dasq.backend.numba_kernels import COMPILE_NOTE
 
 # cpu.COMPILED_FROM_WORK 0: numba's kernels even for a run this small (the rule that
@@ -37,13 +42,47 @@ def _run(qasm: Path, cache: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_first_run_says_it_compiles_once_and_a_warm_run_says_nothing(tmp_path):
+def _wait_for_the_fill(cache: Path, timeout: float = 240) -> None:
+    """Until the process compiling the kernels has left its marker and ended (its lock free)."""
+    deadline = time.monotonic() + timeout
+    while not list(cache.glob("dasq-kernels-complex128-*")):
+        assert time.monotonic() < deadline, "the kernels' fill left no marker"
+        time.sleep(0.5)
+    with open(cache / kernel_cache.LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks while the fill still holds it
+
+
+def test_a_first_command_says_its_kernels_compile_once_and_a_warm_one_says_nothing(tmp_path):
     qasm, cache = _qasm(tmp_path / "chain.qasm"), tmp_path / "numba-cache"
-    note = "dasq: " + COMPILE_NOTE.format(dtype="complex128")
+    note = "dasq: " + kernel_cache.NOTE.format(dtype="complex128")
     cold = _run(qasm, cache)
     assert cold.returncode == 0, cold.stderr
     assert cold.stderr.splitlines().count(note) == 1, cold.stderr
+    assert not list(cache.rglob("*.nbi")), "the first run compiled in its own process"
+    _wait_for_the_fill(cache)
+    assert list(cache.rglob("numba_kernels.*.nbi"))
+    again = _run(qasm, cache)  # one fill per installation: none starts now
+    assert again.returncode == 0 and "compiling" not in again.stderr, again.stderr
     warm = _run(qasm, cache)
     assert warm.returncode == 0, warm.stderr
     assert "compiling" not in warm.stderr, warm.stderr
     assert warm.stdout == cold.stdout  # the same counts from the same seed
+
+
+def test_a_run_in_python_compiles_its_kernels_itself_and_says_so(tmp_path):
+    script = (
+        "import dasq\nfrom dasq import cli\nfrom dasq.backend import cpu\ncpu.COMPILED_FROM_WORK = 0\n"
+        "cli._notes_on_stderr()\nc = dasq.Circuit(13)\nfor q in range(13): c.h(q)\n"
+        "print(dasq.run(c, 10, seed=1).counts)\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines().count("dasq: " + COMPILE_NOTE.format(dtype="complex128")) == 1, out.stderr
+    assert not list(tmp_path.glob("dasq-kernels-*"))
+
+
+def test_a_state_too_big_to_run_twice_compiles_in_its_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not kernel_cache.ready("complex128", kernel_cache.BACKGROUND_MAX_QUBITS)
+    assert kernel_cache.ready("complex128", kernel_cache.BACKGROUND_MAX_QUBITS + 1)

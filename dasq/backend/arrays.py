@@ -199,11 +199,25 @@ class MatrixKernel(Kernel):
         _matrix_on_axes(view.reshape(shape), order, self.matrix)
 
 
+# On the host a matrix product runs over slabs of at most 2^14 amplitudes (256 KiB in
+# complex128): its temporaries (the gathered slab, the product) then reuse memory the
+# allocator keeps, where a 2^18-amplitude tile's were fresh pages each time, whose first
+# touch cost a fresh process's 20-qubit run of the array code more than its products.
+HOST_SLAB_QUBITS = 14
+
+
 def _matrix_on_axes(tensor: Any, order: Sequence[int], matrix: Any) -> None:
-    """``matrix`` applied in place to the first axes of ``tensor.transpose(order)``."""
+    """``matrix`` applied in place to the first axes of ``tensor.transpose(order)``, on
+    the host slab by slab (the leading other axes fixed: ``HOST_SLAB_QUBITS``)."""
     targets_first = tensor.transpose(order)
-    product = matrix @ targets_first.reshape(matrix.shape[0], -1)
-    targets_first[...] = product.reshape(targets_first.shape)
+    k = matrix.shape[0].bit_length() - 1
+    fixed = (
+        min(max(0, tensor.ndim - HOST_SLAB_QUBITS), tensor.ndim - k) if isinstance(tensor, np.ndarray) else 0
+    )
+    for index in np.ndindex(*targets_first.shape[k : k + fixed]):
+        part = targets_first[(slice(None),) * k + index]
+        product = matrix @ part.reshape(matrix.shape[0], -1)
+        part[...] = product.reshape(part.shape)
 
 
 class ArrayBackend(Backend):

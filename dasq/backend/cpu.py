@@ -57,13 +57,14 @@ def worth_compiling(amplitudes: int, operations: int) -> bool:
 
 
 @contextlib.contextmanager
-def array_code_for(amplitudes: int, operations: int) -> Iterator[bool]:
+def array_code_for(amplitudes: int, operations: int, kernels_ready: bool = True) -> Iterator[bool]:
     """Inside, in this process, numpy's array code for every block when the run's work
-    is too small for numba's kernels to pay for themselves (``worth_compiling``):
+    is too small for numba's kernels to pay for themselves (``worth_compiling``), or
+    they are not compiled yet (``kernels_ready`` False: backend/kernel_cache.py):
     nothing is compiled or loaded, numba is not imported. Yields whether it applies.
     Kernels built before or after run the compiled code as usual; a tile applier
     (``Kernel.in_tiles``) built inside stays one that gathers its tile."""
-    small = not worth_compiling(amplitudes, operations)
+    small = not (kernels_ready and worth_compiling(amplitudes, operations))
     if small:
         ARRAY_CODE_ONLY.enter()
     try:

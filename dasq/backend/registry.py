@@ -34,11 +34,19 @@ def get_backend(name: str = "cpu") -> Backend:
     raise ValidationError(f"device must be one of {DEVICE_NAMES} (N: a GPU's number, from 0), got {name!r}")
 
 
-def array_code_for(amplitudes: int, operations: int) -> AbstractContextManager[bool]:
+def array_code_for(
+    amplitudes: int, operations: int, kernels_ready: bool = True
+) -> AbstractContextManager[bool]:
     """The CPU backend runs numpy's array code inside when a run of ``operations`` on
     ``amplitudes`` is too small for numba's kernels to pay for themselves in a fresh
-    process (``cpu.array_code_for``); yields whether it does."""
-    return cpu.array_code_for(amplitudes, operations)
+    process, or they are not compiled yet (``cpu.array_code_for``); yields whether it does."""
+    return cpu.array_code_for(amplitudes, operations, kernels_ready)
+
+
+def worth_compiling(amplitudes: int, operations: int) -> bool:
+    """Whether a fresh process's run saves more by numba's kernels than it pays to get
+    them (``cpu.worth_compiling``)."""
+    return cpu.worth_compiling(amplitudes, operations)
 
 
 def array_code_only() -> bool:

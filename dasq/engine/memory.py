@@ -32,7 +32,7 @@ from dasq.engine import layers, readout
 from dasq.engine.compression import PieceCodec, relayout_fidelities, take_rounding
 from dasq.engine.internals import P2P_SCHEDULER_LOGGER, DataNode, GraphNode, callbacks_active, meta_of
 from dasq.engine.layers import Gather, LayerCost
-from dasq.engine.placement import BlockPlacement, block_placement, placed, worker_addresses
+from dasq.engine.placement import BlockPlacement, block_placement, placed, scheduler_client, worker_addresses
 from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan.localiser import lower_operation
@@ -58,21 +58,6 @@ class MemoryRun:
     records: list[StepRecord] = field(default_factory=list)
     measurements: list[tuple[int, int]] = field(default_factory=list)
     timelines: tuple[tuple[WorkerEvent, ...], ...] = ()  # direct cluster runs: each worker's
-
-
-def scheduler_client(client: Any) -> Any:
-    """The distributed Client that will run our graphs (given, or Dask's default), or None."""
-    if client is not None:
-        return client
-    if "distributed" not in sys.modules:  # no Client can exist: importing it takes a quarter second
-        return None
-    from distributed import default_client
-
-    try:
-        found = default_client()
-    except ValueError:
-        return None
-    return found if getattr(dask.base.get_scheduler(), "__self__", None) is found else None
 
 
 P2P_FROM_BLOCKS = 256  # on a cluster, Dask's p2p rechunk beats packed from here on

@@ -13,6 +13,7 @@ the case distributed misses: every worker lost at once).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -80,3 +81,18 @@ def placed(placement: BlockPlacement | None, name: str) -> Iterator[None]:
         return
     with dask.annotate(workers=_LayerWorkers(name, placement), allow_other_workers=True):
         yield
+
+
+def scheduler_client(client: Any) -> Any:
+    """The distributed Client that will run our graphs (given, or Dask's default), or None."""
+    if client is not None:
+        return client
+    if "distributed" not in sys.modules:  # no Client can exist: importing it takes a quarter second
+        return None
+    from distributed import default_client
+
+    try:
+        found = default_client()
+    except ValueError:
+        return None
+    return found if getattr(dask.base.get_scheduler(), "__self__", None) is found else None

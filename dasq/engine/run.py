@@ -1,24 +1,32 @@
-"""One in-memory run: plan the operations for the blocks' layout, then execute the plan."""
+"""One in-memory run: plan the operations for the blocks' layout, then execute the plan.
+
+A state of one block in this process runs on one array (engine/oneblock.py), with no
+graph; everything else runs on the in-memory executor, which (with dask.array) is
+imported only then: a small ``dasq run`` imports neither."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
-from dasq.engine import layers
 from dasq.engine.compression import PieceCodec
-from dasq.engine.memory import MemoryExecutor, StepContext, persist, scheduler_client
+from dasq.engine.oneblock import run_alone, runs_alone
+from dasq.engine.placement import scheduler_client
 from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 from dasq.plan.reuse import cached_plan
 from dasq.plan.steps import PhysicalPlan
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+    from dasq.engine.memory import MemoryExecutor
 
 
 @dataclass(frozen=True)
@@ -39,12 +47,13 @@ class RunOptions:
 
 @dataclass
 class Evolution:
-    blocks: da.Array
+    blocks: da.Array | None  # None: a one-block run's state is ``held``
     layout: tuple[int, ...]
     plan: PhysicalPlan
     records: list[StepRecord] = field(default_factory=list)
     measurements: list[tuple[int, int]] = field(default_factory=list)
     timelines: tuple[tuple[WorkerEvent, ...], ...] = ()
+    held: Any = None  # a one-block run's amplitudes in logical order (layout: qubit q at bit q)
 
 
 def evolve(
@@ -72,6 +81,13 @@ def evolve(
         fusion_size=options.fusion_size,
         global_phase=global_phase,
     )
+    if blocks is None and _alone(options) and runs_alone(plan):
+        block, records = run_alone(plan, dtype, backend, basis, options.cache_qubits)
+        if plan.final_layout != tuple(range(num_qubits)):  # new bit q = old bit final_layout[q]
+            block = backend.permute_bits(block, plan.final_layout)
+        return Evolution(None, tuple(range(num_qubits)), plan, records, held=block)
+    from dasq.engine import layers
+
     owned = blocks is None  # a basis state made here: the stages may write into its blocks
     on_cluster = not options.lazy and scheduler_client(options.client) is not None
     zero: frozenset[int] = frozenset()
@@ -93,6 +109,13 @@ def evolve(
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements, run.timelines)
 
 
+def _alone(options: RunOptions) -> bool:
+    """Whether a state of one block runs on one array in this process: on the CPU, with
+    no cluster, and neither a lazy graph nor a bar asked for."""
+    plain = options.backend == "cpu" and not (options.lazy or options.progress)
+    return plain and scheduler_client(options.client) is None
+
+
 def project(
     blocks: da.Array,
     layout: Sequence[int],
@@ -106,6 +129,8 @@ def project(
 ) -> da.Array:
     """The blocks after ``qubit`` was measured as ``outcome`` (of ``probability``),
     renormalised; with ``reset`` the qubit is then returned to |0>. Computed once."""
+    from dasq.engine.memory import StepContext, persist
+
     executor = _executor(options, np.random.default_rng(0), None)
     with executor.backend.kernel_threads():
         where = StepContext.alone("project", chunk_qubits)
@@ -120,6 +145,8 @@ def _executor(
     owns_input: bool = False,
     zero_blocks: frozenset[int] = frozenset(),
 ) -> MemoryExecutor:
+    from dasq.engine.memory import MemoryExecutor
+
     return MemoryExecutor(
         get_backend(options.backend),
         client=options.client,

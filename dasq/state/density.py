@@ -12,17 +12,15 @@ norm; the partial trace (Alg. 28) gives a smaller DensityMatrix.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import pauli_masks
 from dasq.circuit.validation import check_index, check_qubits, check_readout_qubits, check_shots
-from dasq.engine import readout
-from dasq.engine.memory import persist
+from dasq.engine.draws import layout_tables, sample_shots
 from dasq.errors import ValidationError
 from dasq.plan.choi import choi_circuit
 from dasq.state.observables import PauliSum
@@ -33,6 +31,9 @@ from dasq.state.statevector import (
     labelled_counts,
     qiskit_state,
 )
+
+if TYPE_CHECKING:  # graph modules are imported by the read-outs that build graphs
+    import dask.array as da
 
 
 class DensityMatrix:
@@ -142,6 +143,8 @@ class DensityMatrix:
     # ----------------------------------------------------------------- read-out
     def _entries(self, flip: int) -> np.ndarray:
         """rho[k, k ^ flip] for every k (2^N numbers)."""
+        from dasq.engine import readout
+
         c = self.choi
         part = readout.choi_entries(c.blocks, c.chunk_qubits, c.layout, self._n, flip, c.backend)
         return c._compute(part)[0]
@@ -221,13 +224,13 @@ class DensityMatrix:
         shots = check_shots(shots)
         key = int(np.random.default_rng(seed).integers(0, 2**62))
         amplitudes = np.sqrt(np.clip(self._diagonal(), 0.0, None)).astype(np.complex128)
-        tables, _ = readout.layout_tables(range(self._n), self._n)
+        tables, _ = layout_tables(range(self._n), self._n)
         cpu = get_backend("cpu")
 
         def draw_pass(lam: float, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
             return [cpu.poisson_draws(amplitudes, 0, tables, lam, k)]
 
-        drawn = readout.sample_shots(draw_pass, shots, key)
+        drawn = sample_shots(draw_pass, shots, key)
         if drawn is None:
             raise ValidationError(f"cannot sample: the trace is {self.trace():.3g}, not 1")
         return drawn
@@ -283,6 +286,8 @@ class DensityMatrix:
     def partial_trace(self, qubits: Sequence[int] | int) -> DensityMatrix:
         """The density matrix of the other qubits: ``qubits`` traced out (the others
         keep their order, renumbered from 0)."""
+        from dasq.engine.memory import persist
+
         traced = check_qubits(qubits, self._n, "qubits")
         if len(traced) == self._n:
             raise ValidationError(
@@ -334,6 +339,8 @@ def initial_choi(
     if initial is None or v.is_int(initial):
         b = 0 if initial is None else v.check_basis(initial, n)
         return b | (b << n)
+    import dask.array as da
+
     if isinstance(initial, DensityMatrix):
         if initial.num_qubits != n:
             raise ValidationError(f"initial state has {initial.num_qubits} qubits, the circuit {n}")

@@ -31,7 +31,7 @@ from dasq.circuit.initialize import Initialize
 from dasq.circuit.kinds import Channel, Diagonal, Measure, Reset
 from dasq.circuit.loops import MAX_WHILE_PASSES, BreakLoop, ContinueLoop, ForLoop, WhileLoop
 from dasq.circuit.validation import check_bytes
-from dasq.engine.readout import total_by_value
+from dasq.engine.draws import total_by_value
 from dasq.errors import ValidationError
 from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector

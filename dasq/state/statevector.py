@@ -5,6 +5,11 @@ blocks to the engine once and wrap what comes back. The blocks are persisted
 (in memory, as futures on a client, or in a store), so any number of read-outs
 never re-run the circuit. Read-outs reduce every block where it lives and read
 straight through the layout; only ``amplitudes`` (logical order) pays to undo it.
+
+A state of one block made in this process (engine/oneblock.py) is held as one numpy
+array: its samples are drawn from it directly, and its ``blocks`` are a view of that
+array made when first read. The graph modules (and dask.array) are imported by the
+read-outs that build graphs, so a small ``dasq run`` imports neither.
 """
 
 from __future__ import annotations
@@ -13,9 +18,8 @@ import html
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
@@ -24,8 +28,7 @@ from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.validation import check_client, check_index, check_readout_qubits, check_shots
-from dasq.engine import layers, readout, stream, sweep
-from dasq.engine.memory import compute, resolve_relayout_method, runs_in_this_process
+from dasq.engine.draws import layout_tables, sample_shots, total_by_value
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve, project
 from dasq.errors import StoreError, ValidationError
@@ -36,6 +39,9 @@ from dasq.storage.chunks import encode_crcs
 from dasq.storage.location import check_creatable
 from dasq.storage.manifest import Manifest
 
+if TYPE_CHECKING:
+    import dask.array as da
+
 MAX_MARGINAL_QUBITS = 30
 
 
@@ -44,7 +50,7 @@ def labelled_counts(indices: np.ndarray, counts: np.ndarray, qubits: Sequence[in
     outcomes = np.zeros(indices.shape, dtype=np.int64)
     for j, q in enumerate(qubits):
         outcomes |= ((indices >> q) & 1) << j
-    values, totals = readout.total_by_value(outcomes, counts)
+    values, totals = total_by_value(outcomes, counts)
     return {format(int(v), f"0{len(qubits)}b"): int(c) for v, c in zip(values, totals)}
 
 
@@ -89,7 +95,7 @@ class StateVector:
 
     def __init__(
         self,
-        blocks: da.Array,
+        blocks: da.Array | None,
         num_qubits: int,
         chunk_qubits: int,
         *,
@@ -104,7 +110,7 @@ class StateVector:
         held: np.ndarray | None = None,
     ) -> None:
         self._blocks = blocks
-        self._held = held  # the amplitudes in one numpy array (a compiled small run's): read-outs start there
+        self._held = held  # one block's amplitudes in logical order, or None (blocks: a view of it)
         self._n = num_qubits
         self._L = chunk_qubits
         self._layout = tuple(layout) if layout is not None else tuple(range(num_qubits))
@@ -143,7 +149,7 @@ class StateVector:
     @property
     def dtype(self) -> np.dtype:
         """Complex dtype of the amplitudes (complex128 or complex64)."""
-        return self._blocks.dtype
+        return (self.blocks if self._held is None else self._held).dtype
 
     @property
     def backend(self) -> Backend:
@@ -157,7 +163,12 @@ class StateVector:
 
     @property
     def blocks(self) -> da.Array:
-        """The stored blocks (physical order: qubit q at bit ``layout[q]``)."""
+        """The stored blocks (physical order: qubit q at bit ``layout[q]``); a state held
+        in one array gives a one-block view of it."""
+        if self._blocks is None:
+            import dask.array as da
+
+            self._blocks = da.from_array(self._held, chunks=self._held.size, name=False)
         return self._blocks
 
     @property
@@ -165,12 +176,15 @@ class StateVector:
         """The 2^n amplitudes in logical (little-endian) order, lazily. A planned run may
         leave qubits at other positions; undoing that costs one relayout."""
         if self._layout == tuple(range(self._n)):
-            return self._blocks
+            return self.blocks
         if self._logical is None:
+            from dasq.engine import readout
+            from dasq.engine.memory import resolve_relayout_method
+
             method = resolve_relayout_method(
-                self._options.relayout_method, self._options.client, self._blocks.numblocks[0]
+                self._options.relayout_method, self._options.client, self.blocks.numblocks[0]
             )
-            self._logical = readout.logical_order(self._blocks, self._L, self._layout, self.backend, method)
+            self._logical = readout.logical_order(self.blocks, self._L, self._layout, self.backend, method)
         return self._logical
 
     def __repr__(self) -> str:
@@ -218,7 +232,7 @@ class StateVector:
             self.dtype.name,
             self._options,
             self._rng,
-            blocks=self._blocks,
+            blocks=self.blocks,
             layout=self._layout,
         )
         return StateVector(
@@ -249,7 +263,7 @@ class StateVector:
     def projected(self, qubit: int, outcome: int, probability: float, *, reset: bool = False) -> StateVector:
         """``project`` when the outcome's ``probability`` (> 0) is known already."""
         blocks = project(
-            self._blocks, self._layout, self._L, qubit, outcome, probability, self._options, reset=reset
+            self.blocks, self._layout, self._L, qubit, outcome, probability, self._options, reset=reset
         )
         return self._derived(blocks, measurements=self.measurements + ([] if reset else [(qubit, outcome)]))
 
@@ -268,14 +282,16 @@ class StateVector:
 
     # ----------------------------------------------------------------- read-out
     def _compute(self, *things: Any) -> tuple:
+        from dasq.engine.memory import compute
+
         with self.backend.kernel_threads():
-            return compute(*things, client=self._options.client, blocks=self._blocks)
+            return compute(*things, client=self._options.client, blocks=self.blocks)
 
     def to_numpy(self, force: bool = False) -> np.ndarray:
         """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes
         (default a quarter of RAM) unless ``force=True``."""
         limit = _config.to_numpy_limit()
-        nbytes = self._blocks.nbytes
+        nbytes = self.dtype.itemsize << self._n
         if nbytes > limit and not force:
             raise ValidationError(
                 f"the state is {format_bytes(nbytes)}, over the to_numpy limit of "
@@ -284,8 +300,11 @@ class StateVector:
             )
         if self._held is not None:
             return self._held.copy()
+        from dasq.engine import readout
+        from dasq.engine.memory import runs_in_this_process
+
         if runs_in_this_process(self._options.client):  # one copy into one array
-            return self._compute(readout.host_array(self._blocks, self._L, self._layout, self.backend))[0]
+            return self._compute(readout.host_array(self.blocks, self._L, self._layout, self.backend))[0]
         return np.asarray(self.backend.to_host(self._compute(self.amplitudes)[0]))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -310,11 +329,13 @@ class StateVector:
         """The amplitude of basis state ``index`` (qubit 0 is bit 0)."""
         i = check_index(index, self._n)
         stored = sum(((i >> q) & 1) << p for q, p in enumerate(self._layout))
-        return complex(self._compute(self._blocks[stored])[0])
+        return complex(self._compute(self.blocks[stored])[0])
 
     def norm(self) -> float:
         """The 2-norm sqrt(sum |a_i|^2) (1 for a normalised state)."""
-        return float(np.sqrt(complex(self._compute(readout.norm2(self._blocks, self.backend))[0]).real))
+        from dasq.engine import readout
+
+        return float(np.sqrt(complex(self._compute(readout.norm2(self.blocks, self.backend))[0]).real))
 
     def probabilities(self, qubits: Sequence[int] | None = None) -> np.ndarray:
         """Marginal probabilities over ``qubits``; bit j of the index is ``qubits[j]``.
@@ -330,7 +351,9 @@ class StateVector:
             )
         positions = tuple(self._layout[q] for q in qs)
         real = np.finfo(self.dtype).dtype
-        return self._compute(readout.marginal(self._blocks, self._L, positions, self.backend, real))[0]
+        from dasq.engine import readout
+
+        return self._compute(readout.marginal(self.blocks, self._L, positions, self.backend, real))[0]
 
     def sample(
         self, shots: int, qubits: Sequence[int] | None = None, seed: int | None = None
@@ -354,15 +377,20 @@ class StateVector:
         that differ by rounding between two runs)."""
         shots = check_shots(shots)
         key = int(np.random.default_rng(seed).integers(0, 2**62))
-        drawn = readout.sample_shots(self._draw_pass, shots, key)
+        drawn = sample_shots(self._draw_pass, shots, key)
         if drawn is None:
             raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")
         return drawn
 
     def _draw_pass(self, lam: float, key: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """One pass of keyed Poisson draws over every block, where each block lives."""
+        if self._held is not None:  # one array here: the keys a graph's block would draw with
+            tables, parts = layout_tables(self._layout, self._n)
+            return [self.backend.poisson_draws(self._held, parts[0], tables, lam, key)]
+        from dasq.engine import readout
+
         return self._compute(
-            *readout.poisson_draws(self._blocks, self._L, self._layout, lam, key, self.backend)
+            *readout.poisson_draws(self.blocks, self._L, self._layout, lam, key, self.backend)
         )
 
     def expectation(self, observable: Any) -> float | complex:
@@ -372,10 +400,14 @@ class StateVector:
         if obs.num_qubits != self._n:
             raise ValidationError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
         if self._held is not None:
+            from dasq.engine import sweep
+
             total = complex(sweep.expectations(self._held[None], sweep.PauliTerms.of(obs))[0])
             return float(total.real) if obs.is_hermitian else total
+        from dasq.engine import readout
+
         expectation = readout.pauli_sum_expectation(
-            self._blocks, self._L, self._layout, obs.terms, self.backend
+            self.blocks, self._L, self._layout, obs.terms, self.backend
         )
         (total,) = self._compute(expectation)
         total = complex(total)
@@ -387,8 +419,10 @@ class StateVector:
             raise TypeError(f"expected a dasq.StateVector, got {type(other).__name__}")
         if other.num_qubits != self._n:
             raise ValidationError(f"states have {self._n} and {other.num_qubits} qubits")
-        if other.layout == self._layout and other.blocks.chunks == self._blocks.chunks:
-            x, y = self._blocks, other.blocks
+        from dasq.engine import layers, readout
+
+        if other.layout == self._layout and other.blocks.chunks == self.blocks.chunks:
+            x, y = self.blocks, other.blocks
         else:
             x, y = self.amplitudes, other.amplitudes
             if y.chunks != x.chunks:
@@ -420,9 +454,11 @@ class StateVector:
             codec=st.Codec().as_dict(),
         )
 
+        from dasq.engine import stream
+
         def build(staging: st.StoreName) -> None:
             manifest.array_metadata = st.create_arrays(staging, self._n, dtype, self._L, st.Codec())
-            (crcs,) = self._compute(stream.save_blocks(self._blocks, staging, manifest, self.backend))
+            (crcs,) = self._compute(stream.save_blocks(self.blocks, staging, manifest, self.backend))
             st.sync_to_disk()
             manifest.current = st.ARRAYS[0]
             manifest.chunk_crc32c = encode_crcs(crcs)
@@ -441,6 +477,8 @@ class StateVector:
                 f"the run in {where} is incomplete ({manifest.stages_done}/{manifest.stages_total} stages); "
                 f"finish it with dasq.resume({str(where)!r}) or `dasq resume {where}`"
             )
+        from dasq.engine import stream
+
         options = RunOptions(client=client)
         blocks = stream.stored_blocks(where, manifest, get_backend(options.backend))
         return cls(

@@ -163,3 +163,9 @@ def test_the_plan_shows_its_stages_beside_the_bound():
     assert small.stage_bound is not None and small.stage_bound.stages == 1
     per_operation = dasq.plan(layers(6), chunk_qubits=4, method="per-operation")
     assert per_operation.summary()["stages_lower_bound"] is None
+
+
+def test_blocks_of_one_amplitude_have_a_bound_too():
+    """chunk_qubits 0 (every qubit global): a diagonal needs no local wire, so it plans."""
+    plan = dasq.plan(dasq.Circuit(1).rz(0.3, 0), chunk_qubits=0)
+    assert plan.stage_bound is not None and plan.stage_bound.stages <= max(len(plan.stages), 1)

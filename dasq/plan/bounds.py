@@ -86,7 +86,7 @@ def _segments(wire_ops: Sequence[Operation], L: int) -> list[Footprints]:
 def _covering(fps: Footprints, L: int) -> int:
     """Every wire some operation needs is local in some stage: L at a time."""
     needed = frozenset().union(*(f.needs_local for f in fps))
-    return -(-len(needed) // L)
+    return -(-len(needed) // L) if needed else 0  # L 0 (every qubit global): only what needs none
 
 
 def cone_levels(footprints: Footprints, L: int) -> list[int]:

@@ -58,6 +58,37 @@ class Initialize(IfElse):
         digest.update(np.asarray(self.state, dtype=complex).tobytes())
 
 
+LABEL_CHARACTERS = "01+-rl"  # Qiskit's one-qubit states of a label
+
+
+def label_state(label: str, num_targets: int) -> np.ndarray:
+    """The product state a label names (its first character the last target, as
+    Qiskit's), refused unless it has one character of LABEL_CHARACTERS per target."""
+    if len(label) != num_targets or not set(label) <= set(LABEL_CHARACTERS):
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) takes a label of {num_targets} of the characters "
+            f"{LABEL_CHARACTERS!r}, got {label[:80]!r}"
+        )
+    from qiskit.quantum_info import Statevector
+
+    return Statevector.from_label(label).data
+
+
+def basis_state(value: Any, num_targets: int) -> np.ndarray:
+    """The basis state an integer names, refused unless it is a whole number that
+    ``num_targets`` bits hold (a single amplitude, a NaN or 2^k is not one)."""
+    number = complex(value)
+    whole = number.imag == 0 and float(number.real).is_integer()
+    if not whole or not 0 <= number.real < 1 << num_targets:
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) of one value takes an integer in 0..2^{num_targets} - 1 "
+            f"(a basis state), got {value!r:.80}"
+        )
+    state = np.zeros(1 << num_targets, dtype=complex)
+    state[int(number.real)] = 1
+    return state
+
+
 def checked_state(values: Sequence[complex], num_targets: int) -> np.ndarray:
     """The state as a normalised complex vector of 2^num_targets entries."""
     state = np.asarray(values, dtype=complex).ravel()

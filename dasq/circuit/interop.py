@@ -329,7 +329,7 @@ def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, 
     from dasq.circuit.initialize import Initialize, checked_state, preparation_matrix
 
     _size_initialize(op, len(targets), walk)
-    state = checked_state(_initial_state(op), len(targets))
+    state = checked_state(_initial_state(op, len(targets)), len(targets))
     prepare = circuit_cls(out.num_qubits)
     if len(targets) <= DENSE_WIDTH:
         plain = {"controls": (), "control_states": None}
@@ -368,18 +368,18 @@ def _size_initialize(op: Any, width: int, walk: _Walk) -> None:
         )
 
 
-def _initial_state(op: Any) -> np.ndarray:
-    """The amplitudes ``op`` initializes to: given as a vector, a label ("01+-rl"), or
-    an integer (a basis state)."""
-    from qiskit.quantum_info import Statevector
+def _initial_state(op: Any, width: int) -> np.ndarray:
+    """The amplitudes ``op`` initializes ``width`` qubits to: given as a vector, a label
+    ("01+-rl"), or an integer (a basis state)."""
+    from dasq.circuit.initialize import basis_state, label_state
 
     params = list(op.params)
     if op.name == "set_statevector":
         return np.asarray(params[0], dtype=complex)
     if params and all(isinstance(p, str) for p in params):
-        return Statevector.from_label("".join(params)).data
-    if len(params) == 1 and op.num_qubits >= 1:
-        return Statevector.from_int(int(np.real(params[0])), 1 << op.num_qubits).data
+        return label_state("".join(params), width)
+    if len(params) == 1 and width >= 1:
+        return basis_state(params[0], width)
     return np.asarray(params, dtype=complex)
 
 

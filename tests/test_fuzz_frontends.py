@@ -15,9 +15,10 @@ the shots. A program far past the operation budget (dask config
 ``dasq.max-operations``, set small here to keep examples cheap) is refused, and one
 well inside it, nested less than MAX_GATE_DEPTH, is run.
 
-Not generated: ``for_loop(range(n))`` for n past 2^63 - 1, which Qiskit itself
-cannot hold (its Rust ``ForCollection`` materialises the range: an abort, before
-dasq sees the circuit).
+Not generated, as Qiskit itself cannot hold them: ``for_loop(range(n))`` for n past
+2^63 - 1 (its Rust ``ForCollection`` materialises the range: an abort, before dasq
+sees the circuit); a switch of thousands of cases nested 30 deep (building it takes
+Qiskit 0.6 GiB, and each walk of its blocks, dasq's or any, another 0.2-0.5 GiB).
 
 A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz`` is
 the long run (tests/fuzzing.py)."""
@@ -95,12 +96,13 @@ HUGE_PASSES = [10**6, 10**15, 2**62, 2**63 - 1]
 @dataclass
 class Shape:
     """What a program may hold: ``classical`` (only basis-state gates), ``measured``
-    (measurements and resets inside), the register widths."""
+    (measurements and resets inside), the register widths, the most cases a switch has."""
 
     qubits: int
     clbits: int
     classical: bool
     measured: bool
+    cases: int = 2000
 
 
 @hst.composite
@@ -147,7 +149,7 @@ def statements(draw, shape: Shape, depth: int, in_loop: bool, in_for: bool) -> t
         return (kind, None if register else draw(c), value, body, orelse)
     pairs = draw(hst.booleans())
     room = (1 << shape.clbits) >> pairs  # Qiskit refuses a value the register cannot hold
-    many = min(room, draw(hst.sampled_from([1, 2, 3, 5, 8, 300, 2000])))  # cases of one value or two
+    many = min(room, shape.cases, draw(hst.sampled_from([1, 2, 3, 5, 8, 300, 2000])))  # of 1 value or 2
     if many >= 300:
         event("a switch of hundreds of cases")
     start = draw(hst.integers(0, room - many)) << pairs
@@ -174,8 +176,10 @@ def programs(
         measured=mode != "unitary",
     )
     event(f"mode: {mode}")
-    body = draw(blocks(shape, draw(hst.integers(0, 3)), False, False))
     chain = draw(hst.sampled_from([0, 0, 0, 5, 25, 31, 33, 40]))
+    if chain > 5:  # Qiskit's own walk of a deep switch of thousands takes a GiB (module docstring)
+        shape.cases = 8
+    body = draw(blocks(shape, draw(hst.integers(0, 3)), False, False))
     for _ in range(chain):
         kind = draw(hst.sampled_from(["for", "if", "while", "switch"]))
         if kind == "for":

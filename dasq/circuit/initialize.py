@@ -106,8 +106,7 @@ def preparation_matrix(state: np.ndarray) -> np.ndarray:
     """A unitary whose first column is ``state``: a Householder reflection taking |0>
     to ``state`` up to the phase of its first entry, times that phase."""
     size = state.size
-    first = abs(state[0])
-    phase = state[0] / first if first > 0 else 1.0
+    phase = np.exp(1j * np.angle(state[0]))  # not state[0] / |state[0]|: a subnormal overflows that
     v = -np.conj(phase) * state
     v[0] += 1.0  # v = |0> - e^{-i phase} state
     weight = float(np.vdot(v, v).real)

@@ -334,16 +334,30 @@ def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, 
     if len(targets) <= DENSE_WIDTH:
         plain = {"controls": (), "control_states": None}
         _append_matrix(prepare, preparation_matrix(state), targets, "state_preparation", plain)
-    else:  # Qiskit's synthesis: exact to rounding, without a 2^k x 2^k matrix
-        from qiskit.circuit.library import StatePreparation
-
-        _append_definition(prepare, StatePreparation(state).definition, targets, (), (), walk.deeper(op))
+    else:  # Qiskit's synthesis, without a 2^k x 2^k matrix: exact to about 1e-8
+        _append_definition(prepare, _synthesised(state), targets, (), (), walk.deeper(op))
     gates = list(prepare)
     if prepare.global_phase % (2 * np.pi):
         value = np.exp(1j * prepare.global_phase)
         prepare.diagonal([value, value], [targets[0]], name="global_phase")
         gates = list(prepare)
     qiskit_flow.append_records(out, [Initialize.of(out.num_qubits, targets, state, gates)])
+
+
+def _synthesised(state: np.ndarray) -> Any:
+    """Qiskit's circuit preparing ``state``; its synthesis fails on some valid states
+    (amplitudes 1e-8 of the others: "Input matrix is not unitary"), refused here as one
+    ValidationError rather than Qiskit's ValueError."""
+    from qiskit.circuit.library import StatePreparation
+    from qiskit.exceptions import QiskitError
+
+    try:
+        return StatePreparation(state).definition
+    except (ValueError, QiskitError) as failed:
+        raise ValidationError(
+            f"initialize on {int(state.size).bit_length() - 1} qubits: Qiskit's state-preparation synthesis "
+            f"failed on this state ({failed}); amplitudes far smaller than the others can cause this"
+        ) from None
 
 
 def _size_initialize(op: Any, width: int, walk: _Walk) -> None:

@@ -443,7 +443,8 @@ def initial_values(draw, width: int) -> tuple[str, object, bool]:
         return form, [], False
     size = 1 << min(width, 8)
     if form == "length":
-        size = draw(hst.sampled_from([1, 3, size - 1, size + 1, 2 * size]))
+        # not one amplitude: Qiskit holds an integer as one (complex) parameter too
+        size = draw(hst.sampled_from([3, size + 1, 2 * size] + [size - 1] * (size > 2)))
     parts = draw(
         hst.lists(hst.floats(-1, 1, allow_nan=False), min_size=2 * size, max_size=2 * size).filter(
             lambda xs: sum(x * x for x in xs) > 1e-3
@@ -455,7 +456,7 @@ def initial_values(draw, width: int) -> tuple[str, object, bool]:
     elif form == "nan":
         vector[draw(hst.integers(0, size - 1))] = draw(hst.sampled_from([np.nan, np.inf, complex(0, np.nan)]))
     else:
-        vector = vector * draw(hst.sampled_from([0.5, 1 + 1e-6, 3.0, 1e300]))
+        vector = vector / np.linalg.norm(vector) * draw(hst.sampled_from([0.5, 1 + 1e-6, 3.0, 1e300]))
     return form, vector, form == "vector" and size == 1 << width
 
 
@@ -509,14 +510,21 @@ def test_initialize_gives_qiskits_state_or_one_validation_error(qubits, data, ra
         return
     if width > 3 and 4 << width > INITIALIZE_BUDGET:
         return  # Qiskit's synthesis writes a few gates an amplitude: read or refused
+    if width > 3 and "synthesis failed" in str(got):
+        return  # Qiskit's synthesis cannot prepare every state: one ValidationError (test_qiskit_initialize)
     assert not isinstance(got, BaseException), got
-    if qubits <= 8 and first:
-        reference = QuantumCircuit(qubits)
-        from qiskit.circuit.library import StatePreparation
-
-        reference.append(StatePreparation(params, num_qubits=width if form == "int" else None), targets)
-        reference.h(0)
-        np.testing.assert_allclose(got, Statevector(reference).data, atol=EXACT)
+    if qubits <= 8 and first:  # the state set on the targets, phase included (as Aer sets it), then h
+        if form == "int":
+            prepared = Statevector.from_int(params, 1 << width).data
+        else:
+            prepared = Statevector.from_label(params).data if "label" in form else params
+        whole = np.zeros(1 << qubits, dtype=complex)
+        for j, amplitude in enumerate(prepared):
+            whole[sum((j >> k & 1) << t for k, t in enumerate(targets))] = amplitude
+        hadamard = QuantumCircuit(1)
+        hadamard.h(0)
+        accuracy = EXACT if width <= 3 else 1e-7  # wider: Qiskit's synthesis, exact to about 1e-8
+        np.testing.assert_allclose(got, Statevector(whole).evolve(hadamard, [0]).data, atol=accuracy)
 
 
 # ----------------------------------------------------------------- shots and batches

@@ -20,7 +20,7 @@ Not generated, as Qiskit itself cannot hold them: ``for_loop(range(n))`` for n p
 sees the circuit); a switch of thousands of cases nested 30 deep (building it takes
 Qiskit 0.6 GiB, and each walk of its blocks, dasq's or any, another 0.2-0.5 GiB).
 
-A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz`` is
+A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=1200 pytest -m fuzz`` is
 the long run (tests/fuzzing.py)."""
 
 from __future__ import annotations

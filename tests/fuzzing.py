@@ -3,9 +3,10 @@
 CI runs a small number of examples per property on every ``.ci/run``. The long
 profile is the same properties with many more examples, run by hand:
 
-    DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz
+    DASQ_FUZZ_EXAMPLES=1200 pytest -m fuzz
 
-(about ten minutes on the 2-core development machine; docs/guarantees.md).
+(about seven minutes on the 2-core development machine for the three suites, programs,
+stores and front ends; docs/guarantees.md).
 """
 
 from __future__ import annotations

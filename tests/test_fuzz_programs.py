@@ -8,7 +8,7 @@ ValidationError (TypeError, ImportError), promptly, and reads no file outside th
 program's directory and the include path: a canary file beside the program's
 directory never shows in any message.
 
-A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz`` is
+A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=1200 pytest -m fuzz`` is
 the long run (tests/fuzzing.py)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ resuming it either works or raises one dasq error, promptly, in bounded memory, 
 never touches a file outside the store; a store refused for what it holds (a link, a
 special file) is left exactly as it was.
 
-A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=4000 pytest -m fuzz`` is
+A few examples per property run in CI; ``DASQ_FUZZ_EXAMPLES=1200 pytest -m fuzz`` is
 the long run (tests/fuzzing.py)."""
 
 from __future__ import annotations

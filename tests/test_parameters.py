@@ -84,6 +84,14 @@ def test_symbolic_gate_with_bad_qubits_is_refused_at_once():
         Parameter("t") * Parameter("u")  # products of parameters are not affine
 
 
+@pytest.mark.parametrize("values", [{"a": "x", "b": 1.0}, {"a": None, "b": 1.0}, ["x", 1.0]])
+def test_a_parameter_value_that_is_not_a_number_is_one_type_error(values):
+    """Found by the front-end fuzz suite (tests/test_fuzz_frontends.py): one set holding a
+    string raised float()'s bare ValueError where a batch raised a TypeError."""
+    with pytest.raises(TypeError, match="real number"):
+        dasq.simulate(_ansatz(), parameters=values)
+
+
 def test_qiskit_parameters_convert_and_bind_like_qiskit():
     pytest.importorskip("qiskit")
     from qiskit.circuit import Parameter as QiskitParameter

@@ -104,6 +104,56 @@ def test_label_and_integer_forms():
     assert Statevector(state).equiv(Statevector.from_label("1+0"))
 
 
+@pytest.mark.parametrize(
+    ("params", "width", "match"),
+    [
+        ([2], 1, "an integer in 0..2"),
+        ([-1], 2, "an integer in 0..2"),
+        ([2**40], 3, "an integer in 0..2"),
+        ([0.5], 1, "an integer in 0..2"),
+        ([1j], 1, "an integer in 0..2"),
+        ([float("nan")], 2, "an integer in 0..2"),
+        (["2"], 1, "a label of 1"),
+        (["0Z"], 2, "a label of 2"),
+        (["0+"], 1, "a label of 1"),
+    ],
+)
+def test_an_integer_or_label_initialize_cannot_hold_is_one_validation_error(params, width, match):
+    """Found by the front-end fuzz suite (tests/test_fuzz_frontends.py): an initialize as a
+    deserialised circuit holds it, past Qiskit's own checks, of an integer its qubits
+    cannot hold or a label of other characters raised numpy's IndexError or a QiskitError
+    (and a single amplitude was read as the integer 0)."""
+    from qiskit.circuit import Instruction
+
+    qc = QuantumCircuit(width)
+    qc.append(Instruction("initialize", width, 0, params), range(width))
+    with pytest.raises(ValidationError, match=match):
+        dasq.Circuit.from_qiskit(qc)
+
+
+def test_a_state_whose_first_amplitude_is_subnormal_is_prepared():
+    """Found by the front-end fuzz suite: the phase of a first amplitude of 2e-311 was
+    its quotient by its modulus, which overflows, so a valid state was refused."""
+    psi = np.array([2.2e-311j, 1j])
+    u = preparation_matrix(psi)
+    np.testing.assert_allclose(u[:, 0], psi, atol=1e-14)
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(2), atol=1e-13)
+    qc = QuantumCircuit(1)
+    qc.initialize(psi, [0])
+    np.testing.assert_allclose(dasq.simulate(dasq.Circuit.from_qiskit(qc)).to_numpy(), psi, atol=EXACT)
+
+
+def test_a_state_qiskits_synthesis_fails_on_is_one_validation_error():
+    """Found by the front-end fuzz suite: on more than 3 qubits, Qiskit's StatePreparation
+    synthesis raises a bare ValueError for this normalised state."""
+    psi = np.zeros(16, dtype=complex)
+    psi[14], psi[15] = 1j, 1.97626127e-08j
+    qc = QuantumCircuit(4)
+    qc.initialize(psi / np.linalg.norm(psi), range(4))
+    with pytest.raises(ValidationError, match="synthesis failed on this state"):
+        dasq.Circuit.from_qiskit(qc)
+
+
 def test_initialize_on_entangled_qubits_splits_the_shots_as_aer_does():
     """A Bell pair's qubit 0 reset and prepared: qubit 1 collapses per shot."""
     qc = QuantumCircuit(2, 2)

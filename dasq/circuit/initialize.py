@@ -58,6 +58,37 @@ class Initialize(IfElse):
         digest.update(np.asarray(self.state, dtype=complex).tobytes())
 
 
+LABEL_CHARACTERS = "01+-rl"  # Qiskit's one-qubit states of a label
+
+
+def label_state(label: str, num_targets: int) -> np.ndarray:
+    """The product state a label names (its first character the last target, as
+    Qiskit's), refused unless it has one character of LABEL_CHARACTERS per target."""
+    if len(label) != num_targets or not set(label) <= set(LABEL_CHARACTERS):
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) takes a label of {num_targets} of the characters "
+            f"{LABEL_CHARACTERS!r}, got {label[:80]!r}"
+        )
+    from qiskit.quantum_info import Statevector
+
+    return Statevector.from_label(label).data
+
+
+def basis_state(value: Any, num_targets: int) -> np.ndarray:
+    """The basis state an integer names, refused unless it is a whole number that
+    ``num_targets`` bits hold (a single amplitude, a NaN or 2^k is not one)."""
+    number = complex(value)
+    whole = number.imag == 0 and float(number.real).is_integer()
+    if not whole or not 0 <= number.real < 1 << num_targets:
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) of one value takes an integer in 0..2^{num_targets} - 1 "
+            f"(a basis state), got {value!r:.80}"
+        )
+    state = np.zeros(1 << num_targets, dtype=complex)
+    state[int(number.real)] = 1
+    return state
+
+
 def checked_state(values: Sequence[complex], num_targets: int) -> np.ndarray:
     """The state as a normalised complex vector of 2^num_targets entries."""
     state = np.asarray(values, dtype=complex).ravel()
@@ -75,8 +106,7 @@ def preparation_matrix(state: np.ndarray) -> np.ndarray:
     """A unitary whose first column is ``state``: a Householder reflection taking |0>
     to ``state`` up to the phase of its first entry, times that phase."""
     size = state.size
-    first = abs(state[0])
-    phase = state[0] / first if first > 0 else 1.0
+    phase = np.exp(1j * np.angle(state[0]))  # not state[0] / |state[0]|: a subnormal overflows that
     v = -np.conj(phase) * state
     v[0] += 1.0  # v = |0> - e^{-i phase} state
     weight = float(np.vdot(v, v).real)

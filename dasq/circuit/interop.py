@@ -329,21 +329,35 @@ def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, 
     from dasq.circuit.initialize import Initialize, checked_state, preparation_matrix
 
     _size_initialize(op, len(targets), walk)
-    state = checked_state(_initial_state(op), len(targets))
+    state = checked_state(_initial_state(op, len(targets)), len(targets))
     prepare = circuit_cls(out.num_qubits)
     if len(targets) <= DENSE_WIDTH:
         plain = {"controls": (), "control_states": None}
         _append_matrix(prepare, preparation_matrix(state), targets, "state_preparation", plain)
-    else:  # Qiskit's synthesis: exact to rounding, without a 2^k x 2^k matrix
-        from qiskit.circuit.library import StatePreparation
-
-        _append_definition(prepare, StatePreparation(state).definition, targets, (), (), walk.deeper(op))
+    else:  # Qiskit's synthesis, without a 2^k x 2^k matrix: exact to about 1e-8
+        _append_definition(prepare, _synthesised(state), targets, (), (), walk.deeper(op))
     gates = list(prepare)
     if prepare.global_phase % (2 * np.pi):
         value = np.exp(1j * prepare.global_phase)
         prepare.diagonal([value, value], [targets[0]], name="global_phase")
         gates = list(prepare)
     qiskit_flow.append_records(out, [Initialize.of(out.num_qubits, targets, state, gates)])
+
+
+def _synthesised(state: np.ndarray) -> Any:
+    """Qiskit's circuit preparing ``state``; its synthesis fails on some valid states
+    (amplitudes 1e-8 of the others: "Input matrix is not unitary"), refused here as one
+    ValidationError rather than Qiskit's ValueError."""
+    from qiskit.circuit.library import StatePreparation
+    from qiskit.exceptions import QiskitError
+
+    try:
+        return StatePreparation(state).definition
+    except (ValueError, QiskitError) as failed:
+        raise ValidationError(
+            f"initialize on {int(state.size).bit_length() - 1} qubits: Qiskit's state-preparation synthesis "
+            f"failed on this state ({failed}); amplitudes far smaller than the others can cause this"
+        ) from None
 
 
 def _size_initialize(op: Any, width: int, walk: _Walk) -> None:
@@ -368,18 +382,18 @@ def _size_initialize(op: Any, width: int, walk: _Walk) -> None:
         )
 
 
-def _initial_state(op: Any) -> np.ndarray:
-    """The amplitudes ``op`` initializes to: given as a vector, a label ("01+-rl"), or
-    an integer (a basis state)."""
-    from qiskit.quantum_info import Statevector
+def _initial_state(op: Any, width: int) -> np.ndarray:
+    """The amplitudes ``op`` initializes ``width`` qubits to: given as a vector, a label
+    ("01+-rl"), or an integer (a basis state)."""
+    from dasq.circuit.initialize import basis_state, label_state
 
     params = list(op.params)
     if op.name == "set_statevector":
         return np.asarray(params[0], dtype=complex)
     if params and all(isinstance(p, str) for p in params):
-        return Statevector.from_label("".join(params)).data
-    if len(params) == 1 and op.num_qubits >= 1:
-        return Statevector.from_int(int(np.real(params[0])), 1 << op.num_qubits).data
+        return label_state("".join(params), width)
+    if len(params) == 1 and width >= 1:
+        return basis_state(params[0], width)
     return np.asarray(params, dtype=complex)
 
 

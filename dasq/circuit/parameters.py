@@ -181,9 +181,12 @@ def parameter_values(names: list[str], values: object) -> dict[str, float]:
             name = key.name if isinstance(key, Parameter) else key
             if not isinstance(name, str):
                 raise TypeError(f"parameter keys are names or Parameters, got {key!r}")
-            out[name] = float(value)
+            try:
+                out[name] = float(value)
+            except (TypeError, ValueError):  # a string, an array, None: a wrong type, as _numbers says
+                raise TypeError(f"parameter {name!r} must be a real number, got {value!r:.80}") from None
     else:
-        seq = list(np.asarray(values, dtype=float).reshape(-1)) if values is not None else []
+        seq = list(_numbers(values, "parameters").reshape(-1)) if values is not None else []
         if len(seq) != len(names):
             raise ValidationError(f"the circuit has {len(names)} parameters {names}, got {len(seq)} values")
         out = dict(zip(names, map(float, seq)))

@@ -73,6 +73,31 @@ def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20, cold: bo
     return {"bytes": nbytes, "write_s": write_s, "read_write_s": read_write_s, "cold": cold}
 
 
+def disk_rates(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
+    """Seconds to write ``nbytes`` to a file in ``directory`` and fsync it, then to read
+    them back (from the page cache when they fit, as a stored pass reads its state):
+    one pass over a state of ``nbytes`` cannot take less than their sum (the ooc floor)."""
+    import numpy as np
+
+    path = directory / "rates.bin"
+    block = min(block, nbytes)
+    buf = np.random.default_rng(0).integers(0, 255, size=block, dtype=np.uint8).tobytes()
+    t = time.perf_counter()
+    with open(path, "wb", buffering=0) as f:
+        for _ in range(nbytes // block):
+            f.write(buf)
+        os.fsync(f.fileno())
+    write_s = time.perf_counter() - t
+    out = bytearray(block)
+    t = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(out):
+            pass
+    read_s = time.perf_counter() - t
+    path.unlink()
+    return {"bytes": nbytes, "write_s": write_s, "read_s": read_s}
+
+
 def fidelity_of(a, b, piece: int = 1 << 20) -> float:
     """|<a|b>|^2 accumulated in complex128, a piece at a time: numpy's complex64 vdot
     sums in float32, which loses ~5% on 2^28 near-uniform amplitudes (0.9446 for

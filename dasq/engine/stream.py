@@ -120,12 +120,17 @@ def choose_blocks(
     return L, max(1, min(workers, memory_limit // need))
 
 
-def storage_qubits(L: int, max_swapped: int) -> int:
-    """S for chunks of 2^S amplitudes: L - k lets a relayout of k qubits gather whole
-    chunks; S is kept at ``dasq.min-storage-chunk-qubits`` (default 16) or more so
-    small blocks do not make a store of tiny files."""
-    floor = int(dask.config.get("dasq.min-storage-chunk-qubits", MIN_STORAGE_QUBITS))
-    return min(L, max(L - max_swapped, floor))
+def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:
+    """S for chunks of 2^S amplitudes. Uncompressed chunks are read by byte range
+    (dasq.storage.direct), so one file per block (S = L): the largest files the block
+    allows, since each file costs a few system calls whatever its size. Compressed
+    chunks are decoded whole, so S = L - k lets a relayout of k qubits gather whole
+    chunks, kept at 16 or more so small blocks do not make a store of tiny files.
+    ``dasq.min-storage-chunk-qubits`` set: S = L - k, at least that."""
+    floor = dask.config.get("dasq.min-storage-chunk-qubits", None)
+    if floor is None:
+        floor = MIN_STORAGE_QUBITS if compressed else L
+    return min(L, max(L - max_swapped, int(floor)))
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,13 @@ class BlockWork:
     # blocks of ``source`` (of the basis state when None) known to hold only zeros:
     # their pieces are not read, and a block gathered only from them is not run
     zero_sources: frozenset[int] = frozenset()
+    storage_qubits: int = 0  # S: a piece smaller than a chunk is read by byte range
+
+    def checks_chunk(self, source_piece: int) -> bool:
+        """Whether this block's piece ``source_piece`` is the one whose reader checks its
+        whole chunk (the chunk's first piece): a chunk read in parts is checked once a pass."""
+        per_chunk = 1 << max(0, self.storage_qubits - self.L + len(self.pairs))
+        return source_piece % per_chunk == 0
 
     def piece_bytes(self) -> int:
         return (np.dtype(self.dtype).itemsize << self.L) >> len(self.pairs)
@@ -187,22 +199,24 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     else:
         skipped = any(p.source in work.zero_sources for p in sources)
         block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
+        # pieces are read straight into a host block; a device's block is filled once
+        fresh = np.zeros if skipped else np.empty
+        host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
         piece = size >> len(work.pairs)
-        for p in sources:
-            if p.source in work.zero_sources:
-                continue
-            data = st.read_amplitudes(
-                work.store,
-                work.source,
+        reads = [
+            (
                 (p.source << work.L) + p.source_piece * piece,
-                piece,
-                work.dtype,
-                work.store_id,
-                work.source_crcs,
-                work.source_stage,
+                host[p.target * piece : (p.target + 1) * piece],
+                work.checks_chunk(p.source_piece),
             )
-            block[p.target * piece : (p.target + 1) * piece] = backend.from_host(data, work.dtype)
-            stats[4] += data.nbytes
+            for p in sources
+            if p.source not in work.zero_sources
+        ]
+        if reads:
+            st.read_into(work.store, work.source, reads, work.store_id, work.source_crcs, work.source_stage)
+        stats[4] += len(reads) * piece * host.itemsize
+        if host is not block:
+            block = backend.from_host(host, work.dtype)
     out = backend.to_host(block if only_zeros else work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
@@ -271,6 +285,7 @@ class StreamExecutor:
                 source_crcs=st.current_crcs(m) if s else None,
                 source_stage=s,
                 zero_sources=zero if s else _basis_zeros(m.basis, plan.initial_layout, L, nblocks),
+                storage_qubits=m.storage_qubits,
             )
             start = time.perf_counter()
             self.lock.verify()
@@ -289,7 +304,7 @@ class StreamExecutor:
                     f"stage {s + 1} could not be written to {self.path}: {st.write_failure(exc)}; the state "
                     f"after stage {s} is intact, run `dasq resume {self.path}` once the problem is fixed"
                 ) from None
-            st.sync_to_disk()
+            st.sync_to_disk(self.path, (target,))
             m.stages_done = s + 1
             m.current = target
             m.chunk_crc32c = chunks.encode_crcs(crcs)

@@ -8,17 +8,19 @@ operation. An uncompressed dasq chunk is its floats' bytes then their crc32c
 into the block, and written with its checksum in one file, with nothing but the
 bytes between the block and the file: the same files zarr reads and writes.
 
-Every read checks the file's size (exactly one chunk) and its trailing checksum
-against the manifest's (a missing, moved or stale chunk is named); a chunk read
-whole is checked against its bytes too. A chunk read in part is checked whole
-once per pass by the task that reads its block's own piece (``verify_partial``),
-so a damaged chunk still fails the pass before the manifest moves.
+Every read checks the file's size (exactly one chunk). A chunk read whole is
+checked against the manifest's checksum for its place (a missing, moved or stale
+chunk is named) and against its bytes. A chunk read in parts (a relayout's
+pieces, by several blocks) is checked so, whole, by the reader of its first piece
+(``verifies``), once a pass: a damaged chunk fails the pass before the manifest
+moves, and the other parts cost one read each.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +31,21 @@ from dasq.errors import StoreError
 from dasq.storage import chunks
 from dasq.storage.contained import READ_FLAGS, Contained, split_key
 from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
+
+
+def _max_open() -> int:
+    """Chunk files a thread keeps open: a 128th of the process's descriptors (a relayout
+    of k qubits reads from 2^k files in turn), between 8 and 512."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
+        return 8
+    return 512 if soft == resource.RLIM_INFINITY else max(8, min(512, soft // 128))
+
+
+MAX_OPEN = _max_open()
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,7 @@ class ChunkFiles:
     files: Contained
     array: str
     chunk_bytes: int
+    store_id: str = ""
 
     def where(self, index: int) -> str:
         return f"{self.files.root / chunks.chunk_key(self.array, index)}"
@@ -58,6 +76,7 @@ class ChunkFiles:
         A chunk read in part is read whole and checked when its read ``verifies``."""
         size = self.chunk_bytes
         done = 0
+        opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
         with self.files.directory([*split_key(self.array), "c"]) as dfd:
             for one in reads:
                 view = one.out.reshape(-1).view(np.uint8)
@@ -66,13 +85,19 @@ class ChunkFiles:
                     lo, hi = max(one.start, ci * size), min(one.start + view.size, (ci + 1) * size)
                     expected = None if crcs is None else int(crcs[ci - crcs_from])
                     dest = view[lo - one.start : hi - one.start]
-                    done += self._read_chunk(dfd, ci, lo - ci * size, dest, expected, stage, one.verifies)
+                    offset = lo - ci * size
+                    if one.verifies or dest.size == size:
+                        done += self._read_checked(dfd, ci, offset, dest, expected, stage)
+                        continue
+                    fd = opened.fds.get(ci)
+                    if fd is None:
+                        fd = opened.keep(ci, self._open(dfd, ci, expected, stage))
+                    self._pread(fd, ci, [memoryview(dest)], offset)
+                    done += dest.size
         return done
 
-    def _read_chunk(
-        self, dfd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int, verify: bool
-    ) -> int:
-        whole = offset == 0 and dest.size == self.chunk_bytes
+    def _open(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
+        """Chunk ``ci`` open for reading: a regular file of one chunk's size."""
         try:
             fd = _open_regular(dfd, str(ci))
             if fd is None:  # not plainly a regular file: dasq.storage.contained says what it is
@@ -81,32 +106,42 @@ class ChunkFiles:
             raise self._misplaced(ci, expected, stage) from None
         except IsADirectoryError:
             raise StoreError(f"chunk {self.where(ci)} is a directory; the store is damaged") from None
+        found = os.fstat(fd).st_size
+        if found != self.chunk_bytes + CRC_BYTES:
+            os.close(fd)
+            raise self._wrong_size(ci, found)
+        return fd
+
+    def _pread(self, fd: int, ci: int, buffers: list[memoryview], offset: int) -> None:
         try:
-            found = os.fstat(fd).st_size
-            if found != self.chunk_bytes + CRC_BYTES:
-                raise self._wrong_size(ci, found)
+            _pread_exact(fd, buffers, offset)
+        except EOFError:
+            raise StoreError(f"chunk {self.where(ci)} ended early: the store is damaged") from None
+
+    def _read_checked(
+        self, dfd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
+    ) -> int:
+        """Chunk ``ci`` read whole and checked (its place, its bytes); its part from
+        ``offset`` into ``dest``."""
+        whole = offset == 0 and dest.size == self.chunk_bytes
+        fd = self._open(dfd, ci, expected, stage)
+        try:
             tail = bytearray(CRC_BYTES)
-            if whole or verify:
-                body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
-                _pread_exact(fd, [memoryview(body), memoryview(tail)], 0, self.where(ci))
-            else:
-                body = None
-                _pread_exact(fd, [memoryview(dest)], offset, self.where(ci))
-                _pread_exact(fd, [memoryview(tail)], self.chunk_bytes, self.where(ci))
+            body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
+            self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
         finally:
             os.close(fd)
         crc = int.from_bytes(tail, "little")
         if expected is not None and crc != expected:
             raise self._misplaced(ci, expected, stage)
-        if body is not None:
-            if google_crc32c.value(body) != crc:
-                raise StoreError(
-                    f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
-                    "bytes were changed or damaged in storage)"
-                )
-            if not whole:
-                dest[:] = body[offset : offset + dest.size]
-        return self.chunk_bytes + CRC_BYTES if body is not None else dest.size + CRC_BYTES
+        if google_crc32c.value(body) != crc:
+            raise StoreError(
+                f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
+                "bytes were changed or damaged in storage)"
+            )
+        if not whole:
+            dest[:] = body[offset : offset + dest.size]
+        return self.chunk_bytes + CRC_BYTES
 
     def _wrong_size(self, ci: int, found: int) -> StoreError:
         encoding = ChunkEncoding.uncompressed(self.chunk_bytes)
@@ -143,6 +178,43 @@ class ChunkFiles:
         return out
 
 
+class _OpenFiles:
+    """The chunk files one thread keeps open while it reads one array at one stage: a
+    relayout's pieces come from every chunk, a few bytes each, so opening a file per
+    piece cost more than reading it. Closed when the thread moves on (or ends), or
+    when more than MAX_OPEN are open."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.fds: dict[int, int] = {}
+
+    def keep(self, ci: int, fd: int) -> int:
+        if len(self.fds) >= MAX_OPEN:
+            self.close()
+        self.fds[ci] = fd
+        return fd
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_THREAD = threading.local()
+
+
+def _open_files(key: tuple) -> _OpenFiles:
+    opened = getattr(_THREAD, "opened", None)
+    if opened is None or opened.key != key:
+        if opened is not None:
+            opened.close()
+        opened = _THREAD.opened = _OpenFiles(key)
+    return opened
+
+
 def _open_regular(dfd: int, name: str) -> int | None:
     """``name`` opened for reading when it is a regular file (its type read without
     following it, then checked again on the descriptor), else None."""
@@ -158,8 +230,8 @@ def _open_regular(dfd: int, name: str) -> int | None:
     return None
 
 
-def _pread_exact(fd: int, buffers: list[memoryview], offset: int, where: str) -> None:
-    """Fill ``buffers`` from ``offset``; a file that ends early is damage."""
+def _pread_exact(fd: int, buffers: list[memoryview], offset: int) -> None:
+    """Fill ``buffers`` from ``offset``; EOFError when the file ends first."""
     want = sum(b.nbytes for b in buffers)
     got = os.preadv(fd, buffers, offset)
     while got < want:  # rare: a read cut short; finish it piece by piece
@@ -173,5 +245,5 @@ def _pread_exact(fd: int, buffers: list[memoryview], offset: int, where: str) ->
             skipped = 0
         more = os.preadv(fd, rest, offset + got)
         if more == 0:
-            raise StoreError(f"chunk {where} ended while it was read; the store is damaged")
+            raise EOFError
         got += more

@@ -367,7 +367,7 @@ def _direct(path: str, name: str, store_id: str) -> ChunkFiles | None:
     encoding = chunk_encoding(arr)
     if not isinstance(where, LocalDir) or encoding.compression is not None or tuple(arr.filters):
         return None
-    return ChunkFiles(where.files, name, encoding.raw)
+    return ChunkFiles(where.files, name, encoding.raw, store_id)
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:

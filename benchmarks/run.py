@@ -167,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     rate.add_argument("--threads", type=int, default=0, help="threads sharing the budget (0: the cores)")
     rate.add_argument("--circuits", nargs="+", default=["layers", "qft"])
     rate.add_argument("--append", action="store_true", help="keep the rows already in ooc.json")
+    rate.add_argument("--output", default="ooc", help="results/OUTPUT.json (ooc-before: another dasq's runs)")
     rate.add_argument("--directory", default=str(output.RESULTS / "tmp"), help="where the stores go")
     mc = sub.add_parser("_memory")
     mc.add_argument("--circuit")

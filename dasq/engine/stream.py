@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -167,9 +168,20 @@ class BlockWork:
         """The blocks this pass writes as zeros (a program maps zeros to zeros)."""
         return algebra.zero_blocks_after(self.zero_sources, self.pairs, self.L, nblocks)
 
+    def sources(self, c: int) -> tuple[list[int], int]:
+        """(the block each piece of block ``c`` comes from, by piece; the piece of those
+        blocks it reads): algebra.pieces without a record per piece, which for 2^k
+        pieces of every block of small budgets held hundreds of MiB in its cache."""
+        gbits = [g - self.L for g, _ in self.pairs]
+        keep = c & ~sum(1 << b for b in gbits)
+        mine = sum(((c >> b) & 1) << i for i, b in enumerate(gbits))
+        return [keep | int(o) for o in _piece_offsets(tuple(gbits))], mine
+
     def bytes_read(self, nblocks: int) -> int:
         if self.source is None:
             return 0
+        if not self.zero_sources:
+            return nblocks * (np.dtype(self.dtype).itemsize << self.L)
         pieces = (p for c in range(nblocks) for p in algebra.pieces(c, self.pairs, self.L))
         return sum(p.source not in self.zero_sources for p in pieces) * self.piece_bytes()
 
@@ -189,28 +201,27 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     stats = np.zeros(STATS)
     backend = work.runner.backend
     size = 1 << work.L
-    sources = algebra.pieces(c, work.pairs, work.L)
-    only_zeros = all(p.source in work.zero_sources for p in sources)
+    sources, mine = work.sources(c)
+    zero = work.zero_sources
+    only_zeros = all(source in zero for source in sources)
     if work.source is None:
         position = work.basis_position
         block = backend.basis_block(
             size, position & (size - 1) if position >> work.L == c else -1, work.dtype
         )
     else:
-        skipped = any(p.source in work.zero_sources for p in sources)
+        skipped = any(source in zero for source in sources)
         block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
         # pieces are read straight into a host block; a device's block is filled once
         fresh = np.zeros if skipped else np.empty
         host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
         piece = size >> len(work.pairs)
+        checks = work.checks_chunk(mine)
+        start = mine * piece
         reads = [
-            (
-                (p.source << work.L) + p.source_piece * piece,
-                host[p.target * piece : (p.target + 1) * piece],
-                work.checks_chunk(p.source_piece),
-            )
-            for p in sources
-            if p.source not in work.zero_sources
+            ((source << work.L) + start, host[v * piece : (v + 1) * piece], checks)
+            for v, source in enumerate(sources)
+            if source not in zero
         ]
         if reads:
             st.read_into(work.store, work.source, reads, work.store_id, work.source_crcs, work.source_stage)
@@ -229,6 +240,13 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes
     return BlockResult(c, stats, crcs)
+
+
+@lru_cache(maxsize=64)
+def _piece_offsets(gbits: tuple[int, ...]) -> np.ndarray:
+    """For each piece v, its source block's swapped global bits (bit i of v at gbits[i])."""
+    v = np.arange(1 << len(gbits))
+    return sum((((v >> i) & 1) << b for i, b in enumerate(gbits)), np.zeros_like(v))
 
 
 def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:

@@ -76,7 +76,8 @@ def child(args: argparse.Namespace) -> None:
     with dask.config.set(threads):
         warm = store.with_suffix(".warm.zarr")
         shutil.rmtree(warm, ignore_errors=True)
-        small = max((1 << WARM_QUBITS) * itemsize // args.fraction, 1 << 20)
+        # a small state with blocks smaller than it: the relayout and stage kernels compiled
+        small = max((1 << WARM_QUBITS) * itemsize // args.fraction, 16 * itemsize << 9)
         dasq.simulate(_circuit(args.circuit, WARM_QUBITS), store=warm, dtype=args.dtype, memory_limit=small)
         shutil.rmtree(warm)
         disk = disk_rates(store.parent, state_bytes)

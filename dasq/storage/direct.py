@@ -18,6 +18,7 @@ moves, and the other parts cost one read each.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -34,28 +35,18 @@ from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 
 
 def _max_open() -> int:
-    """Chunk files a thread keeps open: a 128th of the process's descriptors (a relayout
-    of k qubits reads from 2^k files in turn), between 8 and 512."""
+    """Chunk files a thread keeps open: a 32nd of the process's descriptors (a relayout
+    of k qubits reads from 2^k files in turn, every block), between 8 and 2048."""
     try:
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
         return 8
-    return 512 if soft == resource.RLIM_INFINITY else max(8, min(512, soft // 128))
+    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 32))
 
 
 MAX_OPEN = _max_open()
-
-
-@dataclass(frozen=True)
-class Read:
-    """Bytes of an array from byte ``start`` into ``out`` (its size says how many);
-    ``verifies``: check the whole chunk of a part read (see the module's docstring)."""
-
-    start: int
-    out: np.ndarray
-    verifies: bool = True
 
 
 @dataclass(frozen=True)
@@ -70,23 +61,43 @@ class ChunkFiles:
     def where(self, index: int) -> str:
         return f"{self.files.root / chunks.chunk_key(self.array, index)}"
 
-    def read(self, reads: Sequence[Read], crcs: np.ndarray | None, crcs_from: int, stage: int) -> int:
-        """Fill each read's ``out`` with the array's bytes from its ``start``; returns the
-        bytes read from disk. ``crcs``: the manifest's checksums of chunks ``crcs_from``...
-        A chunk read in part is read whole and checked when its read ``verifies``."""
+    def read(
+        self,
+        reads: Sequence[tuple[int, np.ndarray, bool]],
+        crcs: np.ndarray | None,
+        crcs_from: int,
+        stage: int,
+    ) -> int:
+        """For each (start, out, verifies) of ``reads``: ``out`` filled with the amplitudes
+        from ``start`` (of ``out``'s dtype); returns the bytes read from disk. ``crcs``:
+        the manifest's checksums of chunks ``crcs_from``... A chunk read in part is read
+        whole and checked when its read ``verifies``."""
         size = self.chunk_bytes
         done = 0
         opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
+        rest = []
+        for one in reads:  # the common case first: a piece inside a chunk already open
+            start, out, verifies = one
+            ci, offset = divmod(start * out.itemsize, size)
+            fd = None if verifies else opened.fds.get(ci)
+            nbytes = out.nbytes
+            if fd is not None and offset + nbytes < size and os.preadv(fd, [out], offset) == nbytes:
+                done += nbytes
+            else:
+                rest.append(one)
+        if not rest:
+            return done
         with self.files.directory([*split_key(self.array), "c"]) as dfd:
-            for one in reads:
-                view = one.out.reshape(-1).view(np.uint8)
-                first, last = one.start // size, (one.start + view.size - 1) // size
+            for first_amplitude, out, verifies in rest:
+                begin = first_amplitude * out.itemsize
+                view = out.reshape(-1).view(np.uint8)
+                first, last = begin // size, (begin + view.size - 1) // size
                 for ci in range(first, last + 1):
-                    lo, hi = max(one.start, ci * size), min(one.start + view.size, (ci + 1) * size)
+                    lo, hi = max(begin, ci * size), min(begin + view.size, (ci + 1) * size)
                     expected = None if crcs is None else int(crcs[ci - crcs_from])
-                    dest = view[lo - one.start : hi - one.start]
+                    dest = view[lo - begin : hi - begin]
                     offset = lo - ci * size
-                    if one.verifies or dest.size == size:
+                    if verifies or dest.size == size:
                         done += self._read_checked(dfd, ci, offset, dest, expected, stage)
                         continue
                     fd = opened.fds.get(ci)
@@ -98,6 +109,18 @@ class ChunkFiles:
 
     def _open(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
         """Chunk ``ci`` open for reading: a regular file of one chunk's size."""
+        try:
+            return self._open_once(dfd, ci, expected, stage)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            kept = getattr(_THREAD, "opened", None)
+            if kept is None:
+                raise
+            kept.close()  # out of descriptors: this thread's kept ones go first
+            return self._open_once(dfd, ci, expected, stage)
+
+    def _open_once(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
         try:
             fd = _open_regular(dfd, str(ci))
             if fd is None:  # not plainly a regular file: dasq.storage.contained says what it is

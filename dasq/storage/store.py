@@ -30,7 +30,7 @@ import numpy as np
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks, durable, objectstore
 from dasq.storage.contained import MAX_SMALL_FILE, PARTIAL
-from dasq.storage.direct import ChunkFiles, Read
+from dasq.storage.direct import ChunkFiles
 from dasq.storage.encoding import ChunkEncoding
 from dasq.storage.location import (
     FsspecDir,
@@ -410,7 +410,7 @@ def read_amplitudes(
         last = (start + count - 1) // per
         if crcs is not None and (start // per < crcs_from or len(crcs) <= last - crcs_from):
             raise ValueError("checksums for the chunks read were not given")  # a dasq bug
-        direct.read([Read(start * out.itemsize, out, verify_partial)], crcs, crcs_from, stage)
+        direct.read([(start, out, verify_partial)], crcs, crcs_from, stage)
         return out
     arr = open_array(path, name, store_id)
     if crcs is not None:
@@ -452,7 +452,7 @@ def read_into(
                 path, name, start, out.size, str(out.dtype), store_id, crcs, stage, verify_partial=verifies
             )
         return sum(out.nbytes for _, out, _ in reads)
-    return direct.read([Read(start * out.itemsize, out, v) for start, out, v in reads], crcs, 0, stage)
+    return direct.read(reads, crcs, 0, stage)
 
 
 def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int) -> str:

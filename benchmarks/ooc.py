@@ -74,12 +74,17 @@ def child(args: argparse.Namespace) -> None:
     threads = {"num_workers": args.threads} if args.threads else {}
     with dask.config.set(threads):
         warm = store.with_suffix(".warm.zarr")
-        # small stores with blocks below and above cpu.COMPILED_FROM (numpy's array code,
-        # numba's kernels): every kernel the run needs is compiled before the clock
-        for qubits, block in ((14, 9), (16, 13)):
+        # kernels are compiled per block size and shape: the warm-up runs the circuit on
+        # a few qubits more than its blocks, under the same budget, so its blocks are the
+        # run's; and once below cpu.COMPILED_FROM, where numpy's array code runs
+        from dasq import _config
+        from dasq.engine.stream import choose_blocks
+
+        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2)
+        for qubits, budget in ((min(args.qubits - 1, L + 3), limit), (14, 2 * 8 * itemsize << 9)):
             shutil.rmtree(warm, ignore_errors=True)
-            budget = 2 * 8 * itemsize << block
             dasq.simulate(_circuit(args.circuit, qubits), store=warm, dtype=args.dtype, memory_limit=budget)
+            dasq.simulate(_circuit(args.circuit, qubits), dtype=args.dtype).norm()  # the in-memory check's
         shutil.rmtree(warm)
         disk = disk_rates(store.parent, state_bytes)
         circuit = _circuit(args.circuit, args.qubits)

@@ -24,6 +24,13 @@ def peak_rss() -> int:
     return vm("VmHWM")
 
 
+def reset_peak_rss() -> None:
+    """Start VmHWM again from the current resident set (Linux), so that a run's peak is
+    its own and not a warm-up's before it."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
 def threads() -> int:
     """The threads every contender gets (``BENCH_THREADS``, 2 by default)."""
     return int(os.environ.get("BENCH_THREADS", "2"))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks import children, output
 from benchmarks.machine import machine
-from benchmarks.measure import disk_rates, peak_rss, vm
+from benchmarks.measure import disk_rates, peak_rss, reset_peak_rss, vm
 
 CIRCUITS = ("layers", "qft")
 # (qubits, dtype, budget = state / fraction, threads sharing it; 0: the cores)
@@ -88,6 +88,7 @@ def child(args: argparse.Namespace) -> None:
         shutil.rmtree(warm)
         disk = disk_rates(store.parent, state_bytes)
         circuit = _circuit(args.circuit, args.qubits)
+        reset_peak_rss()
         base = vm("VmRSS")
         t = time.perf_counter()
         state = dasq.simulate(circuit, store=store, dtype=args.dtype, memory_limit=limit)

@@ -427,18 +427,19 @@ def ooc(d: dict) -> str:
     in its child, the floor of its passes, dasq's seconds and the ratio, peak memory."""
     out = [
         "| circuit | qubits | dtype | budget | threads | blocks | files | passes | write MB/s | read MB/s "
-        "| floor s | dasq s | / floor | in memory s | peak over start MiB | budget MiB | check |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| floor s | dasq s | / floor | peak over start MiB | budget MiB | check |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
         check = r["check"]
         checked = f"F={check['fidelity']:.6f}" if "fidelity" in check else f"norm {check['norm']:.6f}"
-        memory = f"{check['in_memory_s']:.2f}" if "in_memory_s" in check else "-"
+        if "max_error" in check:
+            checked += f", max err {check['max_error']:.1e}"
         out.append(
             f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | 1/{r['fraction']} | {r['threads'] or 2} "
             f"| 2^{r['chunk_qubits']} | 2^{r['storage_chunk_qubits']} | {r['passes']} "
             f"| {r['write_rate'] / 1e6:.0f} | {r['read_rate'] / 1e6:.0f} | {r['floor_s']:.2f} "
-            f"| {r['seconds']:.2f} | {r['ratio']:.1f}x | {memory} | {r['peak_over_start'] / 2**20:.0f} "
+            f"| {r['seconds']:.2f} | {r['ratio']:.1f}x | {r['peak_over_start'] / 2**20:.0f} "
             f"| {r['memory_limit'] / 2**20:.2f} | {checked} |"
         )
     return "\n".join(out)

@@ -423,24 +423,29 @@ def gpucluster(d: dict) -> str:
 
 
 def ooc(d: dict) -> str:
-    """One line per stored run: budget, blocks and files, passes, the disk rates measured
-    in its child, the floor of its passes, dasq's seconds and the ratio, peak memory."""
+    """One line per size, precision, budget and threads, its circuits side by side
+    (random layers, QFT): blocks and chunk files, passes, the floor of the passes at the
+    disk rates measured in the run, dasq's seconds and the ratio, peak over the budget."""
     out = [
-        "| circuit | qubits | dtype | budget | threads | blocks | files | passes | write MB/s | read MB/s "
-        "| floor s | dasq s | / floor | peak over start MiB | budget MiB | check |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| qubits | dtype | budget | threads | block, file | passes | floor s | dasq s | / floor "
+        "| peak over start MiB / budget |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    groups: dict = {}
     for r in d["rows"]:
-        check = r["check"]
-        checked = f"F={check['fidelity']:.6f}" if "fidelity" in check else f"norm {check['norm']:.6f}"
-        if "max_error" in check:
-            checked += f", max err {check['max_error']:.1e}"
+        groups.setdefault((r["qubits"], r["dtype"], r["fraction"], r["threads"] or 2), []).append(r)
+    for (n, dtype, fraction, threads), rows in groups.items():
+        first = rows[0]
+
+        def cells(fmt: str, key: str, rows: list = rows) -> str:
+            return ", ".join(format(r[key], fmt) for r in rows)
+
+        peaks = ", ".join(f"{r['peak_over_start'] / 2**20:.0f}" for r in rows)
         out.append(
-            f"| {r['circuit']} | {r['qubits']} | {r['dtype']} | 1/{r['fraction']} | {r['threads'] or 2} "
-            f"| 2^{r['chunk_qubits']} | 2^{r['storage_chunk_qubits']} | {r['passes']} "
-            f"| {r['write_rate'] / 1e6:.0f} | {r['read_rate'] / 1e6:.0f} | {r['floor_s']:.2f} "
-            f"| {r['seconds']:.2f} | {r['ratio']:.1f}x | {r['peak_over_start'] / 2**20:.0f} "
-            f"| {r['memory_limit'] / 2**20:.2f} | {checked} |"
+            f"| {n} | {dtype} | 1/{fraction} | {threads} "
+            f"| 2^{first['chunk_qubits']}, 2^{first['storage_chunk_qubits']} | {cells('d', 'passes')} "
+            f"| {cells('.2f', 'floor_s')} | {cells('.2f', 'seconds')} | {cells('.1f', 'ratio')}x "
+            f"| {peaks} / {first['memory_limit'] / 2**20:.2f} |"
         )
     return "\n".join(out)
 

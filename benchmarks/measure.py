@@ -24,6 +24,13 @@ def peak_rss() -> int:
     return vm("VmHWM")
 
 
+def reset_peak_rss() -> None:
+    """Start VmHWM again from the current resident set (Linux), so that a run's peak is
+    its own and not a warm-up's before it."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
 def threads() -> int:
     """The threads every contender gets (``BENCH_THREADS``, 2 by default)."""
     return int(os.environ.get("BENCH_THREADS", "2"))
@@ -71,6 +78,35 @@ def disk_streaming(directory: Path, nbytes: int, block: int = 64 << 20, cold: bo
     src.unlink()
     dst.unlink()
     return {"bytes": nbytes, "write_s": write_s, "read_write_s": read_write_s, "cold": cold}
+
+
+def disk_rates(directory: Path, nbytes: int, block: int = 64 << 20) -> dict:
+    """Seconds to write ``nbytes`` to a new file in ``directory`` and fsync it, to write
+    them again over the same file in place and fsync it (what a pass does to chunks it
+    wrote before: no allocation), and to read them back (from the page cache when they
+    fit, as a stored pass reads its state): one pass over a state of ``nbytes`` cannot
+    take less than the faster write plus the read (the ooc floor)."""
+    import numpy as np
+
+    path = directory / "rates.bin"
+    block = min(block, nbytes)
+    buf = np.random.default_rng(0).integers(0, 255, size=block, dtype=np.uint8).tobytes()
+    seconds = {}
+    for name, mode in (("write_s", "wb"), ("rewrite_s", "r+b")):
+        t = time.perf_counter()
+        with open(path, mode, buffering=0) as f:
+            for _ in range(nbytes // block):
+                f.write(buf)
+            os.fsync(f.fileno())
+        seconds[name] = time.perf_counter() - t
+    out = bytearray(block)
+    t = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(out):
+            pass
+    seconds["read_s"] = time.perf_counter() - t
+    path.unlink()
+    return {"bytes": nbytes, **seconds}
 
 
 def fidelity_of(a, b, piece: int = 1 << 20) -> float:

@@ -431,6 +431,34 @@ def gpucluster(d: dict) -> str:
     return "\n".join(out)
 
 
+def ooc(d: dict) -> str:
+    """One line per size, precision, budget and threads, its circuits side by side
+    (random layers, QFT): blocks and chunk files, passes, the floor of the passes at the
+    disk rates measured in the run, dasq's seconds and the ratio, peak over the budget."""
+    out = [
+        "| qubits | dtype | budget | threads | block, file | passes | floor s | dasq s | / floor "
+        "| peak over start MiB / budget |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict = {}
+    for r in d["rows"]:
+        groups.setdefault((r["qubits"], r["dtype"], r["fraction"], r["threads"] or 2), []).append(r)
+    for (n, dtype, fraction, threads), rows in groups.items():
+        first = rows[0]
+
+        def cells(fmt: str, key: str, rows: list = rows) -> str:
+            return ", ".join(format(r[key], fmt) for r in rows)
+
+        peaks = ", ".join(f"{r['peak_over_start'] / 2**20:.0f}" for r in rows)
+        out.append(
+            f"| {n} | {dtype} | 1/{fraction} | {threads} "
+            f"| 2^{first['chunk_qubits']}, 2^{first['storage_chunk_qubits']} | {cells('d', 'passes')} "
+            f"| {cells('.2f', 'floor_s')} | {cells('.2f', 'seconds')} | {cells('.1f', 'ratio')}x "
+            f"| {peaks} / {first['memory_limit'] / 2**20:.2f} |"
+        )
+    return "\n".join(out)
+
+
 def diskfloor(d: dict) -> str:
     out = ["| qubits | GiB | write s | read+write s |", "|---|---|---|---|"]
     for r in d["rows"]:
@@ -572,6 +600,7 @@ def main() -> None:
         ("relayout_scale", relayout_scale),
         ("scaling", scaling),
         ("diskfloor", diskfloor),
+        ("ooc", ooc),
         ("sweeps", sweeps),
         ("stored_gradient", stored_gradient),
     )

@@ -6,6 +6,7 @@
     python benchmarks/run.py planning
     python benchmarks/run.py outofcore --qubits 30 31 32 --memory-limit 4GiB
     python benchmarks/run.py diskfloor --qubits 30 31 32
+    python benchmarks/run.py ooc --quick
     python benchmarks/run.py estimator [--qubits 16 --terms 40 --sets 4]
     python benchmarks/run.py density --qubits 10 12 13 --circuits qft random
     python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft random   (needs a GPU)
@@ -57,6 +58,7 @@ SUITES = {
     "density": ("density", "suite_density"),
     "diskfloor": ("diskfloor", "suite_diskfloor"),
     "outofcore": ("outofcore", "suite_outofcore"),
+    "ooc": ("ooc", "suite_ooc"),
     "gpu": ("gpu", "suite_gpu"),
     "cluster": ("cluster", "suite_cluster"),
     "network": ("network", "suite_network"),
@@ -77,6 +79,7 @@ CHILDREN = {
     "_estimator": ("estimator", "child"),
     "_density": ("density", "child"),
     "_ooc": ("outofcore", "child"),
+    "_oocrate": ("ooc", "child"),
     "_gpu": ("gpu", "child"),
     "_gpupeer": ("gpupeer", "child"),
     "_sweeps": ("sweeps", "child"),
@@ -149,6 +152,23 @@ def parser() -> argparse.ArgumentParser:
     ooc.add_argument(
         "--directory", default=str(output.RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
+    orc = sub.add_parser("_oocrate")
+    orc.add_argument("--circuit")
+    orc.add_argument("--qubits", type=int)
+    orc.add_argument("--dtype")
+    orc.add_argument("--store")
+    orc.add_argument("--fraction", type=int)
+    orc.add_argument("--threads", type=int, default=0)
+    rate = sub.add_parser("ooc")
+    rate.add_argument("--quick", action="store_true", help="20-24 qubits complex128, budgets 1/4..1/64")
+    rate.add_argument("--qubits", type=int, nargs="+", default=[24, 26, 28])
+    rate.add_argument("--dtypes", nargs="+", default=["complex64", "complex128"])
+    rate.add_argument("--fractions", type=int, nargs="+", default=[4, 16, 64], help="budget: state / F")
+    rate.add_argument("--threads", type=int, default=0, help="threads sharing the budget (0: the cores)")
+    rate.add_argument("--circuits", nargs="+", default=["layers", "qft"])
+    rate.add_argument("--append", action="store_true", help="keep the rows already in ooc.json")
+    rate.add_argument("--output", default="ooc", help="results/OUTPUT.json (ooc-before: another dasq's runs)")
+    rate.add_argument("--directory", default=str(output.RESULTS / "tmp"), help="where the stores go")
     mc = sub.add_parser("_memory")
     mc.add_argument("--circuit")
     mc.add_argument("--qubits", type=int)

@@ -5,7 +5,9 @@ builds in one process, a state's ``to_numpy``, a parameter batch, Cirq's random 
 ``dasq.chunk-qubits`` (default local qubits per block, None = chosen here from the
 cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
 affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
-``dasq.min-storage-chunk-qubits`` (smallest zarr chunk of a stored run, default 16),
+``dasq.min-storage-chunk-qubits`` (set: a stored run's zarr chunks are 2^(L - k) amplitudes,
+at least 2^this; unset: one chunk per block, or 2^16 and up when compressed; see
+dasq/engine/stream.py),
 ``dasq.max-operations`` (the most operations a circuit read from OpenQASM, Qiskit or
 Cirq may expand to, loops and repetitions written out, default 250,000; see
 dasq/circuit/budget.py; ``dasq.qasm-max-operations``, its earlier name, is still read),

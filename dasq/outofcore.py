@@ -70,7 +70,9 @@ def simulate_to_store(
     L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local)
     plan = _plan(circuit, L, fusion_size)
     passes = stream.stream_passes(plan)
-    S = stream.storage_qubits(L, max((len(p.relayout.pairs) for p in passes if p.relayout), default=0))
+    swapped = max((len(p.relayout.pairs) for p in passes if p.relayout), default=0)
+    encoded = codec.compression is not None or codec.keep_bits is not None
+    S = stream.storage_qubits(L, swapped, compressed=encoded)
     st.check_disk_space(path, st.disk_needed(n, dtype, S))
     manifest = Manifest(
         num_qubits=n,

@@ -1,4 +1,4 @@
-"""benchmarks/README.md: under 20,000 bytes (the method and each suite's current table;
+"""benchmarks/README.md: under 23,000 bytes (the method and each suite's current table;
 older tables live in their JSON files), a section per suite of benchmarks/run.py
 naming its JSON, date and commit, every table exactly as benchmarks/report.py renders
 it from the JSON, every results file reachable from it, and its figures the JSON's."""
@@ -53,8 +53,8 @@ def _span(values, digits: int = 2) -> str:
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
 
-def test_the_readme_stays_under_20_kb():
-    assert len(README.read_bytes()) < 20_000
+def test_the_readme_stays_under_23_kb():
+    assert len(README.read_bytes()) < 23_000  # 20,000 until the ooc suite's table (issue 62)
 
 
 def test_every_suite_has_a_section_and_network_follows_cluster():

@@ -303,3 +303,27 @@ def test_a_store_named_through_a_link_of_the_users_own_still_opens(tmp_path, cir
     np.testing.assert_array_equal(
         dasq.StateVector.from_zarr(alias).to_numpy(), dasq.StateVector.from_zarr(store).to_numpy()
     )
+
+
+def test_overwriting_a_chunk_never_follows_a_link_or_opens_a_special_file(tmp_path):
+    """A stage's chunks are written over the old ones in place: only a regular file of
+    the same size is; a link is refused and what it points at is left untouched."""
+    from dasq.storage.contained import Contained
+
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"x" * 8)
+    chunks = tmp_path / "s" / "a" / "c"
+    chunks.mkdir(parents=True)
+    (chunks / "0").symlink_to(outside)
+    os.mkfifo(chunks / "1")
+    files = Contained(tmp_path / "s")
+    for key in ("a/c/0", "a/c/1"):
+        with pytest.raises(dasq.StoreError, match=r"symbolic link|named pipe"):
+            files.overwrite(key, (b"y" * 4, b"z" * 4))
+    assert outside.read_bytes() == b"x" * 8
+    (chunks / "2").write_bytes(b"x" * 8)
+    inode = (chunks / "2").stat().st_ino
+    files.overwrite("a/c/2", (b"y" * 4, b"z" * 4))
+    assert (chunks / "2").read_bytes() == b"yyyyzzzz" and (chunks / "2").stat().st_ino == inode
+    files.overwrite("a/c/2", (b"w" * 4,))  # another size: replaced whole
+    assert (chunks / "2").read_bytes() == b"wwww"

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -120,12 +121,17 @@ def choose_blocks(
     return L, max(1, min(workers, memory_limit // need))
 
 
-def storage_qubits(L: int, max_swapped: int) -> int:
-    """S for chunks of 2^S amplitudes: L - k lets a relayout of k qubits gather whole
-    chunks; S is kept at ``dasq.min-storage-chunk-qubits`` (default 16) or more so
-    small blocks do not make a store of tiny files."""
-    floor = int(dask.config.get("dasq.min-storage-chunk-qubits", MIN_STORAGE_QUBITS))
-    return min(L, max(L - max_swapped, floor))
+def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:
+    """S for chunks of 2^S amplitudes. Uncompressed chunks are read by byte range
+    (dasq.storage.direct), so one file per block (S = L): the largest files the block
+    allows, since each file costs a few system calls whatever its size. Compressed
+    chunks are decoded whole, so S = L - k lets a relayout of k qubits gather whole
+    chunks, kept at 16 or more so small blocks do not make a store of tiny files.
+    ``dasq.min-storage-chunk-qubits`` set: S = L - k, at least that."""
+    floor = dask.config.get("dasq.min-storage-chunk-qubits", None)
+    if floor is None:
+        floor = MIN_STORAGE_QUBITS if compressed else L
+    return min(L, max(L - max_swapped, int(floor)))
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,13 @@ class BlockWork:
     # blocks of ``source`` (of the basis state when None) known to hold only zeros:
     # their pieces are not read, and a block gathered only from them is not run
     zero_sources: frozenset[int] = frozenset()
+    storage_qubits: int = 0  # S: a piece smaller than a chunk is read by byte range
+
+    def checks_chunk(self, source_piece: int) -> bool:
+        """Whether this block's piece ``source_piece`` is the one whose reader checks its
+        whole chunk (the chunk's first piece): a chunk read in parts is checked once a pass."""
+        per_chunk = 1 << max(0, self.storage_qubits - self.L + len(self.pairs))
+        return source_piece % per_chunk == 0
 
     def piece_bytes(self) -> int:
         return (np.dtype(self.dtype).itemsize << self.L) >> len(self.pairs)
@@ -155,9 +168,20 @@ class BlockWork:
         """The blocks this pass writes as zeros (a program maps zeros to zeros)."""
         return algebra.zero_blocks_after(self.zero_sources, self.pairs, self.L, nblocks)
 
+    def sources(self, c: int) -> tuple[list[int], int]:
+        """(the block each piece of block ``c`` comes from, by piece; the piece of those
+        blocks it reads): algebra.pieces without a record per piece, which for 2^k
+        pieces of every block of small budgets held hundreds of MiB in its cache."""
+        gbits = [g - self.L for g, _ in self.pairs]
+        keep = c & ~sum(1 << b for b in gbits)
+        mine = sum(((c >> b) & 1) << i for i, b in enumerate(gbits))
+        return [keep | int(o) for o in _piece_offsets(tuple(gbits))], mine
+
     def bytes_read(self, nblocks: int) -> int:
         if self.source is None:
             return 0
+        if not self.zero_sources:
+            return nblocks * (np.dtype(self.dtype).itemsize << self.L)
         pieces = (p for c in range(nblocks) for p in algebra.pieces(c, self.pairs, self.L))
         return sum(p.source not in self.zero_sources for p in pieces) * self.piece_bytes()
 
@@ -177,32 +201,33 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     stats = np.zeros(STATS)
     backend = work.runner.backend
     size = 1 << work.L
-    sources = algebra.pieces(c, work.pairs, work.L)
-    only_zeros = all(p.source in work.zero_sources for p in sources)
+    sources, mine = work.sources(c)
+    zero = work.zero_sources
+    only_zeros = all(source in zero for source in sources)
     if work.source is None:
         position = work.basis_position
         block = backend.basis_block(
             size, position & (size - 1) if position >> work.L == c else -1, work.dtype
         )
     else:
-        skipped = any(p.source in work.zero_sources for p in sources)
+        skipped = any(source in zero for source in sources)
         block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
+        # pieces are read straight into a host block; a device's block is filled once
+        fresh = np.zeros if skipped else np.empty
+        host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
         piece = size >> len(work.pairs)
-        for p in sources:
-            if p.source in work.zero_sources:
-                continue
-            data = st.read_amplitudes(
-                work.store,
-                work.source,
-                (p.source << work.L) + p.source_piece * piece,
-                piece,
-                work.dtype,
-                work.store_id,
-                work.source_crcs,
-                work.source_stage,
-            )
-            block[p.target * piece : (p.target + 1) * piece] = backend.from_host(data, work.dtype)
-            stats[4] += data.nbytes
+        checks = work.checks_chunk(mine)
+        start = mine * piece
+        reads = [
+            ((source << work.L) + start, host[v * piece : (v + 1) * piece], checks)
+            for v, source in enumerate(sources)
+            if source not in zero
+        ]
+        if reads:
+            st.read_into(work.store, work.source, reads, work.store_id, work.source_crcs, work.source_stage)
+        stats[4] += len(reads) * piece * host.itemsize
+        if host is not block:
+            block = backend.from_host(host, work.dtype)
     out = backend.to_host(block if only_zeros else work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
@@ -215,6 +240,13 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes
     return BlockResult(c, stats, crcs)
+
+
+@lru_cache(maxsize=64)
+def _piece_offsets(gbits: tuple[int, ...]) -> np.ndarray:
+    """For each piece v, its source block's swapped global bits (bit i of v at gbits[i])."""
+    v = np.arange(1 << len(gbits))
+    return sum((((v >> i) & 1) << b for i, b in enumerate(gbits)), np.zeros_like(v))
 
 
 def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:
@@ -271,6 +303,7 @@ class StreamExecutor:
                 source_crcs=st.current_crcs(m) if s else None,
                 source_stage=s,
                 zero_sources=zero if s else _basis_zeros(m.basis, plan.initial_layout, L, nblocks),
+                storage_qubits=m.storage_qubits,
             )
             start = time.perf_counter()
             self.lock.verify()
@@ -289,7 +322,7 @@ class StreamExecutor:
                     f"stage {s + 1} could not be written to {self.path}: {st.write_failure(exc)}; the state "
                     f"after stage {s} is intact, run `dasq resume {self.path}` once the problem is fixed"
                 ) from None
-            st.sync_to_disk()
+            st.sync_to_disk(self.path, (target,))
             m.stages_done = s + 1
             m.current = target
             m.chunk_crc32c = chunks.encode_crcs(crcs)

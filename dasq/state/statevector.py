@@ -459,7 +459,7 @@ class StateVector:
         def build(staging: st.StoreName) -> None:
             manifest.array_metadata = st.create_arrays(staging, self._n, dtype, self._L, st.Codec())
             (crcs,) = self._compute(stream.save_blocks(self.blocks, staging, manifest, self.backend))
-            st.sync_to_disk()
+            st.sync_to_disk(staging, (st.ARRAYS[0],))
             manifest.current = st.ARRAYS[0]
             manifest.chunk_crc32c = encode_crcs(crcs)
             manifest.write(staging)

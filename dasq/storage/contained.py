@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dasq.errors import StoreError
+from dasq.storage.durable import start_writeback
 
 # Small files (manifest, array metadata, run record, lock): the largest a dasq store
 # writes is the manifest, whose chunk checksums take 5.4 bytes a chunk (2^24 chunks:
@@ -41,7 +42,8 @@ from dasq.errors import StoreError
 MAX_SMALL_FILE = 128 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OVERWRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 PARTIAL = ".partial"  # a file being written: renamed into place when whole (remove_partial_files)
 
@@ -135,7 +137,7 @@ class Contained:
 
     # -- reading -----------------------------------------------------------------
 
-    def open_regular(self, dir_fd: int, name: str, where: Path, flags: int = _READ_FLAGS) -> int:
+    def open_regular(self, dir_fd: int, name: str, where: Path, flags: int = READ_FLAGS) -> int:
         """Open ``name`` in ``dir_fd`` for reading: a regular file only, never waiting
         (a directory: IsADirectoryError, as open() says it)."""
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode  # FileNotFoundError passes
@@ -218,12 +220,19 @@ class Contained:
     # -- writing -----------------------------------------------------------------
 
     def write(
-        self, key: str, data: bytes | memoryview, durable: bool = False, exclusive: bool = False
+        self,
+        key: str,
+        data: bytes | memoryview | tuple[bytes | memoryview, ...],
+        durable: bool = False,
+        exclusive: bool = False,
+        writeback: bool = False,
     ) -> int:
         """Replace file ``key`` whole (a temporary file renamed over it), making its
-        directories; ``durable``: fsync the file and its directory. What is there now
-        must be a regular file or nothing: a link or special file is refused, not
-        replaced. ``exclusive``: FileExistsError when the key exists."""
+        directories; ``data``: its bytes, or parts written one after another (a chunk
+        and its checksum, never joined in memory); ``durable``: fsync the file and its
+        directory; ``writeback``: start writing it to disk now, without waiting. What
+        is there now must be a regular file or nothing: a link or special file is
+        refused, not replaced. ``exclusive``: FileExistsError when the key exists."""
         parts, name = self._entry(key)
         where = self.root / key
         with self.directory(parts, create=True) as dfd:
@@ -241,9 +250,12 @@ class Contained:
             fd = os.open(tmp, _NEW_FLAGS, 0o644, dir_fd=dfd)
             try:
                 try:
-                    written = _write_all(fd, memoryview(data).cast("B"))
+                    parts = data if isinstance(data, tuple) else (data,)
+                    written = sum(_write_all(fd, memoryview(part).cast("B")) for part in parts)
                     if durable:
                         os.fsync(fd)
+                    elif writeback:
+                        start_writeback(fd)
                 finally:
                     os.close(fd)
                 if exclusive:
@@ -258,6 +270,29 @@ class Contained:
             if durable:
                 os.fsync(dfd)
             return written
+
+    def overwrite(self, key: str, data: tuple[bytes | memoryview, ...], writeback: bool = False) -> int:
+        """Write file ``key`` over its old bytes when it is a regular file of exactly this
+        size, else as ``write`` does. Only for files that no one reads until a later
+        flush makes them current (a stage's target chunks): replacing a file by a rename
+        makes ext4 write the new data at once (auto_da_alloc), a wait per chunk,
+        and overwriting in place allocates nothing."""
+        size = sum(memoryview(part).nbytes for part in data)
+        parts, name = self._entry(key)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), self.directory(parts) as dfd:
+            found = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISREG(found.st_mode) and found.st_size == size:
+                fd = os.open(name, _OVERWRITE_FLAGS, dir_fd=dfd)
+                try:
+                    now = os.fstat(fd)
+                    if stat.S_ISREG(now.st_mode) and now.st_size == size:
+                        written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
+                        if writeback:
+                            start_writeback(fd)
+                        return written
+                finally:
+                    os.close(fd)
+        return self.write(key, data, writeback=writeback)
 
     def open_lock(self, name: str) -> int:
         """The lock file ``name`` in the root, opened read-write (made when missing): a

@@ -31,6 +31,12 @@ class ChunkEncoding:
     compression: str | None
     limit: int
 
+    @classmethod
+    def uncompressed(cls, raw: int) -> ChunkEncoding:
+        """Chunks of ``raw`` bytes stored as they are: at most the raw bytes, a checksum
+        and room to spare (what any dasq chunk of that size may take)."""
+        return cls(raw, None, raw + raw // 64 + (64 << 10))
+
     def check(self, where: object, data: bytes | bytearray | memoryview) -> None:
         """Refuse, before zarr decodes it, a chunk file that cannot decode to one chunk:
         its size (uncompressed) or the size its frame header declares (zstd, blosc)."""
@@ -42,11 +48,15 @@ class ChunkEncoding:
         else:
             size = len(body)
         if size != self.raw:
-            says = "does not declare its size" if size is None else f"would decode to {size} bytes"
-            raise StoreError(
-                f"chunk {where} {says}, not the {self.raw} of one chunk of its array "
-                f"({self.compression or 'uncompressed'}); it was not decoded: the store is damaged"
-            )
+            raise self.wrong_size(where, size)
+
+    def wrong_size(self, where: object, size: int | None) -> StoreError:
+        """The refusal of a chunk that would decode to ``size`` bytes (None: undeclared)."""
+        says = "does not declare its size" if size is None else f"would decode to {size} bytes"
+        return StoreError(
+            f"chunk {where} {says}, not the {self.raw} of one chunk of its array "
+            f"({self.compression or 'uncompressed'}); it was not decoded: the store is damaged"
+        )
 
 
 def zstd_content_size(frame: memoryview) -> int | None:

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dasq.errors import StoreError, ValidationError
-from dasq.storage import chunks, objectstore
+from dasq.storage import chunks, durable, objectstore
 from dasq.storage.contained import MAX_SMALL_FILE, PARTIAL
+from dasq.storage.direct import ChunkFiles
 from dasq.storage.encoding import ChunkEncoding
 from dasq.storage.location import (
     FsspecDir,
@@ -225,7 +226,7 @@ def create_store(
                 f"cannot create {target}: its {LOCK_FILE} was deleted or replaced while the store was "
                 "built, so it could not be kept to one writer (a dasq bug: please report it)"
             ) from None
-        sync_to_disk()  # everything inside, before the name makes it visible
+        sync_to_disk(staging, ("",))  # everything inside, before the name makes it visible
         fsync_directory(staging)
         try:
             os.rename(staging, target)  # onto nothing, or onto an empty directory
@@ -354,7 +355,19 @@ def chunk_encoding(arr: zarr.Array) -> ChunkEncoding:
         )
     raw = int(np.prod(arr.chunks)) * arr.dtype.itemsize
     compression = kinds[type(compressors[0])] if len(compressors) == 2 else None
-    return ChunkEncoding(raw, compression, raw + raw // 64 + (64 << 10))
+    return ChunkEncoding(raw, compression, ChunkEncoding.uncompressed(raw).limit)
+
+
+@lru_cache(maxsize=16)
+def _direct(path: str, name: str, store_id: str) -> ChunkFiles | None:
+    """The chunk files of array ``name``, read and written without zarr, when its chunks
+    are raw floats and a crc32c in a local directory (None: zarr reads and writes them)."""
+    where = location(path)
+    arr = open_array(path, name, store_id)
+    encoding = chunk_encoding(arr)
+    if not isinstance(where, LocalDir) or encoding.compression is not None or tuple(arr.filters):
+        return None
+    return ChunkFiles(where.files, name, encoding.raw, store_id)
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:
@@ -382,11 +395,23 @@ def read_amplitudes(
     crcs: np.ndarray | None = None,
     stage: int = 0,
     crcs_from: int = 0,
+    verify_partial: bool = True,
 ) -> np.ndarray:
     """Amplitudes [start, start + count) of array ``name``. ``crcs`` (the manifest's
     checksums of chunks ``crcs_from``, ``crcs_from + 1``...) are checked first: a
     missing, moved or stale chunk, or a failed checksum, raises a StoreError naming
-    the chunk."""
+    the chunk. ``verify_partial`` False: a chunk read in part is checked against the
+    manifest, and its bytes by whoever reads it whole in the same pass
+    (dasq.storage.direct)."""
+    direct = _direct(str(path), name, store_id)
+    if direct is not None:
+        out = np.empty(count, dtype)
+        per = direct.chunk_bytes // out.itemsize
+        last = (start + count - 1) // per
+        if crcs is not None and (start // per < crcs_from or len(crcs) <= last - crcs_from):
+            raise ValueError("checksums for the chunks read were not given")  # a dasq bug
+        direct.read([(start, out, verify_partial)], crcs, crcs_from, stage)
+        return out
     arr = open_array(path, name, store_id)
     if crcs is not None:
         per = arr.chunks[0] // 2
@@ -409,6 +434,27 @@ def read_amplitudes(
     return floats.view(dtype)
 
 
+def read_into(
+    path: str,
+    name: str,
+    reads: list[tuple[int, np.ndarray, bool]],
+    store_id: str,
+    crcs: np.ndarray | None,
+    stage: int,
+) -> int:
+    """Each (start, out, verifies) of ``reads``: amplitudes from ``start`` into the host
+    array ``out``, checked as read_amplitudes checks them (``verifies``: its
+    ``verify_partial``), with one walk to the array's chunks; returns the bytes read."""
+    direct = _direct(str(path), name, store_id)
+    if direct is None:
+        for start, out, verifies in reads:
+            out[...] = read_amplitudes(
+                path, name, start, out.size, str(out.dtype), store_id, crcs, stage, verify_partial=verifies
+            )
+        return sum(out.nbytes for _, out, _ in reads)
+    return direct.read(reads, crcs, 0, stage)
+
+
 def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int) -> str:
     chunk = arr.chunks[0]
     first, last = (2 * start) // chunk, (2 * (start + count) - 1) // chunk
@@ -426,6 +472,9 @@ def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int
 def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> np.ndarray:
     """Write ``block`` from amplitude ``start`` (whole chunks); returns the checksums of
     the chunks written, for the manifest."""
+    direct = _direct(str(path), name, store_id)
+    if direct is not None:
+        return direct.write(start * block.itemsize, np.ascontiguousarray(block))
     arr = open_array(path, name, store_id)
     floats = block.view(arr.dtype)
     arr[2 * start : 2 * start + floats.size] = floats
@@ -445,10 +494,13 @@ def remove_partial_files(store: StoreName) -> None:
             where.files.remove(key)  # nothing when renamed into place meanwhile
 
 
-def sync_to_disk() -> None:
-    """Flush written chunks before the manifest says they are complete."""
-    if hasattr(os, "sync"):
-        os.sync()
+def sync_to_disk(store: StoreName, written: tuple[str, ...] = ARRAYS) -> None:
+    """Flush the chunks written in ``store`` (arrays ``written``) before the manifest says
+    they are complete: its file system alone, never the host's (an object is durable
+    once its PUT returns)."""
+    where = location(store)
+    if isinstance(where, LocalDir):
+        durable.flush_store(where.path, [where.path / name for name in written])
 
 
 def write_run_record(path: StoreName, record: dict, operands: np.ndarray) -> None:

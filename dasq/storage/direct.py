@@ -1,0 +1,279 @@
+"""The chunk files of an uncompressed array, read by byte range and written whole.
+
+zarr reads a chunk through a hop to its I/O thread and decodes it whole: a pass
+that gathered a relayout's pieces (2^(L-k) amplitudes of a 2^L chunk) paid for
+the whole chunk per piece, 2^k times the state a pass, plus milliseconds per
+operation. An uncompressed dasq chunk is its floats' bytes then their crc32c
+(zarr's BytesCodec then Crc32cCodec), so here it is read by byte range straight
+into the block, and written with its checksum in one file, with nothing but the
+bytes between the block and the file: the same files zarr reads and writes.
+
+Every read checks the file's size (exactly one chunk). A chunk read whole is
+checked against the manifest's checksum for its place (a missing, moved or stale
+chunk is named) and against its bytes. A chunk read in parts (a relayout's
+pieces, by several blocks) is checked so, whole, by the reader of its first piece
+(``verifies``), once a pass: a damaged chunk fails the pass before the manifest
+moves, and the other parts cost one read each.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import google_crc32c
+import numpy as np
+
+from dasq.errors import StoreError
+from dasq.storage import chunks
+from dasq.storage.contained import READ_FLAGS, Contained, split_key
+from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
+
+# Chunks from this size start their writeback as soon as they are written, so the
+# disk writes them while later blocks compute; starting it costs more than a small
+# chunk's whole write (32 KiB chunks wrote at half the speed with it, while a pass of
+# 1-4 MiB chunks with its flush took a third less time).
+WRITEBACK_FROM = 1 << 20
+
+
+def _max_open() -> int:
+    """Chunk files a thread keeps open: a 32nd of the process's descriptors (a relayout
+    of k qubits reads from 2^k files in turn, every block), between 8 and 2048."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
+        return 8
+    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 32))
+
+
+MAX_OPEN = _max_open()
+
+
+@dataclass(frozen=True)
+class ChunkFiles:
+    """The chunk files of array ``array`` in a local store: ``chunk_bytes`` raw bytes each."""
+
+    files: Contained
+    array: str
+    chunk_bytes: int
+    store_id: str = ""
+
+    def where(self, index: int) -> str:
+        return f"{self.files.root / chunks.chunk_key(self.array, index)}"
+
+    def read(
+        self,
+        reads: Sequence[tuple[int, np.ndarray, bool]],
+        crcs: np.ndarray | None,
+        crcs_from: int,
+        stage: int,
+    ) -> int:
+        """For each (start, out, verifies) of ``reads``: ``out`` filled with the amplitudes
+        from ``start`` (of ``out``'s dtype); returns the bytes read from disk. ``crcs``:
+        the manifest's checksums of chunks ``crcs_from``... A chunk read in part is read
+        whole and checked when its read ``verifies``."""
+        size = self.chunk_bytes
+        done = 0
+        opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
+        rest = []
+        for one in reads:  # the common case first: a piece inside a chunk already open
+            start, out, verifies = one
+            ci, offset = divmod(start * out.itemsize, size)
+            fd = None if verifies else opened.fds.get(ci)
+            nbytes = out.nbytes
+            if fd is not None and offset + nbytes < size and os.preadv(fd, [out], offset) == nbytes:
+                done += nbytes
+            else:
+                rest.append(one)
+        if not rest:
+            return done
+        with self.files.directory([*split_key(self.array), "c"]) as dfd:
+            for first_amplitude, out, verifies in rest:
+                begin = first_amplitude * out.itemsize
+                view = out.reshape(-1).view(np.uint8)
+                first, last = begin // size, (begin + view.size - 1) // size
+                for ci in range(first, last + 1):
+                    lo, hi = max(begin, ci * size), min(begin + view.size, (ci + 1) * size)
+                    expected = None if crcs is None else int(crcs[ci - crcs_from])
+                    dest = view[lo - begin : hi - begin]
+                    offset = lo - ci * size
+                    if verifies or dest.size == size:
+                        done += self._read_checked(dfd, ci, offset, dest, expected, stage)
+                        continue
+                    fd = opened.fds.get(ci)
+                    if fd is None:
+                        fd = opened.keep(ci, self._open(dfd, ci, expected, stage))
+                    self._pread(fd, ci, [memoryview(dest)], offset)
+                    done += dest.size
+        return done
+
+    def _open(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
+        """Chunk ``ci`` open for reading: a regular file of one chunk's size."""
+        try:
+            return self._open_once(dfd, ci, expected, stage)
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            kept = getattr(_THREAD, "opened", None)
+            if kept is None:
+                raise
+            kept.close()  # out of descriptors: this thread's kept ones go first
+            return self._open_once(dfd, ci, expected, stage)
+
+    def _open_once(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
+        try:
+            fd = _open_regular(dfd, str(ci))
+            if fd is None:  # not plainly a regular file: dasq.storage.contained says what it is
+                fd = self.files.open_regular(dfd, str(ci), self.files.root / chunks.chunk_key(self.array, ci))
+        except FileNotFoundError:
+            raise self._misplaced(ci, expected, stage) from None
+        except IsADirectoryError:
+            raise StoreError(f"chunk {self.where(ci)} is a directory; the store is damaged") from None
+        found = os.fstat(fd).st_size
+        if found != self.chunk_bytes + CRC_BYTES:
+            os.close(fd)
+            raise self._wrong_size(ci, found)
+        return fd
+
+    def _pread(self, fd: int, ci: int, buffers: list[memoryview], offset: int) -> None:
+        try:
+            _pread_exact(fd, buffers, offset)
+        except EOFError:
+            raise StoreError(f"chunk {self.where(ci)} ended early: the store is damaged") from None
+
+    def _read_checked(
+        self, dfd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
+    ) -> int:
+        """Chunk ``ci`` read whole and checked (its place, its bytes); its part from
+        ``offset`` into ``dest``."""
+        whole = offset == 0 and dest.size == self.chunk_bytes
+        fd = self._open(dfd, ci, expected, stage)
+        try:
+            tail = bytearray(CRC_BYTES)
+            body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
+            self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
+        finally:
+            os.close(fd)
+        crc = int.from_bytes(tail, "little")
+        if expected is not None and crc != expected:
+            raise self._misplaced(ci, expected, stage)
+        if google_crc32c.value(body) != crc:
+            raise StoreError(
+                f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
+                "bytes were changed or damaged in storage)"
+            )
+        if not whole:
+            dest[:] = body[offset : offset + dest.size]
+        return self.chunk_bytes + CRC_BYTES
+
+    def _wrong_size(self, ci: int, found: int) -> StoreError:
+        encoding = ChunkEncoding.uncompressed(self.chunk_bytes)
+        if found > encoding.limit:  # as dasq.storage.contained refuses any file too large
+            return StoreError(
+                f"{self.where(ci)} holds {found} bytes, more than the {encoding.limit} a file of a dasq "
+                "store may hold here; it was not read"
+            )
+        return encoding.wrong_size(self.where(ci), max(0, found - CRC_BYTES))
+
+    def _misplaced(self, ci: int, expected: int | None, stage: int) -> StoreError:
+        if expected is None:
+            return StoreError(f"chunk {self.where(ci)} is missing; the store is damaged")
+        try:  # the manifest's own words for a missing, moved or stale chunk
+            chunks.check_crcs(self.files.root, self.array, ci, np.array([expected], np.uint32), stage)
+        except StoreError as exc:
+            return exc
+        return StoreError(f"chunk {self.where(ci)} changed while it was read; the store is damaged")
+
+    def write(self, start: int, data: np.ndarray) -> np.ndarray:
+        """Write whole chunks from byte ``start``; returns their checksums (for the manifest)."""
+        view = data.reshape(-1).view(np.uint8)
+        size = self.chunk_bytes
+        first, count = start // size, max(1, view.size // size)
+        if start % size or view.size != count * size:
+            raise ValueError("direct writes cover whole chunks")  # a dasq bug
+        out = np.empty(count, np.uint32)
+        for i in range(count):
+            body = view[i * size : (i + 1) * size]
+            crc = google_crc32c.value(body)
+            out[i] = crc
+            key = chunks.chunk_key(self.array, first + i)
+            early = size >= WRITEBACK_FROM
+            self.files.overwrite(key, (body, crc.to_bytes(CRC_BYTES, "little")), writeback=early)
+        return out
+
+
+class _OpenFiles:
+    """The chunk files one thread keeps open while it reads one array at one stage: a
+    relayout's pieces come from every chunk, a few bytes each, so opening a file per
+    piece cost more than reading it. Closed when the thread moves on (or ends), or
+    when more than MAX_OPEN are open."""
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.fds: dict[int, int] = {}
+
+    def keep(self, ci: int, fd: int) -> int:
+        if len(self.fds) >= MAX_OPEN:
+            self.close()
+        self.fds[ci] = fd
+        return fd
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_THREAD = threading.local()
+
+
+def _open_files(key: tuple) -> _OpenFiles:
+    opened = getattr(_THREAD, "opened", None)
+    if opened is None or opened.key != key:
+        if opened is not None:
+            opened.close()
+        opened = _THREAD.opened = _OpenFiles(key)
+    return opened
+
+
+def _open_regular(dfd: int, name: str) -> int | None:
+    """``name`` opened for reading when it is a regular file (its type read without
+    following it, then checked again on the descriptor), else None."""
+    try:
+        if not stat.S_ISREG(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+            return None
+        fd = os.open(name, READ_FLAGS, dir_fd=dfd)
+    except OSError:
+        return None
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _pread_exact(fd: int, buffers: list[memoryview], offset: int) -> None:
+    """Fill ``buffers`` from ``offset``; EOFError when the file ends first."""
+    want = sum(b.nbytes for b in buffers)
+    got = os.preadv(fd, buffers, offset)
+    while got < want:  # rare: a read cut short; finish it piece by piece
+        flat = [b.cast("B") for b in buffers]
+        skipped, rest = got, []
+        for b in flat:
+            if skipped >= b.nbytes:
+                skipped -= b.nbytes
+                continue
+            rest.append(b[skipped:])
+            skipped = 0
+        more = os.preadv(fd, rest, offset + got)
+        if more == 0:
+            raise EOFError
+        got += more

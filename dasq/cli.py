@@ -331,7 +331,7 @@ def _compiles_later(args: argparse.Namespace, circuit: Circuit) -> bool:
     amplitudes = _amplitudes(args, circuit)
     if not worth_compiling(amplitudes, len(circuit.operations)):
         return False
-    if kernel_cache.ready(args.dtype, amplitudes.bit_length() - 1):
+    if kernel_cache.ready(args.dtype, amplitudes.bit_length() - 1, len(circuit.operations)):
         return False
     logging.getLogger("dasq").info(kernel_cache.NOTE.format(dtype=args.dtype))
     return True

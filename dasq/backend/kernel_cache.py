@@ -24,6 +24,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 BACKGROUND_MAX_QUBITS = 24  # 2^24 amplitudes: 256 MiB in complex128
+# Amplitudes x operations above which a run compiles its kernels itself: numba's
+# kernels save ~0.1 ns per unit of work over the array code (benchmarks/README.md,
+# cold: work_rule), compiling them costs ~6 s, so past ~2^35 the array code would
+# lose more than the compiler takes (a 21-qubit file of 112,830 gates: 691 s on the
+# array code against 248 s compiled), and a second run beside it would be as long.
+BACKGROUND_MAX_WORK = 1 << 35
 NOTE = (
     "compiling numba kernels for {dtype} in the background (once per installation); "
     "this run takes numpy's array code, later runs load the kernels from numba's cache"
@@ -51,12 +57,14 @@ def _marker(directory: Path, dtype: str) -> Path:
     return directory / f"dasq-kernels-{dtype}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
 
 
-def ready(dtype: str, qubits: int) -> bool:
-    """Whether a run of a state of ``qubits`` qubits should load (or compile) the
-    kernels in its own process: they are compiled, or this state is too big to run a
-    second time beside it, or the cache cannot be written."""
+def ready(dtype: str, qubits: int, operations: int) -> bool:
+    """Whether a run of ``operations`` on a state of ``qubits`` qubits should load (or
+    compile) the kernels in its own process: they are compiled, or this run is too big
+    to take the array code or to run a second time beside it, or the cache cannot be
+    written."""
     directory = cache_dir()
-    if _filling or qubits > BACKGROUND_MAX_QUBITS or directory is None:
+    big = qubits > BACKGROUND_MAX_QUBITS or (1 << qubits) * operations > BACKGROUND_MAX_WORK
+    if _filling or big or directory is None:
         return True
     return _marker(directory, dtype).exists()
 

@@ -244,3 +244,14 @@ def test_forged_metadata(stores, base, op, forge, data):
             _forge_array_metadata(store, data)
 
     _check_contract(stores, base, op, mutate, raw_damage=False)
+
+
+@pytest.mark.parametrize("op", ["verify", "resume", "info"])
+def test_a_chunk_directory_replaced_by_a_file_is_one_store_error(stores, op):
+    """The long fuzz run's find (direct chunk reads): an incomplete store whose array's
+    chunk directory became an empty file gave a raw NotADirectoryError from verify."""
+
+    def mutate(store: Path, canary: Path) -> None:
+        _damage(store, "a/c", "empty", None, canary)
+
+    _check_contract(stores, "incomplete", op, mutate, raw_damage=True)

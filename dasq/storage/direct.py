@@ -18,11 +18,12 @@ moves, and the other parts cost one read each.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import google_crc32c
@@ -64,6 +65,23 @@ class ChunkFiles:
     chunk_bytes: int
     store_id: str = ""
 
+    @contextlib.contextmanager
+    def _chunk_directory(self) -> Iterator[int]:
+        """The array's directory of chunk files, open; one that is gone or is not a
+        directory (a damaged store) is one StoreError, as a damaged chunk is."""
+        entered = self.files.directory([*split_key(self.array), "c"])
+        try:
+            fd = entered.__enter__()
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise StoreError(
+                f"the chunks of {self.files.root / self.array} cannot be read ({exc.strerror}): "
+                "the store is damaged"
+            ) from None
+        try:
+            yield fd
+        finally:
+            entered.__exit__(None, None, None)
+
     def where(self, index: int) -> str:
         return f"{self.files.root / chunks.chunk_key(self.array, index)}"
 
@@ -93,7 +111,7 @@ class ChunkFiles:
                 rest.append(one)
         if not rest:
             return done
-        with self.files.directory([*split_key(self.array), "c"]) as dfd:
+        with self._chunk_directory() as dfd:
             for first_amplitude, out, verifies in rest:
                 begin = first_amplitude * out.itemsize
                 view = out.reshape(-1).view(np.uint8)

@@ -375,11 +375,13 @@ def test_qiskit_control_flow_gives_the_right_counts_or_one_validation_error(prog
             return dasq.run(dasq.Circuit.from_qiskit(qc), shots=shots, seed=seed)
 
     got = _outcome(run)
-    if least > limit * 3 // 2 or depth > MAX_GATE_DEPTH + 1:
+    if least > limit * 3 // 2:
         assert isinstance(got, dasq.ValidationError), f"{least:,} operations nested {depth} deep ran"
         return
+    if depth > MAX_GATE_DEPTH + 1 and isinstance(got, dasq.ValidationError):
+        return  # refused as nested too deep; a chain read all the same must be right (below)
     known = shape.classical or not shape.measured  # every classical bit's value is known
-    if known and most <= limit // 2 and depth < MAX_GATE_DEPTH:
+    if known and most <= limit // 2:
         machine = Machine(shape, [0] * shape.qubits, [0] * shape.clbits, QuantumCircuit(shape.qubits))
         try:
             machine.run(items)

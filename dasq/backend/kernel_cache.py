@@ -24,11 +24,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 BACKGROUND_MAX_QUBITS = 24  # 2^24 amplitudes: 256 MiB in complex128
-# Amplitudes x operations above which a run compiles its kernels itself: numba's
-# kernels save ~0.1 ns per unit of work over the array code (benchmarks/README.md,
-# cold: work_rule), compiling them costs ~6 s, so past ~2^35 the array code would
-# lose more than the compiler takes (a 21-qubit file of 112,830 gates: 691 s on the
-# array code against 248 s compiled), and a second run beside it would be as long.
+# Amplitudes x operations above which a run compiles its kernels itself: what numba's
+# kernels save over the array code grows with the work (benchmarks/README.md, cold:
+# work_rule) while compiling them is a fixed cost, so past this the array code would
+# lose more than the compiler takes (a long 21-qubit QASMBench file: see the note of
+# tests/test_compile_note.py), and a second run beside it would take as long again.
 BACKGROUND_MAX_WORK = 1 << 35
 NOTE = (
     "compiling numba kernels for {dtype} in the background (once per installation); "

@@ -378,7 +378,7 @@ def test_qiskit_control_flow_gives_the_right_counts_or_one_validation_error(prog
     if least > limit * 3 // 2:
         assert isinstance(got, dasq.ValidationError), f"{least:,} operations nested {depth} deep ran"
         return
-    if depth > MAX_GATE_DEPTH + 1 and isinstance(got, dasq.ValidationError):
+    if depth >= MAX_GATE_DEPTH and isinstance(got, dasq.ValidationError) and "deep" in str(got):
         return  # refused as nested too deep; a chain read all the same must be right (below)
     known = shape.classical or not shape.measured  # every classical bit's value is known
     if known and most <= limit // 2:

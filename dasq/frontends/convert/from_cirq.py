@@ -35,7 +35,7 @@ from dasq.circuit.classical import ClassicalRegister, Condition
 from dasq.circuit.kinds import Measure
 from dasq.errors import ValidationError
 
-__all__ = ["Converted", "Instance", "convert", "matrix_operations", "unrolled_size"]
+__all__ = ["Converted", "Instance", "circuit_from_cirq", "convert", "matrix_operations", "unrolled_size"]
 
 DENSE_MAX_QUBITS = 4  # wider operations are decomposed by Cirq first, when they can be
 CONDITION_MAX_BITS = 12  # a condition other than a key's is enumerated over at most 2^12 values
@@ -117,6 +117,23 @@ def convert(
             for part in inner:
                 out.phase *= _add(out, part.untagged, index, out.circuit)
         out.moment_ends.append(len(out.circuit))
+    return out
+
+
+def circuit_from_cirq(circuit: Any, circuit_cls: Any) -> Any:
+    """``Circuit.from_cirq``: a resolved Cirq circuit, its global phase kept, qubit k the
+    k-th of its sorted qubits."""
+    if not isinstance(circuit, cirq.AbstractCircuit):
+        raise TypeError(f"expected a cirq.Circuit, got {type(circuit).__name__}")
+    if cirq.is_parameterized(circuit):
+        names = sorted(cirq.parameter_names(circuit))
+        raise ValidationError(
+            f"the Cirq circuit has unresolved parameters {names}: resolve them first "
+            "(cirq.resolve_parameters(circuit, {...})), or use dasq.cirq.Simulator with a sweep"
+        )
+    converted = convert(circuit, sorted(circuit.all_qubits())[::-1], circuit_cls)
+    out = converted.circuit
+    out.global_phase += float(np.angle(converted.phase))
     return out
 
 

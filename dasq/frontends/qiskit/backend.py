@@ -5,7 +5,7 @@
 seed_simulator=, memory=, parameter_binds=)`` returns a job whose ``Result``
 holds counts and memory as Aer keys them, and what Aer's save instructions
 (``qc.save_statevector()``, ``save_expectation_value``, ...) ask for, under their
-labels, with Aer's value types (dasq.qiskit.saves). A circuit's save instructions
+labels, with Aer's value types (dasq.frontends.qiskit.saves). A circuit's save instructions
 split it into segments that the shot engine (dasq.state.shots) runs one after
 another, so a circuit is simulated once however many saves it holds, and a save
 after a measurement, reset, ``initialize`` or condition reads every branch of shots
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit.interop import QISKIT_MISSING
+from dasq.frontends.convert.from_qiskit import QISKIT_MISSING
 
 try:
     from qiskit import QuantumCircuit
@@ -68,8 +68,8 @@ from dasq.circuit.initialize import Initialize
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.validation import random_generator
 from dasq.errors import ValidationError
+from dasq.frontends.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
 from dasq.plan.choi import resets_as_channels
-from dasq.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
 from dasq.state.shots import Branch, Snapshot, run_branches, sample_branches
 
 __all__ = ["DasqBackend", "DasqJob"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit.interop import QISKIT_MISSING
+from dasq.frontends.convert.from_qiskit import QISKIT_MISSING
 
 try:
     from qiskit.primitives import BaseEstimatorV2, BaseSamplerV2, PrimitiveResult, PubResult, SamplerPubResult

@@ -79,8 +79,6 @@ def _is_leaf(op: Any) -> bool:
 def _definition_matrix(op: Any, walk: _Walk) -> np.ndarray:
     """The matrix of ``op`` from its definition: each gate's matrix (recursively)
     applied in turn, times the definition's global phase."""
-    from qiskit.circuit import ControlFlowOp
-
     if _is_leaf(op) or getattr(op, "definition", None) is None:
         return _matrix_of(op)
     if getattr(op, "num_ctrl_qubits", 0) and getattr(op, "base_gate", None) is not None:
@@ -91,15 +89,8 @@ def _definition_matrix(op: Any, walk: _Walk) -> np.ndarray:
     width = len(definition.qubits)
     wires = {q: i for i, q in enumerate(definition.qubits)}
     matrix = np.eye(1 << width, dtype=complex)
-    for inst in definition.data:
-        walk.budget.spend()
-        sub = inst.operation
-        if sub.name in ("barrier", "delay", "id"):
-            continue
-        if sub.name in ("measure", "reset") or inst.clbits or isinstance(sub, ControlFlowOp):
-            raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
-        sub_matrix = _definition_matrix(sub, walk)
-        matrix = _apply_matrix(matrix, sub_matrix, [wires[q] for q in inst.qubits], width)
+    for sub, qubits in _gates_of(definition, walk):
+        matrix = _apply_matrix(matrix, _definition_matrix(sub, walk), [wires[q] for q in qubits], width)
     phase = definition.global_phase
     if _is_unbound(phase):
         raise ValidationError("a gate definition has an unbound global phase")
@@ -407,20 +398,34 @@ def _append_definition(
     if _is_unbound(phase):
         raise ValidationError("a gate definition has an unbound global phase")
     if phase:
-        if controls:  # a controlled global phase is a phase on the controls
-            values = np.ones(1 << len(controls), dtype=complex)
-            values[sum(s << j for j, s in enumerate(states))] = np.exp(1j * float(phase))
-            out.diagonal(values, list(controls), name="phase")
-        else:
-            out.global_phase += float(phase)
+        _add_phase(out, float(phase), controls, states)
+    for sub, qubits in _gates_of(definition, walk):
+        _append_gate(out, sub, [wires[q] for q in qubits], controls, states, walk)
+
+
+def _add_phase(out: Any, phase: float, controls: Sequence[int], states: Sequence[int]) -> None:
+    """exp(i phase): a global phase, or under ``controls`` a phase on them."""
+    if not controls:
+        out.global_phase += phase
+        return
+    values = np.ones(1 << len(controls), dtype=complex)
+    values[sum(s << j for j, s in enumerate(states))] = np.exp(1j * phase)
+    out.diagonal(values, list(controls), name="phase")
+
+
+def _gates_of(definition: Any, walk: _Walk) -> Any:
+    """(gate, qubits) of a gate definition, each counted against the budget; barriers,
+    delays and identities left out, anything non-unitary refused."""
+    from qiskit.circuit import ControlFlowOp
+
     for inst in definition.data:
         walk.budget.spend()
         sub = inst.operation
         if sub.name in ("barrier", "delay", "id"):
             continue
-        if sub.name in ("measure", "reset") or inst.clbits:
+        if sub.name in ("measure", "reset") or inst.clbits or isinstance(sub, ControlFlowOp):
             raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
-        _append_gate(out, sub, [wires[q] for q in inst.qubits], controls, states, walk)
+        yield sub, inst.qubits
 
 
 def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:
@@ -443,12 +448,7 @@ def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:
     t = float(op.time)
     for pauli, c in zip(paulis.to_labels(), coeffs.real):
         if set(pauli) == {"I"}:  # exp(-i t c I): a (controlled) global phase
-            if kw["controls"]:
-                values = np.ones(1 << len(kw["controls"]), dtype=complex)
-                values[sum(s << j for j, s in enumerate(kw["control_states"]))] = np.exp(-1j * t * c)
-                out.diagonal(values, list(kw["controls"]), name="phase")
-            else:
-                out.global_phase -= t * c
+            _add_phase(out, -t * c, kw["controls"], kw["control_states"] or ())
             continue
         out.pauli_gadget(2 * t * c, pauli, targets, **kw)
     return True

@@ -71,16 +71,7 @@ def _names_within(qc: Any, names: set[str]) -> bool:
 def _qasm_target() -> Any:
     """Qiskit's standard gates with measure, reset, barrier, delay and the control flow
     dasq writes: what ``transpile`` may leave in a circuit bound for OpenQASM."""
-    from qiskit.circuit import (
-        Barrier,
-        BreakLoopOp,
-        ContinueLoopOp,
-        Delay,
-        IfElseOp,
-        Measure,
-        Reset,
-        WhileLoopOp,
-    )
+    from qiskit.circuit import BreakLoopOp, ContinueLoopOp, IfElseOp, WhileLoopOp
     from qiskit.circuit.library import get_standard_gate_name_mapping
     from qiskit.transpiler import Target
 
@@ -88,13 +79,16 @@ def _qasm_target() -> Any:
     for name, gate in get_standard_gate_name_mapping().items():
         if name not in ("global_phase", "measure", "reset", "delay", "barrier"):
             target.add_instruction(gate, name=name)
-    for cls, name in (
-        (IfElseOp, "if_else"),
-        (WhileLoopOp, "while_loop"),
-        (BreakLoopOp, "break_loop"),
-        (ContinueLoopOp, "continue_loop"),
-        (Barrier, "barrier"),
-    ):
+    flow = {"if_else": IfElseOp, "while_loop": WhileLoopOp, "break_loop": BreakLoopOp}
+    return with_non_gates(target, {**flow, "continue_loop": ContinueLoopOp})
+
+
+def with_non_gates(target: Any, flow: dict[str, Any]) -> Any:
+    """``target`` with ``flow`` (control-flow classes by name), barrier, measure, reset and
+    delay: what a Target for dasq's circuits holds beside gates."""
+    from qiskit.circuit import Barrier, Delay, Measure, Reset
+
+    for name, cls in {**flow, "barrier": Barrier}.items():
         target.add_instruction(cls, name=name)
     for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
         target.add_instruction(inst, name=name)

@@ -54,6 +54,8 @@ from pennylane.measurements import (
     ExpectationMP,
     MeasurementProcess,
     ProbabilityMP,
+    SampleMeasurement,
+    StateMeasurement,
     VarianceMP,
 )
 from pennylane.operation import Operator
@@ -71,7 +73,6 @@ from dasq.api import simulate, simulate_settings
 from dasq.batch import BATCH_MAX_QUBITS, expectation
 from dasq.circuit.validation import check_dtype, check_per_shot, random_generator
 from dasq.frontends.pennylane.measurements import (
-    analytic_measurement,
     analytic_observable,
     diagonalized,
     expectations_only,
@@ -79,7 +80,6 @@ from dasq.frontends.pennylane.measurements import (
     gates_key,
     label_terms,
     pauli_sentence,
-    sampled_measurement,
     sampled_observable,
     sentence_expectation,
     split_sampled,
@@ -207,8 +207,8 @@ class DasqDevice(Device):
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
             validate_measurements,
-            analytic_measurements=analytic_measurement,
-            sample_measurements=sampled_measurement,
+            analytic_measurements=lambda mp: isinstance(mp, StateMeasurement),
+            sample_measurements=lambda mp: isinstance(mp, SampleMeasurement),
             name=self.name,
         )
         program.add_transform(split_sampled)

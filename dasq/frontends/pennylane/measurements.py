@@ -15,7 +15,6 @@ from pennylane.measurements import (
     MeasurementProcess,
     MeasurementValue,
     ProbabilityMP,
-    SampleMeasurement,
     StateMeasurement,
     VarianceMP,
 )
@@ -36,7 +35,7 @@ MAX_MATRIX_OBSERVABLE_WIRES = 6
 
 
 def expectations_only(mp: MeasurementProcess) -> bool:
-    return isinstance(mp, ExpectationMP) and analytic_measurement(mp)
+    return isinstance(mp, ExpectationMP) and isinstance(mp, StateMeasurement)
 
 
 def _matrix_sentence(obs: Operator) -> PauliSentence:
@@ -82,14 +81,6 @@ def analytic_observable(obs: Any) -> bool:
 
 def sampled_observable(obs: Any) -> bool:
     return isinstance(obs, MeasurementValue) or obs.has_diagonalizing_gates or obs.pauli_rep is not None
-
-
-def analytic_measurement(mp: MeasurementProcess) -> bool:
-    return isinstance(mp, StateMeasurement)
-
-
-def sampled_measurement(mp: MeasurementProcess) -> bool:
-    return isinstance(mp, SampleMeasurement)
 
 
 @qml.transform

@@ -30,21 +30,11 @@ from typing import Any
 import numpy as np
 
 from dasq.frontends.convert.from_qiskit import QISKIT_MISSING
+from dasq.frontends.convert.to_qiskit import with_non_gates
 
 try:
     from qiskit import QuantumCircuit
-    from qiskit.circuit import (
-        Barrier,
-        BreakLoopOp,
-        ContinueLoopOp,
-        Delay,
-        ForLoopOp,
-        IfElseOp,
-        Measure,
-        Reset,
-        SwitchCaseOp,
-        WhileLoopOp,
-    )
+    from qiskit.circuit import BreakLoopOp, ContinueLoopOp, ForLoopOp, IfElseOp, SwitchCaseOp, WhileLoopOp
     from qiskit.circuit.library import (
         DiagonalGate,
         MCXGate,
@@ -106,17 +96,15 @@ def _target() -> Target:
         (PauliGate, "pauli"),
         (MCXGate, "mcx"),
         (QiskitInitialize, "initialize"),
-        (IfElseOp, "if_else"),
-        (ForLoopOp, "for_loop"),
-        (WhileLoopOp, "while_loop"),
-        (SwitchCaseOp, "switch_case"),
-        (BreakLoopOp, "break_loop"),
-        (ContinueLoopOp, "continue_loop"),
-        (Barrier, "barrier"),
     ):
         target.add_instruction(cls, name=name)
-    for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
-        target.add_instruction(inst, name=name)
+    flow = {
+        "if_else": IfElseOp,
+        "for_loop": ForLoopOp,
+        "while_loop": WhileLoopOp,
+        "switch_case": SwitchCaseOp,
+    }
+    with_non_gates(target, {**flow, "break_loop": BreakLoopOp, "continue_loop": ContinueLoopOp})
     try:
         from qiskit_aer.library import save_instructions, set_instructions
     except ImportError:

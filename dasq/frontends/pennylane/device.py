@@ -19,9 +19,9 @@ dasq (blocks in memory, on a Dask cluster or out of core) by changing only that 
   PennyLane computes from a full state vector (``density_matrix``, ``purity``,
   entropies) gather the amplitudes on one machine.
 
-The device computes no derivatives itself: ``diff_method="parameter-shift"`` (and
-``"best"``, which PennyLane resolves to parameter shift for such a device) runs the
-shifted circuits through it.
+Derivatives: ``diff_method="adjoint"`` is ``dasq.gradient`` on the tape's circuit with
+its trainable angles as symbols (symbolic.py); ``"parameter-shift"`` runs the shifted
+circuits through the device, those of one structure as one ``dasq.expectation``.
 
 Conventions bridged here: PennyLane puts wire 0 at the most significant bit of a
 basis index and of a matrix index, dasq puts qubit 0 at the least significant bit;
@@ -136,7 +136,7 @@ class DasqDevice(Device):
     probability 0 gives NaN), ``expval``/``var`` of Pauli sums and
     small matrix observables, ``probs``, ``sample``, ``counts``, ``state`` and the other
     state read-outs, analytic or with shots (shot vectors included). Derivatives come
-    from PennyLane's parameter shift (``diff_method="parameter-shift"`` or ``"best"``).
+    from dasq's adjoint method (``diff_method="adjoint"``) or PennyLane's parameter shift.
     """
 
     def __init__(self, wires: Any = None, shots: Any = None, *, seed: Any = None, **options: Any) -> None:

@@ -15,27 +15,36 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "dasq"
 
-# circuit -> plan -> backend -> storage -> engine -> state -> api -> batch -> qiskit primitives / cli
-# (errors and _config are leaves every layer may use)
+# circuit -> converters -> plan -> backend -> storage -> engine -> state -> api -> batch -> front ends
+# -> public names / cli (errors and _config are leaves every layer may use)
 RANK = {
     "dasq.errors": 0,
     "dasq._config": 0,
     "dasq.circuit": 1,
-    "dasq.plan": 2,
-    "dasq.backend": 3,
-    "dasq.storage": 4,
-    "dasq.engine": 5,
-    "dasq.state": 6,
-    "dasq.outofcore": 7,
-    "dasq.api": 8,
-    "dasq.batch": 9,  # many parameter sets: compiled batches on the api's engine, else the api
-    "dasq.qiskit": 10,  # the V2 primitives and BackendV2: built on the api
-    "dasq.cirq": 10,  # a cirq simulator on the api
-    "dasq.pennylane": 10,  # the PennyLane device dasq.qubit on the api
-    "dasq.plot": 10,  # notebook pictures of states and plans
-    "dasq.worker": 10,  # the Dask preload that readies workers (engine/warmup.py)
-    "dasq.cli": 11,
+    "dasq.frontends": 2,  # the package itself imports nothing
+    "dasq.frontends.convert": 2,  # OpenQASM, Qiskit and Cirq circuits read and written: circuits only
+    "dasq.plan": 3,
+    "dasq.backend": 4,
+    "dasq.storage": 5,
+    "dasq.engine": 6,
+    "dasq.state": 7,
+    "dasq.outofcore": 8,
+    "dasq.api": 9,
+    "dasq.batch": 10,  # many parameter sets: compiled batches on the api's engine, else the api
+    "dasq.frontends.qiskit": 11,  # the V2 primitives and BackendV2: built on the api
+    "dasq.frontends.pennylane": 11,  # the PennyLane device dasq.qubit on the api
+    "dasq.cirq": 11,  # a cirq simulator on the api (joins dasq.frontends with cirq/trajectories.py)
+    "dasq.plot": 11,  # notebook pictures of states and plans
+    "dasq.worker": 11,  # the Dask preload that readies workers (engine/warmup.py)
+    "dasq.qiskit": 12,  # public names of the front ends, re-exported
+    "dasq.pennylane": 12,
+    "dasq.cli": 12,
 }
+
+# Imports allowed up the table, inside a function only: Circuit.from_qasm/from_qiskit/from_cirq/
+# to_qasm/to_qiskit reach their converters at call time (a converter builds circuits, so the data
+# class cannot import it at load time; the converters stay optional extras).
+LAZY_UP = {("dasq.circuit", "dasq.frontends.convert")}
 
 
 def modules() -> dict[str, Path]:
@@ -47,12 +56,14 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports(path: Path, module: str) -> set[str]:
-    """Every dasq module ``path`` imports, at any depth (lazy imports count)."""
+def imports(path: Path, module: str, lazy_only: bool = False) -> set[str]:
+    """Every dasq module ``path`` imports, at any depth (lazy imports count); with
+    ``lazy_only``, those imported inside a function."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(tree):
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] if lazy_only else [tree]
+    for node in (n for scope in scopes for n in ast.walk(scope)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -66,8 +77,10 @@ def imports(path: Path, module: str) -> set[str]:
 
 
 def layer(module: str) -> str:
+    """The module's row of RANK: its longest prefix there (a package of two ranks lists its parts)."""
     parts = module.split(".")
-    return ".".join(parts[:2])
+    prefixes = [".".join(parts[:k]) for k in range(len(parts), 1, -1)]
+    return next((p for p in prefixes if p in RANK), ".".join(parts[:2]))
 
 
 MODULES = modules()
@@ -77,11 +90,15 @@ MODULES = modules()
 def test_packages_import_only_packages_below_them(module):
     mine = layer(module)
     assert mine in RANK, f"{module} belongs to no layer of the design"
+    lazy = imports(MODULES[module], module, lazy_only=True)
     for target in imports(MODULES[module], module):
         if not target.startswith("dasq.") or target not in MODULES:
             continue
         theirs = layer(target)
-        assert theirs == mine or RANK[theirs] < RANK[mine], f"{module} imports {target} (a layer above it)"
+        allowed = (
+            theirs == mine or RANK[theirs] < RANK[mine] or ((mine, theirs) in LAZY_UP and target in lazy)
+        )
+        assert allowed, f"{module} imports {target} (a layer above it)"
 
 
 def test_no_module_cycles():

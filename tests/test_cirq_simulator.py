@@ -17,9 +17,9 @@ cirq = pytest.importorskip("cirq")
 sympy = pytest.importorskip("sympy")
 
 import dasq.cirq  # noqa: E402
-from dasq.circuit.cirq_convert import convert  # noqa: E402
 from dasq.cirq import Simulator  # noqa: E402
 from dasq.errors import ValidationError  # noqa: E402
+from dasq.frontends.convert.from_cirq import convert  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cirq_simulator.py"

@@ -21,7 +21,7 @@ from qiskit.circuit.library import (
 from qiskit.quantum_info import SparsePauliOp, Statevector
 
 import dasq
-from dasq.circuit.interop import DENSE_WIDTH
+from dasq.frontends.convert.from_qiskit import DENSE_WIDTH
 
 WIDE = 20
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the issue names the old classes

@@ -39,7 +39,7 @@ from test_containment import within
 
 import dasq
 from dasq.circuit.loops import MAX_WHILE_PASSES
-from dasq.circuit.qasm_limits import MAX_GATE_DEPTH
+from dasq.frontends.convert.qasm_limits import MAX_GATE_DEPTH
 
 pytest.importorskip("qiskit")
 

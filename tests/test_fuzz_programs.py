@@ -23,9 +23,9 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as hst
 
 import dasq
-from dasq.circuit import qasm_limits
 from dasq.circuit.classical import MAX_CLBITS
 from dasq.circuit.validation import MAX_QUBITS
+from dasq.frontends.convert import qasm_limits
 
 pytest.importorskip("qiskit")
 pytest.importorskip("qiskit_qasm3_import")
@@ -323,7 +323,7 @@ def test_the_sizes_counted_before_parsing_are_the_parsed_circuits(version, sizes
         parsed = qasm2.loads(prepared.text, include_path=())
         counted = (prepared.qubits, prepared.clbits)
     else:
-        from dasq.circuit.qasm3_reader import GuardedConverter, parse_program
+        from dasq.frontends.convert.qasm3 import GuardedConverter, parse_program
 
         converter = GuardedConverter()
         parsed = converter.convert(parse_program(text)).circuit

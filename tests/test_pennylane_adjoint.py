@@ -102,7 +102,7 @@ def test_the_adjoint_method_refuses_shots_and_samples():
 def test_a_parameter_shift_batch_runs_as_one_dasq_expectation(inputs, monkeypatch):
     """The tapes of a parameter-shift gradient differ only in their angles: one
     ``dasq.expectation`` call runs them all."""
-    import dasq.pennylane as device_module
+    import dasq.frontends.pennylane.device as device_module
 
     calls = []
     real = device_module.expectation

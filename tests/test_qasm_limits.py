@@ -1,5 +1,5 @@
 """Hostile OpenQASM gets one clear ValidationError: never a hang, a traceback, a Rust
-panic or unbounded memory (dasq/circuit/qasm_limits.py, qasm3_reader.py, interop.py).
+panic or unbounded memory (dasq/frontends/convert/qasm_limits.py, qasm3.py, qasm.py).
 
 One test (or a parametrized family) per reported case: register sizes in any radix,
 constant expressions and included files; 200 nested gate definitions; includes reading
@@ -20,15 +20,16 @@ import numpy as np
 import pytest
 
 import dasq
-from dasq.circuit import interop, qasm_limits
-from dasq.circuit.qasm_limits import (
+from dasq.cli import main
+from dasq.frontends.convert import qasm as interop
+from dasq.frontends.convert import qasm_limits
+from dasq.frontends.convert.qasm_limits import (
     MAX_FILE_BYTES,
     MAX_GATE_DEPTH,
     MAX_INCLUDE_DEPTH,
     MAX_OPERATIONS,
     MAX_QASM3_TOKENS,
 )
-from dasq.cli import main
 
 pytest.importorskip("qiskit")
 pytest.importorskip("qiskit_qasm3_import")

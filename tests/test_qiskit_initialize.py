@@ -14,8 +14,8 @@ from qiskit.quantum_info import DensityMatrix, Statevector, partial_trace
 from qiskit_aer import AerSimulator
 
 import dasq
-from dasq.circuit.initialize import checked_state, preparation_matrix
 from dasq.errors import ValidationError
+from dasq.frontends.convert.from_qiskit import checked_state, preparation_matrix
 from dasq.qiskit import DasqBackend
 
 EXACT = 1e-10

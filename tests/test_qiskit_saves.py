@@ -15,8 +15,8 @@ from qiskit_aer import AerSimulator
 from qiskit_aer.noise import NoiseModel, amplitude_damping_error
 
 from dasq.errors import ValidationError
+from dasq.frontends.qiskit.saves import SAVES
 from dasq.qiskit import DasqBackend
-from dasq.qiskit.saves import SAVES
 
 EXACT = 1e-10
 

@@ -724,50 +724,38 @@ class Circuit:
         what was refused (and the line): declared qubits and classical bits are counted
         as the parser will read them (any radix, expressions, every include)
         before anything is allocated, and files, operations and gate-definition depth
-        have limits (``dasq.circuit.qasm_limits``, docs/guide/circuits.md)."""
-        from dasq.circuit import interop
+        have limits (``dasq.frontends.convert.qasm_limits``, docs/guide/circuits.md)."""
+        from dasq.frontends.convert.qasm import circuit_from_qasm
 
-        return interop.circuit_from_qasm(text_or_path, cls, include_path)
+        return circuit_from_qasm(text_or_path, cls, include_path)
 
     @classmethod
     def from_qiskit(cls, qc: object) -> Circuit:
         """Convert a qiskit.QuantumCircuit (standard gates stay structured)."""
-        from dasq.circuit import interop
+        from dasq.frontends.convert.from_qiskit import circuit_from_qiskit
 
-        return interop.circuit_from_qiskit(qc, cls)
+        return circuit_from_qiskit(qc, cls)
 
     @classmethod
     def from_cirq(cls, circuit: object) -> Circuit:
         """Convert a cirq.Circuit (needs the ``cirq`` extra) exactly, operation by operation
-        (``dasq.circuit.cirq_convert``): qubit k is the k-th of the circuit's sorted qubits
+        (``dasq.frontends.convert.from_cirq``): qubit k is the k-th of the circuit's sorted qubits
         (Cirq's state vectors put that one at the most significant bit, dasq at bit k);
         each measurement becomes a classical register ``m_KEY`` (``m_KEY_1``, ... for a
         key measured again); Cirq's global phase is kept."""
+        from dasq.frontends.convert.from_cirq import circuit_from_cirq
 
-        from dasq.circuit.cirq_convert import cirq, convert
-
-        if not isinstance(circuit, cirq.AbstractCircuit):
-            raise TypeError(f"expected a cirq.Circuit, got {type(circuit).__name__}")
-        if cirq.is_parameterized(circuit):
-            names = sorted(cirq.parameter_names(circuit))
-            raise ValidationError(
-                f"the Cirq circuit has unresolved parameters {names}: resolve them first "
-                "(cirq.resolve_parameters(circuit, {...})), or use dasq.cirq.Simulator with a sweep"
-            )
-        converted = convert(circuit, sorted(circuit.all_qubits())[::-1], cls)
-        out = converted.circuit
-        out.global_phase += float(np.angle(converted.phase))
-        return out
+        return circuit_from_cirq(circuit, cls)
 
     def to_qasm(self, version: int = 2) -> str:
         """OpenQASM 2 or 3 text of this circuit, written by Qiskit's exporters (needs the
         ``qiskit`` extra); ``from_qasm`` reads it back."""
-        from dasq.circuit import interop
+        from dasq.frontends.convert.to_qiskit import circuit_to_qasm
 
-        return interop.circuit_to_qasm(self, version)
+        return circuit_to_qasm(self, version)
 
     def to_qiskit(self) -> object:
         """A qiskit.QuantumCircuit with the same action (needs the ``qiskit`` extra)."""
-        from dasq.circuit import interop
+        from dasq.frontends.convert.to_qiskit import circuit_to_qiskit
 
-        return interop.circuit_to_qiskit(self)
+        return circuit_to_qiskit(self)

@@ -11,7 +11,7 @@ The keyword options are dasq's own settings, passed to ``dasq.simulate``
 a Dask cluster or on disk.
 
 Each parameter set is resolved by Cirq, the ``noise`` model applied by Cirq, and the
-result converted (``dasq.circuit.cirq_convert``): qubit ``i`` of the order is dasq
+result converted (``dasq.frontends.convert.from_cirq``): qubit ``i`` of the order is dasq
 qubit ``n-1-i``, so Cirq's big-endian index is dasq's little-endian one.
 
 Randomness is drawn as Cirq's simulators draw it, from a ``numpy.random.RandomState``

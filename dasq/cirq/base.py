@@ -17,7 +17,6 @@ import numpy as np
 from dasq import _config
 from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.cirq_convert import convert
 from dasq.circuit.kinds import Measure
 from dasq.circuit.validation import check_bytes, check_dtype, check_per_shot, is_int
 from dasq.cirq.expectations import averaged, pauli_terms
@@ -25,6 +24,7 @@ from dasq.cirq.initial import dasq_initial
 from dasq.cirq.program import Program, split_action
 from dasq.cirq.trajectories import TABLE_MAX_QUBITS, Group, Node, Trajectories, count_events, terminal_only
 from dasq.errors import ValidationError
+from dasq.frontends.convert.from_cirq import convert
 from dasq.state.statevector import StateVector
 from dasq.storage.location import run_store
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import cirq
 
-from dasq.circuit.cirq_convert import Converted
 from dasq.circuit.classical import IfElse
 from dasq.circuit.kinds import Measure, Reset
+from dasq.frontends.convert.from_cirq import Converted
 
 
 def split_action(op: cirq.Operation) -> tuple[str, tuple[cirq.Qid, ...]]:

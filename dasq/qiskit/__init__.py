@@ -2,7 +2,7 @@
 ``BackendV2`` (``DasqBackend``), so Qiskit code switches to dasq by changing the
 line that builds its sampler, estimator or simulator. Needs the ``qiskit`` extra."""
 
-from dasq.qiskit.backend import DasqBackend, DasqJob
-from dasq.qiskit.primitives import EstimatorV2, SamplerV2
+from dasq.frontends.qiskit.backend import DasqBackend, DasqJob
+from dasq.frontends.qiskit.primitives import EstimatorV2, SamplerV2
 
 __all__ = ["DasqBackend", "DasqJob", "EstimatorV2", "SamplerV2"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit.interop import QISKIT_MISSING
+from dasq.frontends.convert.from_qiskit import QISKIT_MISSING
 
 try:
     from qiskit.primitives import BaseEstimatorV2, BaseSamplerV2, PrimitiveResult, PubResult, SamplerPubResult
@@ -89,7 +89,30 @@ class _ParameterSets:
         return self.circuit, dict(zip(self.names, map(float, self.values[index])))
 
 
-class EstimatorV2(BaseEstimatorV2):
+class _Jobs:
+    """What both primitives share: dasq's settings, and a job that runs each pub with one
+    generator seeded by ``seed``."""
+
+    _seed: int | None
+    _options: dict[str, Any]
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def _submit(self, pubs: list[Any]) -> PrimitiveJob:
+        for pub in pubs:
+            pub.validate()
+        job = PrimitiveJob(self._run, pubs)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list[Any]) -> PrimitiveResult:
+        rng = np.random.default_rng(self._seed)
+        return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
+
+
+class EstimatorV2(_Jobs, BaseEstimatorV2):
     """Expectation values of Pauli observables, exact (``precision=0``) or with Gaussian
     noise of standard deviation ``precision`` (Qiskit's StatevectorEstimator does the
     same), seeded by ``seed``."""
@@ -111,23 +134,10 @@ class EstimatorV2(BaseEstimatorV2):
     def default_precision(self) -> float:
         return self._default_precision
 
-    @property
-    def options(self) -> dict[str, Any]:
-        return dict(self._options)
-
     def run(self, pubs: Iterable[Any], *, precision: float | None = None) -> PrimitiveJob:
         if precision is None:
             precision = self._default_precision
-        coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
-        for pub in coerced:
-            pub.validate()
-        job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
-
-    def _run(self, pubs: list[Any]) -> PrimitiveResult:
-        rng = np.random.default_rng(self._seed)
-        return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
+        return self._submit([EstimatorPub.coerce(pub, precision) for pub in pubs])
 
     def _run_pub(self, pub: Any, rng: np.random.Generator) -> PubResult:
         sets = _ParameterSets.of(pub)
@@ -190,7 +200,7 @@ class EstimatorV2(BaseEstimatorV2):
         return evs
 
 
-class SamplerV2(BaseSamplerV2):
+class SamplerV2(_Jobs, BaseSamplerV2):
     """Shots of every classical register, as Qiskit's BitArrays. Circuits may hold
     mid-circuit measurements, resets and if/else blocks (see [`dasq.run`][dasq.run])."""
 
@@ -207,23 +217,10 @@ class SamplerV2(BaseSamplerV2):
     def default_shots(self) -> int:
         return self._default_shots
 
-    @property
-    def options(self) -> dict[str, Any]:
-        return dict(self._options)
-
     def run(self, pubs: Iterable[Any], *, shots: int | None = None) -> PrimitiveJob:
         if shots is None:
             shots = self._default_shots
-        coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
-        for pub in coerced:
-            pub.validate()
-        job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
-
-    def _run(self, pubs: list[Any]) -> PrimitiveResult:
-        rng = np.random.default_rng(self._seed)
-        return PrimitiveResult([self._run_pub(pub, rng) for pub in pubs], metadata={"version": 2})
+        return self._submit([SamplerPub.coerce(pub, shots) for pub in pubs])
 
     def _run_pub(self, pub: Any, rng: np.random.Generator) -> SamplerPubResult:
         sets = _ParameterSets.of(pub)

@@ -28,7 +28,9 @@ from qiskit.circuit import Qubit
 from qiskit_qasm3_import.converter import ConvertVisitor
 
 from dasq.circuit.classical import MAX_CLBITS
-from dasq.circuit.qasm_limits import (
+from dasq.circuit.validation import MAX_QUBITS
+from dasq.errors import ValidationError
+from dasq.frontends.convert.qasm_limits import (
     MAX_GATE_DEPTH,
     MAX_MODIFIED_OPERATIONS,
     MAX_POWER_WIDTH,
@@ -37,8 +39,6 @@ from dasq.circuit.qasm_limits import (
     max_operations,
     refuse,
 )
-from dasq.circuit.validation import MAX_QUBITS
-from dasq.errors import ValidationError
 
 
 def load_qasm3(text: str) -> Any:

@@ -1,4 +1,6 @@
-"""OpenQASM and Qiskit interop. Parsing is Qiskit's (qiskit.qasm2 / qiskit.qasm3).
+"""Qiskit circuits read into dasq circuits: standard gates stay structured, composites
+are expanded through their definitions (never one matrix wider than DENSE_WIDTH),
+control flow is read by qiskit_flow, and ``initialize`` becomes dasq's Initialize.
 
 The Circuit class is handed in by its caller (``Circuit.from_qiskit`` passes
 itself), so this module never imports the builder and the builder imports this
@@ -7,148 +9,28 @@ one only when asked to convert.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from os import PathLike
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dasq import _config
-from dasq.circuit import qasm_limits, qiskit_flow
 from dasq.circuit.budget import Budget
+from dasq.circuit.initialize import Initialize
 from dasq.circuit.validation import check_bytes
 from dasq.errors import ValidationError
+from dasq.frontends.convert import qasm_limits, qiskit_flow
 
 QISKIT_MISSING = "this needs Qiskit: install dasq with the 'qiskit' extra (pip install 'dasq[qiskit]')"
 
 
-def _import_qiskit() -> Any:
+def import_qiskit() -> Any:
     try:
         import qiskit
     except ImportError:
         raise ImportError(QISKIT_MISSING) from None
     return qiskit
-
-
-def circuit_from_qasm(
-    text_or_path: str | PathLike[str],
-    circuit_cls: Any,
-    include_path: Sequence[str | PathLike[str]] | None = None,
-) -> Any:
-    """Read an OpenQASM 2 or 3 program (text or a file) within dasq's input limits
-    (dasq.circuit.qasm_limits): whatever the input, the result is a circuit or one
-    ValidationError (TypeError for wrong argument types, ImportError for a missing
-    extra), never a hang, a traceback or unbounded memory."""
-    directories = qasm_limits.include_directories(include_path)
-    program = qasm_limits.read_program(text_or_path)
-    try:
-        return _circuit_from_program(program, directories, circuit_cls)
-    except RecursionError:
-        raise ValidationError(
-            "invalid OpenQASM: the program nests too deeply to read (Python's recursion limit); "
-            f"dasq reads gate definitions up to {qasm_limits.MAX_GATE_DEPTH} levels deep"
-        ) from None
-    except MemoryError:
-        raise ValidationError("invalid OpenQASM: reading the program ran out of memory") from None
-
-
-def _circuit_from_program(
-    program: qasm_limits.Program, directories: tuple[str, ...], circuit_cls: Any
-) -> Any:
-    _import_qiskit()
-    if qasm_limits.qasm_version(program.text) == 3:
-        qasm_limits.check_qasm3_text(program.text)
-        text = program.text
-        load = _qasm3_loader()
-        included: dict[int, str] = {}
-    else:
-        prepared = qasm_limits.prepare_qasm2(program, directories)
-        text, included = prepared.text, prepared.included
-        load = _load_qasm2
-    try:
-        qc = load(text)
-    except (ValidationError, RecursionError, MemoryError):
-        raise
-    except Exception as exc:
-        located = MAX_LOCATED_CHARS if load is _load_qasm2 else MAX_LOCATED_CHARS_QASM3
-        raise ValidationError(_in_include(_parse_error(exc, text, load, located), included)) from None
-    except BaseException as exc:  # a Rust panic in a parser (pyo3's PanicException)
-        if type(exc).__name__ != "PanicException":
-            raise
-        raise ValidationError(f"invalid OpenQASM: Qiskit's parser failed ({str(exc)[:200]})") from None
-    try:
-        return _convert(qc, circuit_cls, Budget.of_setting(qasm_limits.operations_message))
-    except (ValidationError, ImportError, RecursionError, MemoryError):
-        raise
-    except Exception as exc:  # Qiskit refusing something the parser let through
-        raise ValidationError(f"invalid OpenQASM: {type(exc).__name__}: {exc}") from None
-
-
-def _in_include(message: str, included: dict[int, str]) -> str:
-    """The message, saying so when its line holds an included file's text."""
-    found = re.match(r"invalid OpenQASM at line (\d+)", message)
-    name = included.get(int(found.group(1))) if found else None
-    if name is None:
-        return message
-    return f"{message} (in the text of include {name!r}, which dasq reads onto the line of its include)"
-
-
-def _load_qasm2(text: str) -> Any:
-    """Qiskit's OpenQASM 2 parser on a prepared program: it opens no file (every include
-    but qelib1.inc, which it knows, is already in place)."""
-    import qiskit.qasm2 as qasm2
-
-    return qasm2.loads(text, include_path=(), custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS)
-
-
-def _qasm3_loader() -> Any:
-    try:
-        from dasq.circuit.qasm3_reader import load_qasm3
-    except ImportError:
-        raise ImportError("OpenQASM 3 needs qiskit-qasm3-import: pip install 'dasq[qiskit]'") from None
-    return load_qasm3
-
-
-def _parse_error(exc: Exception, text: str, load: Any, located: int = 0) -> str:
-    """Qiskit's message with its place: "<input>:5,0: ..." when the parser gives one,
-    else the first line whose prefix of the program fails the same way (programs of
-    up to MAX_LOCATED_LINES lines and ``located`` characters: each try parses)."""
-    message = str(exc).strip("'\"")
-    where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", message, re.S)
-    if where:
-        line, col, rest = where.groups()
-        return f"invalid OpenQASM at line {line}, column {col}: {rest}"
-    lines = text.splitlines(keepends=True)
-    if len(lines) > MAX_LOCATED_LINES or len(text) > located:
-        return f"invalid OpenQASM: {message}"
-
-    def fails_so(k: int) -> bool:
-        try:
-            load("".join(lines[:k]))
-        except Exception as other:  # the same failure, not a cut-off statement
-            return str(other).strip("'\"") == message
-        except BaseException as other:  # a parser's Rust panic: not the same failure
-            if type(other).__name__ != "PanicException":
-                raise
-        return False
-
-    low, high = 1, len(lines)  # the smallest prefix that fails with this message
-    if not fails_so(high):
-        return f"invalid OpenQASM: {message}"
-    while low < high:
-        mid = (low + high) // 2
-        if fails_so(mid):
-            high = mid
-        else:
-            low = mid + 1
-    return f"invalid OpenQASM at line {low}: {message}"
-
-
-MAX_LOCATED_LINES = 20_000
-MAX_LOCATED_CHARS = 1 << 20  # OpenQASM 2: each try is Qiskit's compiled parser
-MAX_LOCATED_CHARS_QASM3 = 16 << 10  # each try is the OpenQASM 3 reference parser, pure Python
 
 
 _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id"}
@@ -157,7 +39,7 @@ _FIXED = {"h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "swap", "iswap", "id
 def circuit_from_qiskit(qc: Any, circuit_cls: Any) -> Any:
     """A Qiskit circuit within the operation budget every circuit read has
     (dasq.circuit.budget): loops written out, gate definitions expanded."""
-    return _convert(qc, circuit_cls, Budget.of_setting())
+    return convert(qc, circuit_cls, Budget.of_setting())
 
 
 @dataclass(frozen=True)
@@ -197,8 +79,6 @@ def _is_leaf(op: Any) -> bool:
 def _definition_matrix(op: Any, walk: _Walk) -> np.ndarray:
     """The matrix of ``op`` from its definition: each gate's matrix (recursively)
     applied in turn, times the definition's global phase."""
-    from qiskit.circuit import ControlFlowOp
-
     if _is_leaf(op) or getattr(op, "definition", None) is None:
         return _matrix_of(op)
     if getattr(op, "num_ctrl_qubits", 0) and getattr(op, "base_gate", None) is not None:
@@ -209,15 +89,8 @@ def _definition_matrix(op: Any, walk: _Walk) -> np.ndarray:
     width = len(definition.qubits)
     wires = {q: i for i, q in enumerate(definition.qubits)}
     matrix = np.eye(1 << width, dtype=complex)
-    for inst in definition.data:
-        walk.budget.spend()
-        sub = inst.operation
-        if sub.name in ("barrier", "delay", "id"):
-            continue
-        if sub.name in ("measure", "reset") or inst.clbits or isinstance(sub, ControlFlowOp):
-            raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
-        sub_matrix = _definition_matrix(sub, walk)
-        matrix = _apply_matrix(matrix, sub_matrix, [wires[q] for q in inst.qubits], width)
+    for sub, qubits in _gates_of(definition, walk):
+        matrix = _apply_matrix(matrix, _definition_matrix(sub, walk), [wires[q] for q in qubits], width)
     phase = definition.global_phase
     if _is_unbound(phase):
         raise ValidationError("a gate definition has an unbound global phase")
@@ -247,8 +120,8 @@ def _controlled_matrix(base: np.ndarray, num_ctrl: int, ctrl_state: int) -> np.n
     return out
 
 
-def _convert(qc: Any, circuit_cls: Any, budget: Budget) -> Any:
-    qiskit = _import_qiskit()
+def convert(qc: Any, circuit_cls: Any, budget: Budget) -> Any:
+    qiskit = import_qiskit()
     if not isinstance(qc, qiskit.QuantumCircuit):
         raise TypeError(f"expected a qiskit.QuantumCircuit, got {type(qc).__name__}")
     phase = qc.global_phase
@@ -326,8 +199,6 @@ def _append_instruction(
 def _append_initialize(out: Any, op: Any, targets: list[int], circuit_cls: Any, walk: _Walk) -> None:
     """Aer's initialize (and set_statevector, which covers every qubit): reset the
     qubits, then prepare the state on them (dasq.circuit.initialize)."""
-    from dasq.circuit.initialize import Initialize, checked_state, preparation_matrix
-
     _size_initialize(op, len(targets), walk)
     state = checked_state(_initial_state(op, len(targets)), len(targets))
     prepare = circuit_cls(out.num_qubits)
@@ -385,8 +256,6 @@ def _size_initialize(op: Any, width: int, walk: _Walk) -> None:
 def _initial_state(op: Any, width: int) -> np.ndarray:
     """The amplitudes ``op`` initializes ``width`` qubits to: given as a vector, a label
     ("01+-rl"), or an integer (a basis state)."""
-    from dasq.circuit.initialize import basis_state, label_state
-
     params = list(op.params)
     if op.name == "set_statevector":
         return np.asarray(params[0], dtype=complex)
@@ -529,20 +398,34 @@ def _append_definition(
     if _is_unbound(phase):
         raise ValidationError("a gate definition has an unbound global phase")
     if phase:
-        if controls:  # a controlled global phase is a phase on the controls
-            values = np.ones(1 << len(controls), dtype=complex)
-            values[sum(s << j for j, s in enumerate(states))] = np.exp(1j * float(phase))
-            out.diagonal(values, list(controls), name="phase")
-        else:
-            out.global_phase += float(phase)
+        _add_phase(out, float(phase), controls, states)
+    for sub, qubits in _gates_of(definition, walk):
+        _append_gate(out, sub, [wires[q] for q in qubits], controls, states, walk)
+
+
+def _add_phase(out: Any, phase: float, controls: Sequence[int], states: Sequence[int]) -> None:
+    """exp(i phase): a global phase, or under ``controls`` a phase on them."""
+    if not controls:
+        out.global_phase += phase
+        return
+    values = np.ones(1 << len(controls), dtype=complex)
+    values[sum(s << j for j, s in enumerate(states))] = np.exp(1j * phase)
+    out.diagonal(values, list(controls), name="phase")
+
+
+def _gates_of(definition: Any, walk: _Walk) -> Any:
+    """(gate, qubits) of a gate definition, each counted against the budget; barriers,
+    delays and identities left out, anything non-unitary refused."""
+    from qiskit.circuit import ControlFlowOp
+
     for inst in definition.data:
         walk.budget.spend()
         sub = inst.operation
         if sub.name in ("barrier", "delay", "id"):
             continue
-        if sub.name in ("measure", "reset") or inst.clbits:
+        if sub.name in ("measure", "reset") or inst.clbits or isinstance(sub, ControlFlowOp):
             raise ValidationError(f"a gate definition holds a non-unitary {sub.name!r}")
-        _append_gate(out, sub, [wires[q] for q in inst.qubits], controls, states, walk)
+        yield sub, inst.qubits
 
 
 def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:
@@ -565,12 +448,7 @@ def _append_evolution(out: Any, op: Any, targets: list[int], kw: dict) -> bool:
     t = float(op.time)
     for pauli, c in zip(paulis.to_labels(), coeffs.real):
         if set(pauli) == {"I"}:  # exp(-i t c I): a (controlled) global phase
-            if kw["controls"]:
-                values = np.ones(1 << len(kw["controls"]), dtype=complex)
-                values[sum(s << j for j, s in enumerate(kw["control_states"]))] = np.exp(-1j * t * c)
-                out.diagonal(values, list(kw["controls"]), name="phase")
-            else:
-                out.global_phase -= t * c
+            _add_phase(out, -t * c, kw["controls"], kw["control_states"] or ())
             continue
         out.pauli_gadget(2 * t * c, pauli, targets, **kw)
     return True
@@ -590,186 +468,59 @@ def _matrix_of(op: Any) -> np.ndarray:
         return np.asarray(Operator(op).data, dtype=complex)
 
 
-def circuit_to_qiskit(circuit: Any) -> Any:
-    """A QuantumCircuit with the circuit's classical registers (one bit per qubit when
-    it has none); records named after a Qiskit standard gate become that gate."""
-    qiskit = _import_qiskit()
-    from qiskit.circuit import ClassicalRegister, QuantumRegister
-
-    if circuit.parameters:
-        raise ValidationError(f"bind the circuit's parameters {circuit.parameters} before converting it")
-    n = circuit.num_qubits
-    registers = [ClassicalRegister(r.size, r.name) for r in circuit.registers]
-    if not registers:
-        registers = [ClassicalRegister(n, "c")]
-    qc = qiskit.QuantumCircuit(QuantumRegister(n, "q"), *registers, global_phase=circuit.global_phase)
-    _emit(qc, circuit, qc.qubits, qc.clbits, default_clbits=not circuit.registers)
-    return qc
+NORM_TOLERANCE = 1e-8  # how far from 1 the norm of a state to initialize may be (it is then rescaled)
+LABEL_CHARACTERS = "01+-rl"  # Qiskit's one-qubit states of a label
 
 
-_CONTROL_FLOW_NAMES = ("if_else", "while_loop", "break_loop", "continue_loop")
-_NON_GATES = ("measure", "reset", "barrier", "delay", *_CONTROL_FLOW_NAMES)
+def label_state(label: str, num_targets: int) -> np.ndarray:
+    """The product state a label names (its first character the last target, as
+    Qiskit's), refused unless it has one character of LABEL_CHARACTERS per target."""
+    if len(label) != num_targets or not set(label) <= set(LABEL_CHARACTERS):
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) takes a label of {num_targets} of the characters "
+            f"{LABEL_CHARACTERS!r}, got {label[:80]!r}"
+        )
+    from qiskit.quantum_info import Statevector
+
+    return Statevector.from_label(label).data
 
 
-def circuit_to_qasm(circuit: Any, version: int) -> str:
-    if version not in (2, 3) or isinstance(version, bool):
-        raise ValidationError(f"OpenQASM version must be 2 or 3, got {version!r}")
-    qc = circuit_to_qiskit(circuit)
-    from qiskit import transpile
-    from qiskit.circuit.library import get_standard_gate_name_mapping
-
-    standard = set(get_standard_gate_name_mapping()) | set(_NON_GATES)
-    if not _names_within(qc, standard):
-        # dense matrices, diagonals, gadgets and initialize have no OpenQASM words: standard gates, exactly
-        qc = transpile(qc, target=_qasm_target(), optimization_level=0)
-    if version == 3:
-        import qiskit.qasm3 as qasm3
-
-        return qasm3.dumps(qc)
-    import qiskit.qasm2 as qasm2
-
-    try:
-        return qasm2.dumps(qc)
-    except Exception as exc:  # e.g. if/else blocks, which OpenQASM 2 cannot say
-        raise ValidationError(f"this circuit has no OpenQASM 2 form ({exc}); use version=3") from None
+def basis_state(value: Any, num_targets: int) -> np.ndarray:
+    """The basis state an integer names, refused unless it is a whole number that
+    ``num_targets`` bits hold (a single amplitude, a NaN or 2^k is not one)."""
+    number = complex(value)
+    whole = number.imag == 0 and float(number.real).is_integer()
+    if not whole or not 0 <= number.real < 1 << num_targets:
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) of one value takes an integer in 0..2^{num_targets} - 1 "
+            f"(a basis state), got {value!r:.80}"
+        )
+    state = np.zeros(1 << num_targets, dtype=complex)
+    state[int(number.real)] = 1
+    return state
 
 
-def _names_within(qc: Any, names: set[str]) -> bool:
-    """Whether every instruction of ``qc``, inside control flow too, is named in ``names``."""
-    for inst in qc.data:
-        if inst.operation.name not in names:
-            return False
-        if any(b is not None and not _names_within(b, names) for b in getattr(inst.operation, "blocks", ())):
-            return False
-    return True
+def checked_state(values: Sequence[complex], num_targets: int) -> np.ndarray:
+    """The state as a normalised complex vector of 2^num_targets entries."""
+    state = np.asarray(values, dtype=complex).ravel()
+    if state.size != 1 << num_targets:
+        raise ValidationError(
+            f"initialize on {num_targets} qubit(s) needs {1 << num_targets} amplitudes, got {state.size}"
+        )
+    norm = float(np.linalg.norm(state))
+    if not np.isfinite(norm) or abs(norm - 1) > NORM_TOLERANCE:
+        raise ValidationError(f"initialize needs a state of norm 1, got norm {norm}")
+    return state / norm
 
 
-def _qasm_target() -> Any:
-    """Qiskit's standard gates with measure, reset, barrier, delay and the control flow
-    dasq writes: what ``transpile`` may leave in a circuit bound for OpenQASM."""
-    from qiskit.circuit import (
-        Barrier,
-        BreakLoopOp,
-        ContinueLoopOp,
-        Delay,
-        IfElseOp,
-        Measure,
-        Reset,
-        WhileLoopOp,
-    )
-    from qiskit.circuit.library import get_standard_gate_name_mapping
-    from qiskit.transpiler import Target
-
-    target = Target(num_qubits=None)
-    for name, gate in get_standard_gate_name_mapping().items():
-        if name not in ("global_phase", "measure", "reset", "delay", "barrier"):
-            target.add_instruction(gate, name=name)
-    for cls, name in (
-        (IfElseOp, "if_else"),
-        (WhileLoopOp, "while_loop"),
-        (BreakLoopOp, "break_loop"),
-        (ContinueLoopOp, "continue_loop"),
-        (Barrier, "barrier"),
-    ):
-        target.add_instruction(cls, name=name)
-    for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
-        target.add_instruction(inst, name=name)
-    return target
-
-
-def _emit(qc: Any, ops: Any, qubits: Any, clbits: Any, default_clbits: bool) -> None:
-    from dasq.circuit.classical import IfElse
-    from dasq.circuit.initialize import Initialize
-    from dasq.circuit.loops import BreakLoop, ContinueLoop, ForLoop, WhileLoop
-
-    for op in ops:
-        if isinstance(op, Initialize):
-            qc.initialize(list(op.state), [qubits[q] for q in op.targets])
-        elif isinstance(op, BreakLoop):
-            qc.break_loop()
-        elif isinstance(op, ContinueLoop):
-            qc.continue_loop()
-        elif isinstance(op, ForLoop):
-            raise ValidationError(
-                "a for loop that breaks or continues has no Qiskit form once read (its passes are bound)"
-            )
-        elif isinstance(op, WhileLoop):
-            condition = _qiskit_condition(qc, op.condition, clbits, op.negated)
-            with qc.while_loop(condition):
-                _emit(qc, op.true_body, qubits, clbits, default_clbits)
-        elif isinstance(op, IfElse):
-            with qc.if_test(_qiskit_condition(qc, op.condition, clbits, False)) as orelse:
-                _emit(qc, op.true_body, qubits, clbits, default_clbits)
-            if op.false_body:
-                with orelse:
-                    _emit(qc, op.false_body, qubits, clbits, default_clbits)
-        else:
-            _emit_operation(qc, op, qubits, clbits, default_clbits)
-
-
-def _qiskit_condition(qc: Any, cond: Any, clbits: Any, negated: bool) -> Any:
-    """Qiskit's form of a Condition: (clbit, value) or (register, value), or an
-    expression when negated."""
-    if len(cond.clbits) == 1:
-        target: Any = clbits[cond.clbits[0]]
-        if negated:
-            return (target, not cond.value)
-        return (target, bool(cond.value))
-    target = _register_of(qc, [clbits[c] for c in cond.clbits])
-    if negated:
-        from qiskit.circuit.classical import expr
-
-        return expr.not_equal(target, cond.value)
-    return (target, cond.value)
-
-
-def _emit_operation(qc: Any, op: Any, qubits: Any, clbits: Any, default_clbits: bool) -> None:
-    wires = [qubits[q] for q in (*op.controls, *op.targets)]
-    if op.kind == "measure":
-        clbit = op.clbit if op.clbit >= 0 else (op.targets[0] if default_clbits else -1)
-        if clbit < 0:
-            raise ValidationError("a measurement without a classical bit has no Qiskit form")
-        qc.measure(wires[0], clbits[clbit])
-        return
-    if op.kind == "barrier":
-        qc.barrier(*wires)
-        return
-    qc.append(_standard_gate(op) or op.to_qiskit(), wires)
-
-
-def _register_of(qc: Any, bits: list) -> Any:
-    for reg in qc.cregs:
-        if list(reg) == bits:
-            return reg
-    raise ValidationError("a condition on several classical bits must cover exactly one register")
-
-
-_STANDARD_WIDTH = 3  # records this wide or less are checked against the gate's matrix
-
-
-def _standard_gate(op: Any) -> Any:
-    """The Qiskit standard gate named like ``op`` whose matrix is ``op``'s, or None."""
-    from qiskit.circuit import ControlledGate
-    from qiskit.circuit.library import get_standard_gate_name_mapping
-    from qiskit.quantum_info import Operator
-
-    template = get_standard_gate_name_mapping().get(op.name)
-    if template is None or op.kind in ("measure", "reset", "barrier") or op.name in ("id", "delay"):
-        return None
-    if len(template.params) != len(op.params) or len(op.controls) + len(op.targets) > _STANDARD_WIDTH:
-        return None
-    state = sum(s << j for j, s in enumerate(op.control_states))
-    try:
-        if isinstance(template, ControlledGate) and template.num_ctrl_qubits == len(op.controls):
-            gate = type(template)(*op.params, ctrl_state=state)
-        elif template.num_qubits == len(op.targets):
-            gate = op._controlled(type(template)(*op.params))
-        else:
-            return None
-        plain = replace(op, controls=(), control_states=())
-        base = gate.base_gate if isinstance(gate, ControlledGate) else gate
-        if not np.allclose(Operator(base).data, Operator(plain.to_qiskit()).data, atol=1e-12):
-            return None
-    except Exception:  # not constructible from these params: keep dasq's generic form
-        return None
-    return gate
+def preparation_matrix(state: np.ndarray) -> np.ndarray:
+    """A unitary whose first column is ``state``: a Householder reflection taking |0>
+    to ``state`` up to the phase of its first entry, times that phase."""
+    size = state.size
+    phase = np.exp(1j * np.angle(state[0]))  # not state[0] / |state[0]|: a subnormal overflows that
+    v = -np.conj(phase) * state
+    v[0] += 1.0  # v = |0> - e^{-i phase} state
+    weight = float(np.vdot(v, v).real)
+    if weight < 1e-30:  # the state is |0> times a phase
+        return phase * np.eye(size, dtype=complex)
+    return phase * (np.eye(size, dtype=complex) - (2.0 / weight) * np.outer(v, v.conj()))

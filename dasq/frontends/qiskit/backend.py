@@ -5,7 +5,7 @@
 seed_simulator=, memory=, parameter_binds=)`` returns a job whose ``Result``
 holds counts and memory as Aer keys them, and what Aer's save instructions
 (``qc.save_statevector()``, ``save_expectation_value``, ...) ask for, under their
-labels, with Aer's value types (dasq.qiskit.saves). A circuit's save instructions
+labels, with Aer's value types (dasq.frontends.qiskit.saves). A circuit's save instructions
 split it into segments that the shot engine (dasq.state.shots) runs one after
 another, so a circuit is simulated once however many saves it holds, and a save
 after a measurement, reset, ``initialize`` or condition reads every branch of shots
@@ -29,22 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from dasq.circuit.interop import QISKIT_MISSING
+from dasq.frontends.convert.from_qiskit import QISKIT_MISSING
+from dasq.frontends.convert.to_qiskit import with_non_gates
 
 try:
     from qiskit import QuantumCircuit
-    from qiskit.circuit import (
-        Barrier,
-        BreakLoopOp,
-        ContinueLoopOp,
-        Delay,
-        ForLoopOp,
-        IfElseOp,
-        Measure,
-        Reset,
-        SwitchCaseOp,
-        WhileLoopOp,
-    )
+    from qiskit.circuit import BreakLoopOp, ContinueLoopOp, ForLoopOp, IfElseOp, SwitchCaseOp, WhileLoopOp
     from qiskit.circuit.library import (
         DiagonalGate,
         MCXGate,
@@ -68,8 +58,8 @@ from dasq.circuit.initialize import Initialize
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.validation import random_generator
 from dasq.errors import ValidationError
+from dasq.frontends.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
 from dasq.plan.choi import resets_as_channels
-from dasq.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
 from dasq.state.shots import Branch, Snapshot, run_branches, sample_branches
 
 __all__ = ["DasqBackend", "DasqJob"]
@@ -106,17 +96,15 @@ def _target() -> Target:
         (PauliGate, "pauli"),
         (MCXGate, "mcx"),
         (QiskitInitialize, "initialize"),
-        (IfElseOp, "if_else"),
-        (ForLoopOp, "for_loop"),
-        (WhileLoopOp, "while_loop"),
-        (SwitchCaseOp, "switch_case"),
-        (BreakLoopOp, "break_loop"),
-        (ContinueLoopOp, "continue_loop"),
-        (Barrier, "barrier"),
     ):
         target.add_instruction(cls, name=name)
-    for inst, name in ((Measure(), "measure"), (Reset(), "reset"), (Delay(1), "delay")):
-        target.add_instruction(inst, name=name)
+    flow = {
+        "if_else": IfElseOp,
+        "for_loop": ForLoopOp,
+        "while_loop": WhileLoopOp,
+        "switch_case": SwitchCaseOp,
+    }
+    with_non_gates(target, {**flow, "break_loop": BreakLoopOp, "continue_loop": ContinueLoopOp})
     try:
         from qiskit_aer.library import save_instructions, set_instructions
     except ImportError:

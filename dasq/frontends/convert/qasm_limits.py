@@ -6,7 +6,7 @@ parses anything this module reads every file through one reader (regular files o
 bounded size only), resolves OpenQASM 2 includes itself (the standard library, or a
 file under the program's directory or an include-path directory) and counts the
 program's qubits, classical bits and top-level operations by the parser's own rules.
-OpenQASM 3 sizes are checked by the converter's own evaluator (dasq.circuit.qasm3_reader);
+OpenQASM 3 sizes are checked by the converter's own evaluator (dasq.frontends.convert.qasm3);
 what gate definitions expand to is counted while dasq expands them (interop's budget of
 MAX_OPERATIONS). Every refusal is one ``ValidationError`` naming the limit and, where
 there is one, the line.

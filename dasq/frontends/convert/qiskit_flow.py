@@ -8,7 +8,7 @@ pass may break or continue),
 
 Conditions are Qiskit's ``(clbit, value)`` and ``(register, value)``, or expressions
 that compare one bit or register with a value. The instructions inside a block are
-read by the caller's ``append`` (dasq.circuit.interop), so nesting works at any depth.
+read by the caller's ``append`` (dasq.frontends.convert.from_qiskit), so nesting works at any depth.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 
 from dasq.circuit.classical import Condition, IfElse
 from dasq.circuit.loops import BreakLoop, ContinueLoop, ForLoop, WhileLoop
-from dasq.circuit.qasm_limits import MAX_GATE_DEPTH
 from dasq.errors import ValidationError
+from dasq.frontends.convert.qasm_limits import MAX_GATE_DEPTH
 
 CONTROL_FLOW = ("if_else", "while_loop", "for_loop", "switch_case", "break_loop", "continue_loop")
 

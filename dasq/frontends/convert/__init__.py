@@ -1,0 +1,1 @@
+"""Converters between dasq circuits and other formats; each builds circuits from the circuit package alone."""

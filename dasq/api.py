@@ -1,4 +1,5 @@
-"""simulate(), plan(), resume(), info(): validate the request, then plan and run it."""
+"""simulate(), plan(), resume(), info(): check the call into one RunSpec, then run it on the
+path dasq/engine/route.py chooses."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""One in-memory run: plan the operations for the blocks' layout, then execute the plan.
+"""One in-memory run: plan the operations for the blocks' layout, then execute the plan
+on the executor route.py picks for it.
 
 A state of one block in this process runs on one array (engine/oneblock.py), with no
-graph; everything else runs on the in-memory executor, which (with dask.array) is
-imported only then: a small ``dasq run`` imports neither."""
+graph; everything else runs on the in-memory executor (as a task graph, or on a
+cluster as one program per worker), which (with dask.array) is imported only then: a
+small ``dasq run`` imports neither."""
 
 from __future__ import annotations
 

@@ -49,9 +49,10 @@ FIRST_RUN_QUBITS, FIRST_RUN_LAYERS = 22, 40  # work enough for numba's kernels: 
 
 DASQ_COMPILED = """
 import sys
-from dasq.backend import cpu, kernel_cache
+from dasq import _config
+from dasq.backend import cpu
 cpu.COMPILED_FROM_WORK = 0
-kernel_cache.BACKGROUND_MAX_QUBITS = 0  # compiled in the run, not after it
+_config.BACKGROUND_MAX_QUBITS = 0  # compiled in the run, not after it
 from dasq import cli
 sys.exit(cli.main(["run", {path!r}, "--shots", "{shots}"]))
 """

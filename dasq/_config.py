@@ -1,24 +1,10 @@
-"""Defaults that depend on the machine, overridable through ``dask.config``.
+"""Every setting that chooses how dasq runs: the thresholds between paths and the dask
+config keys a user may set, each with why it exists, and the defaults that depend on
+the machine. One leaf module, so a reader finds every silent choice in one place
+(docs/guide/settings.md lists them; tests/test_settings.py keeps that page in step).
 
-Keys: ``dasq.to-numpy-limit`` (bytes, default a quarter of RAM: the largest array dasq
-builds in one process, a state's ``to_numpy``, a parameter batch, Cirq's random draws),
-``dasq.chunk-qubits`` (default local qubits per block, None = chosen here from the
-cores: a client's worker threads, else ``dask.system.CPU_COUNT``, which honours CPU
-affinity and cgroup quotas), ``dasq.fusion-size`` (widest fused group: read in dasq/plan/fusion.py),
-``dasq.min-storage-chunk-qubits`` (set: a stored run's zarr chunks are 2^(L - k) amplitudes,
-at least 2^this; unset: one chunk per block, or 2^16 and up when compressed; see
-dasq/engine/stream.py),
-``dasq.max-operations`` (the most operations a circuit read from OpenQASM, Qiskit or
-Cirq may expand to, loops and repetitions written out, default 250,000; see
-dasq/circuit/budget.py; ``dasq.qasm-max-operations``, its earlier name, is still read),
-``dasq.relayout-method`` (how relayouts become tasks: "auto", "views",
-"packed", "tasks" or "p2p"; see dasq/engine/layers.py) and ``dasq.device`` (where
-blocks live when ``simulate`` is given no ``device``: "cpu", "gpu", "gpu:N" or "gpu-twin";
-``DASK_DASQ__DEVICE=gpu`` in the environment runs a whole test suite on a GPU).
-Stores on object stores (dasq/storage/lease.py): ``dasq.lease-seconds`` (how long a
-writer's lease lasts, default 60), ``dasq.lease-clock-skew`` (the bound assumed on
-hosts' clock differences, default 5) and ``dasq.lease-renew-seconds`` (default a
-quarter of the lease).
+Which path a run takes is decided in dasq/engine/route.py from these values; the
+modules that run a path read its tuning here too.
 """
 
 from __future__ import annotations
@@ -30,6 +16,71 @@ from typing import Any
 import dask
 import dask.system
 
+# ---------------------------------------------------------------- dask config keys
+# Every ``dasq.*`` key dasq reads, with why a user would set it.
+CONFIG_KEYS: dict[str, str] = {
+    "dasq.device": 'where blocks live without device=: "cpu", "gpu", "gpu:N" or "gpu-twin"',
+    "dasq.chunk-qubits": "local qubits per block without chunk_qubits= (default: from the cores)",
+    "dasq.fusion-size": "the widest fused group without fusion_size= (default: the backend's)",
+    "dasq.relayout-method": 'how relayouts become tasks: "auto", "direct", "views", "packed", "tasks", "p2p"',
+    "dasq.relayout-compression": 'pieces that cross workers travel compressed: "zstd" or "blosc"',
+    "dasq.relayout-keep-bits": "lossy rounding of those pieces first (mantissa bits kept)",
+    "dasq.exchange-timeout": "seconds a direct cluster run waits for a piece before a task graph takes over",
+    "dasq.min-storage-chunk-qubits": "a stored run's zarr chunks hold at least 2^this amplitudes",
+    "dasq.to-numpy-limit": "the largest array built in one process (to_numpy, a batch, Cirq's draws)",
+    "dasq.max-operations": "the most operations a circuit read from OpenQASM, Qiskit or Cirq may expand to",
+    "dasq.qasm-max-operations": "the earlier name of dasq.max-operations, still read",
+    "dasq.plan-search": "search the stages of every in-memory plan (stored runs always do)",
+    "dasq.plan-search-nodes": "solver nodes per stage count the search may try (0: no solver)",
+    "dasq.plan-bound-seconds": "the solver's budget for a plan's lower bound on passes (0: the cheap bounds)",
+    "dasq.lease-seconds": "how long a writer's lease on an object-store store lasts",
+    "dasq.lease-clock-skew": "the bound assumed on the hosts' clock differences under a lease",
+    "dasq.lease-renew-seconds": "how often a lease is renewed (default a quarter of it)",
+}
+
+
+def setting(key: str) -> Any:
+    """Dask config ``key`` (one of ``CONFIG_KEYS``: a key read elsewhere would be a
+    silent, undocumented choice), else None."""
+    if key not in CONFIG_KEYS:
+        raise KeyError(f"{key!r} is not a dasq setting; add it to CONFIG_KEYS and docs/guide/settings.md")
+    return dask.config.get(key, None)
+
+
+# ---------------------------------------------------------------- thresholds between paths
+# A small unitary circuit in one block on this machine's CPU runs compiled (no plan,
+# no graph) up to this width; past it the planned runs' fused groups in cache tiles win.
+COMPILED_MAX_QUBITS = 14
+# A parameter batch runs compiled (a row per set) up to this width; wider states run
+# set by set, where their planned runs (fused groups in cache tiles) win.
+BATCH_MAX_QUBITS = 16
+# On a cluster, Dask's p2p rechunk beats packed relayouts from this many blocks on
+# (benchmarks/README.md, relayout_scale).
+P2P_FROM_BLOCKS = 256
+# Blocks under 2^13 amplitudes: a task's work is below a thread hand-off, so a graph of
+# them runs in this thread ("sync").
+SYNC_BELOW_QUBITS = 13
+# From this many blocks on, tiny blocks (under 2^SYNC_BELOW_QUBITS) relayout by
+# gathering, not by swaps: swaps take 2.5 tasks per block where gathering takes one.
+MANY_BLOCKS = 256
+# A direct cluster run's step tasks cost a round of messages each step: unasked (no
+# progress bar) they run only where a worker's share is at least 2^22 amplitudes, so a
+# step is long beside that cost.
+WATCHED_SHARE_QUBITS = 22
+# No piece for this long: a direct cluster run fails and the task graph runs the plan
+# (dask config dasq.exchange-timeout).
+EXCHANGE_TIMEOUT_S = 120.0
+# A run's kernels compile in a background process (the run takes numpy's array code)
+# only for states up to 2^24 amplitudes: a bigger run would lose more to the array code
+# than compiling costs, and a second run beside it would take as long again.
+BACKGROUND_MAX_QUBITS = 24
+# Amplitudes x operations above which a run compiles its kernels itself: what numba's
+# kernels save over the array code grows with the work (benchmarks/README.md, cold:
+# work_rule) while compiling them is a fixed cost, so past this the array code would
+# lose more than the compiler takes (see the note of tests/test_compile_note.py).
+BACKGROUND_MAX_WORK = 1 << 35
+
+# ---------------------------------------------------------------- block sizes
 # Blocks of at least 2^18 amplitudes (4 MiB in complex128): below that a block's work
 # is smaller than what splitting costs (relayouts, tasks), so small states stay one block.
 MIN_DEFAULT_CHUNK_QUBITS = 18
@@ -54,7 +105,7 @@ def device_name(device: str | None) -> str:
     """The device a run asked for, else dask config ``dasq.device``, else "cpu"."""
     if device is not None:
         return device
-    return str(dask.config.get("dasq.device", None) or "cpu")
+    return str(setting("dasq.device") or "cpu")
 
 
 def available_memory(client: object = None, device_bytes: int | None = None) -> tuple[int, str]:
@@ -82,12 +133,12 @@ def max_operations() -> int:
     """The most operations a circuit read from OpenQASM, Qiskit or Cirq may expand to
     (dask config ``dasq.max-operations``, or its earlier name ``dasq.qasm-max-operations``):
     what it costs to read grows with them."""
-    value = dask.config.get("dasq.max-operations", None) or dask.config.get("dasq.qasm-max-operations", None)
+    value = setting("dasq.max-operations") or setting("dasq.qasm-max-operations")
     return int(value or MAX_OPERATIONS)
 
 
 def to_numpy_limit() -> int:
-    return int(dask.config.get("dasq.to-numpy-limit", None) or total_memory() // 4)
+    return int(setting("dasq.to-numpy-limit") or total_memory() // 4)
 
 
 WORKERS_PER_CORE = 4  # local worker processes per core at most: more only wait on each other
@@ -133,7 +184,7 @@ def default_chunk_qubits(
     On GPUs: one block per GPU (per worker thread of a dask-cuda client, one block
     without a client): a GPU runs a whole block in one launch per group, and fewer
     blocks are fewer relayouts."""
-    configured = dask.config.get("dasq.chunk-qubits", None)
+    configured = setting("dasq.chunk-qubits")
     if configured is not None:
         return min(int(configured), num_qubits)
     if array_code and client is None and not gpu and num_qubits <= ARRAY_CODE_CHUNK_QUBITS:

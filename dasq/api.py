@@ -1,28 +1,31 @@
-"""simulate(), plan(), resume(), info(): validate the request, then plan and run it."""
+"""simulate(), plan(), resume(), info(): check the call into one RunSpec, then run it on the
+path dasq/engine/route.py chooses."""
 
 from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import dask
 import numpy as np
 
 from dasq import _config
 from dasq.backend.base import Backend
-from dasq.backend.registry import array_code_only, get_backend
+from dasq.backend.registry import get_backend
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.parameters import is_batch, parameter_batch
+from dasq.engine import route
 from dasq.engine.compression import PieceCodec
 from dasq.engine.placement import scheduler_client
 from dasq.engine.report import Report
-from dasq.engine.run import RunOptions, evolve
+from dasq.engine.run import evolve
+from dasq.engine.spec import RunOptions, RunSpec
 from dasq.errors import ValidationError
 from dasq.outofcore import resume, simulate_to_store
 from dasq.plan.choi import choi_circuit, choi_operations, resets_as_channels
@@ -154,277 +157,234 @@ def simulate(
         StoreError: A store that cannot be created, opened or resumed.
         TypeError: An argument of the wrong type.
     """
-    given = dict(locals())  # the keyword arguments as given: one request, validated once
-    if isinstance(circuit, Circuit) and is_batch(circuit.parameters, parameters):
-        return _each_set(simulate, circuit, given)
-    request = make_request(given.pop("circuit"), given)
-    return RUNNERS[request.mode](request)
+    spec = make_spec(
+        circuit, parameters=parameters, noise_model=noise_model, density=density, initial=initial,
+        dtype=dtype, chunk_qubits=chunk_qubits, store=store, memory_limit=memory_limit, client=client,
+        seed=seed, progress=progress, method=method, fusion_size=fusion_size, compression=compression,
+        keep_bits=keep_bits, lazy=lazy, relayout_method=relayout_method,
+        relayout_compression=relayout_compression, relayout_keep_bits=relayout_keep_bits,
+        trajectories=trajectories, device=device,
+    )  # fmt: skip
+    if is_batch(circuit.parameters, parameters):  # one spec per set, each set's seed drawn from seed
+        return _each_set(
+            circuit, parameters, seed, lambda x, s: _simulate(replace(spec, parameters=x, seed=s))
+        )
+    return _simulate(spec)
 
 
-@dataclass(frozen=True)
-class Request:
-    """One ``simulate`` call, validated: what the runner of its mode reads.
-    ``circuit`` is bound, with the noise model's channels added (a density run's
-    resets written as channels); ``chunk_qubits`` None: the mode's default."""
-
-    circuit: Circuit
-    density: bool
-    initial: Any
-    dtype: str
-    backend: Backend
-    method: str
-    fusion_size: int
-    fusion_size_given: bool
-    chunk_qubits: int | None
-    store: str | os.PathLike[str] | None
-    memory_limit: int | str | None
-    client: Any
-    seed: int | None
-    progress: bool
-    lazy: bool
-    relayout_method: str | None
-    relayout_codec: PieceCodec | None
-    compression: str | None
-    keep_bits: int | None
-    trajectories: int | None
-    source: Circuit | None = None  # the circuit as given (unbound, no noise): the compiled path's
-    values: Any = None  # its parameter values
-
-    @property
-    def mode(self) -> str:
-        """Which runner takes the request (``RUNNERS``)."""
-        if self.trajectories is not None:
-            return "trajectories"
-        if self.store is not None:
-            return "stored"
-        program = split_terminal_measurements(self.circuit)
-        if program.conditional or (self.density and program.dynamic):
-            return "dynamic"
-        return "density" if self.density else "statevector"
-
-    @property
-    def width(self) -> int:
-        """Qubits of the vector the engine runs (a density matrix's Choi vector: 2N)."""
-        return 2 * self.circuit.num_qubits if self.density else self.circuit.num_qubits
-
-
-def make_request(circuit: Any, given: dict[str, Any]) -> Request:
-    """``simulate``'s arguments checked in one place, in the order users meet them."""
+def make_spec(
+    circuit: Any,
+    *,
+    parameters: Any,
+    noise_model: NoiseModel | None,
+    density: bool,
+    initial: Any,
+    dtype: str,
+    chunk_qubits: int | None,
+    store: str | os.PathLike[str] | None,
+    memory_limit: int | str | None,
+    client: Any,
+    seed: int | None,
+    progress: bool,
+    method: str,
+    fusion_size: int | None,
+    compression: str | None,
+    keep_bits: int | None,
+    lazy: bool,
+    relayout_method: str | None,
+    relayout_compression: str | None,
+    relayout_keep_bits: int | None,
+    trajectories: int | None,
+    device: str | None,
+) -> RunSpec:
+    """``simulate``'s settings checked in one place, in the order users meet them; the
+    circuit's own checks (its parameters, channels, conditions) wait for ``_simulate``."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
-    source, values = circuit, given.pop("parameters")
-    circuit = bound_circuit(circuit, values)
-    noise_model = given.pop("noise_model")
-    if noise_model is not None:
-        circuit = _noisy(circuit, noise_model)
-        source = None
-    if given["trajectories"] is not None:
-        given["trajectories"] = v.check_int(given["trajectories"], "trajectories", 1)
-        if given["density"] or given["store"] is not None or given["lazy"]:
+    if trajectories is not None:
+        trajectories = v.check_int(trajectories, "trajectories", 1)
+        if density or store is not None or lazy:
             raise ValidationError(
                 "trajectories= runs in memory on statevectors: drop density=, store= and lazy="
             )
+    dtype = v.check_dtype(dtype)
+    client = v.check_client(client)
+    relayout_codec = PieceCodec.chosen(relayout_compression, relayout_keep_bits, dtype)
+    backend = _device_backend(device)
+    v.check_choice(method, METHODS, "method")
+    preferred = default_fusion_size(backend.preferred_fusion_size())
+    fusion = v.check_fusion_size(preferred if fusion_size is None else fusion_size)
+    width = 2 * circuit.num_qubits if density else circuit.num_qubits
+    return RunSpec(
+        circuit=circuit,
+        parameters=parameters,
+        noise_model=noise_model,
+        density=density,
+        initial=initial,
+        dtype=dtype,
+        backend=backend,
+        method=method,
+        fusion_size=fusion,
+        fusion_size_given=fusion_size is not None,
+        chunk_qubits=None if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, width),
+        store=store,
+        memory_limit=memory_limit,
+        client=client,
+        seed=seed,
+        progress=progress,
+        lazy=lazy,
+        relayout_method=relayout_method,
+        relayout_codec=relayout_codec,
+        compression=compression,
+        keep_bits=keep_bits,
+        trajectories=trajectories,
+    )
+
+
+def _simulate(spec: RunSpec) -> StateVector | DensityMatrix | Trajectories:
+    """One parameter set: the circuit as it runs (bound, noise added, a density run's
+    resets written as channels), checked, then the runner ``route.mode`` picks."""
+    circuit = bound_circuit(spec.circuit, spec.parameters)
+    if spec.noise_model is not None:
+        circuit = _noisy(circuit, spec.noise_model)
+    if spec.trajectories is not None:
         refuse_conditions(circuit)
-    elif given["density"]:
+    elif spec.density:
         circuit = resets_as_channels(circuit)
     else:
         refuse_channels(circuit)
-    given["dtype"] = v.check_dtype(given["dtype"])
-    given["client"] = v.check_client(given["client"])
-    given["relayout_codec"] = PieceCodec.chosen(
-        given.pop("relayout_compression"), given.pop("relayout_keep_bits"), given["dtype"]
-    )
-    backend = _device_backend(given.pop("device"))
-    v.check_choice(given["method"], METHODS, "method")
-    fusion = given["fusion_size"]
-    given_fusion = fusion is not None
-    preferred = default_fusion_size(backend.preferred_fusion_size())
-    given["fusion_size"] = v.check_fusion_size(fusion if given_fusion else preferred)
-    width = 2 * circuit.num_qubits if given["density"] else circuit.num_qubits
-    if given["chunk_qubits"] is not None:
-        given["chunk_qubits"] = v.check_chunk_qubits(given["chunk_qubits"], width)
-    return Request(
-        circuit=circuit,
-        backend=backend,
-        fusion_size_given=given_fusion,
-        source=source,
-        values=values,
-        **given,
-    )
+    return RUNNERS[route.mode(spec, circuit)](spec, circuit)
 
 
-def _run_stored(request: Request) -> StateVector | DensityMatrix:
+def _run_stored(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
     """Out of core: the state streams through a zarr store (dasq.outofcore)."""
-    circuit, n = request.circuit, request.circuit.num_qubits
-    if request.method == "per-operation":
+    n = circuit.num_qubits
+    if spec.method == "per-operation":
         raise ValidationError(
             "out-of-core runs always use the stage planner; method='per-operation' is in-memory only"
         )
-    if request.initial is not None and not v.is_int(request.initial):
+    if spec.initial is not None and not v.is_int(spec.initial):
         raise ValidationError(
             "out-of-core runs start from a basis state: initial must be None or an int, "
-            f"got {type(request.initial).__name__}"
+            f"got {type(spec.initial).__name__}"
         )
     program = split_terminal_measurements(circuit)
-    if program.conditional or (request.density and program.dynamic):
+    if program.conditional or (spec.density and program.dynamic):
         raise ValidationError(
             "conditioned blocks (if_test) and, for density matrices, mid-circuit measurements are "
             "in-memory only; run without store="
         )
-    basis = 0 if request.initial is None else v.check_basis(request.initial, n)
+    basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
     body = circuit.remove_final_measurements()
-    check_creatable(request.store)  # an unwritable directory says so (it reports 0 bytes free)
+    check_creatable(spec.store)  # an unwritable directory says so (it reports 0 bytes free)
     return simulate_to_store(
-        choi_circuit(body) if request.density else body,
-        store=request.store,
-        memory_limit=request.memory_limit,
-        dtype=request.dtype,
-        basis=basis | (basis << n) if request.density else basis,
-        density_qubits=n if request.density else 0,
-        chunk_qubits=request.chunk_qubits,
-        client=request.client,
-        progress=request.progress,
-        fusion_size=request.fusion_size if request.fusion_size_given else None,
-        compression=request.compression,
-        keep_bits=request.keep_bits,
-        device=request.backend.name,
+        choi_circuit(body) if spec.density else body,
+        store=spec.store,
+        memory_limit=spec.memory_limit,
+        dtype=spec.dtype,
+        basis=basis | (basis << n) if spec.density else basis,
+        density_qubits=n if spec.density else 0,
+        chunk_qubits=spec.chunk_qubits,
+        client=spec.client,
+        progress=spec.progress,
+        fusion_size=spec.fusion_size if spec.fusion_size_given else None,
+        compression=spec.compression,
+        keep_bits=spec.keep_bits,
+        device=spec.backend.name,
     )
 
 
-def _in_memory(request: Request) -> tuple[int, RunOptions]:
-    """The block width of an in-memory run and its options, refused before any graph
-    is built when the state cannot fit."""
-    if request.compression is not None or request.keep_bits is not None:
+def _in_memory(spec: RunSpec) -> int:
+    """The block width of an in-memory run (``route.block_qubits``), refused before
+    any graph is built when a setting does not apply or the state cannot fit."""
+    if spec.compression is not None or spec.keep_bits is not None:
         raise ValidationError("compression= and keep_bits= apply to stored states; pass store= as well")
-    running_on = scheduler_client(request.client)  # the cluster that will hold the blocks, if any
-    if request.relayout_method is not None or dask.config.get("dasq.relayout-method", None) is not None:
-        from dasq.engine.memory import resolve_relayout_method
-
-        resolve_relayout_method(request.relayout_method, running_on)  # an unknown or impossible method
-    on_gpu = request.backend.memory_bytes() is not None
-    L = request.chunk_qubits
-    if L is None:
-        L = _config.default_chunk_qubits(request.width, running_on, on_gpu, array_code_only())
-    available, where = _available(request, running_on)
-    v.check_in_memory_run(request.width, np.dtype(request.dtype).itemsize, L, available, where)
-    options = RunOptions(
-        method=request.method,
-        fusion_size=request.fusion_size,
-        backend=request.backend.name,
-        client=request.client,
-        relayout_method=request.relayout_method,
-        relayout_codec=request.relayout_codec,
-        lazy=request.lazy,
-        progress=request.progress,
-    )
-    return L, options
+    if spec.relayout_method is not None or _config.setting("dasq.relayout-method") is not None:
+        # an unknown or impossible method, on the cluster that will hold the blocks
+        route.resolve_relayout_method(spec.relayout_method, scheduler_client(spec.client))
+    return route.block_qubits(spec)
 
 
-def _available(request: Request, running_on: Any) -> tuple[int, str]:
-    """The bytes an in-memory run may hold, and what sets them."""
-    if request.memory_limit is not None:
-        return v.check_memory_limit(request.memory_limit), "memory_limit"
-    return _config.available_memory(running_on, request.backend.memory_bytes())
-
-
-def _run_statevector(request: Request) -> StateVector:
+def _run_statevector(spec: RunSpec, circuit: Circuit) -> StateVector:
     """A statevector in memory (mid-circuit measurements collapse on drawn outcomes)."""
-    L, options = _in_memory(request)
-    compiled = _compiled(request, L, options)
-    if compiled is not None:
-        return compiled
-    body, n = request.circuit.remove_final_measurements(), request.circuit.num_qubits
-    rng = np.random.default_rng(request.seed)
-    return _evolve_from(request.initial, body, n, L, request.dtype, options, rng)
+    L = _in_memory(spec)
+    if route.runs_compiled(spec, L):
+        compiled = _compiled(spec, circuit, L)
+        if compiled is not None:
+            return compiled
+    body, n = circuit.remove_final_measurements(), circuit.num_qubits
+    rng = np.random.default_rng(spec.seed)
+    return _evolve_from(spec.initial, body, n, L, spec.dtype, spec.options(), rng)
 
 
-COMPILED_MAX_QUBITS = 14  # one-block states up to this width run compiled (dasq.batch)
-
-
-def _compiled(request: Request, L: int, options: RunOptions) -> StateVector | None:
-    """A small unitary circuit in one block on this machine's CPU: run compiled, no
-    plan and no graph (the plan is made only if ``state.plan`` is read). None where
-    the general path applies."""
-    n = request.circuit.num_qubits
-    plain = (
-        request.source is not None
-        and n <= COMPILED_MAX_QUBITS
-        and n == L
-        and (request.initial is None or v.is_int(request.initial))
-        and request.method != "per-operation"
-        and not (request.lazy or request.progress or request.fusion_size_given)
-        and request.relayout_method is None
-        and request.relayout_codec is None
-        and request.backend.name == "cpu"
-        and not array_code_only()  # a fresh process's small run: nothing compiled (cli)
-        and scheduler_client(request.client) is None
-    )
-    if not plain:
-        return None
+def _compiled(spec: RunSpec, circuit: Circuit, L: int) -> StateVector | None:
+    """A small unitary circuit in one block, run compiled: no plan and no graph (the
+    plan is made only if ``state.plan`` is read). None where the template does not
+    hold the circuit (a mid-circuit measurement, a very wide gate)."""
     from dasq.engine.sweep import final_state
     from dasq.engine.template import TemplateError, template_of
 
-    basis = 0 if request.initial is None else v.check_basis(request.initial, n)
+    n = circuit.num_qubits
+    basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
     try:
-        template = template_of(request.source)
-    except TemplateError:  # a mid-circuit measurement, a very wide gate
+        template = template_of(spec.circuit)
+    except TemplateError:
         return None
-    x = parameter_batch(request.source.parameters, request.values).values
-    vector = final_state(template, x, request.dtype, basis)
-    body = request.circuit.remove_final_measurements()
+    x = parameter_batch(spec.circuit.parameters, spec.parameters).values
+    vector = final_state(template, x, spec.dtype, basis)
+    body = circuit.remove_final_measurements()
 
     def planned() -> PhysicalPlan:
-        return plan(body, chunk_qubits=L, fusion_size=request.fusion_size)
+        return plan(body, chunk_qubits=L, fusion_size=spec.fusion_size)
 
-    return StateVector(
-        None, n, L, options=options, rng=np.random.default_rng(request.seed), plan=planned, held=vector
-    )
+    rng = np.random.default_rng(spec.seed)
+    return StateVector(None, n, L, options=spec.options(), rng=rng, plan=planned, held=vector)
 
 
-def _run_density(request: Request) -> DensityMatrix:
+def _run_density(spec: RunSpec, circuit: Circuit) -> DensityMatrix:
     """A density matrix in memory: its 2N-qubit Choi vector, channels applied exactly."""
-    L, options = _in_memory(request)
-    body, n = request.circuit.remove_final_measurements(), request.circuit.num_qubits
-    rng = np.random.default_rng(request.seed)
-    return _density_from(request.initial, body, n, L, request.dtype, options, rng)
+    L = _in_memory(spec)
+    body, n = circuit.remove_final_measurements(), circuit.num_qubits
+    rng = np.random.default_rng(spec.seed)
+    return _density_from(spec.initial, body, n, L, spec.dtype, spec.options(), rng)
 
 
-def _run_dynamic(request: Request) -> StateVector | DensityMatrix:
+def _run_dynamic(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
     """Conditioned blocks (and a density matrix's mid-circuit measurements): one shot
     through the branches, each segment evolved as its state's kind."""
-    L, options = _in_memory(request)
-    n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
-    evolve_segment = _density_from if request.density else _evolve_from
+    L, options = _in_memory(spec), spec.options()
+    n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
+    evolve_segment = _density_from if spec.density else _evolve_from
 
     def start(segment: Circuit) -> Any:
-        return evolve_segment(request.initial, segment, n, L, request.dtype, options, rng)
+        return evolve_segment(spec.initial, segment, n, L, spec.dtype, options, rng)
 
-    (branch,) = run_branches(split_terminal_measurements(request.circuit), n, 1, start, rng)
+    (branch,) = run_branches(split_terminal_measurements(circuit), n, 1, start, rng)
     assert branch.state is not None
     return branch.state
 
 
-def _run_trajectories(request: Request) -> Trajectories:
+def _run_trajectories(spec: RunSpec, circuit: Circuit) -> Trajectories:
     """Channels sampled on statevectors: each trajectory an in-memory run seeded from
     ``seed``; every option is checked once, before the first trajectory."""
-    L, options = _in_memory(request)
-    available, where = _available(request, scheduler_client(request.client))
-    count = request.trajectories or 1
+    L = _in_memory(spec)
+    available, where = route.available_memory(spec)
+    count = spec.trajectories or 1
     v.check_bytes(  # every trajectory's final state is kept
-        count * (np.dtype(request.dtype).itemsize << request.width),
+        count * (np.dtype(spec.dtype).itemsize << spec.width),
         available,
-        f"{count:,} trajectories of {request.width} qubits (each keeps its final state)",
+        f"{count:,} trajectories of {spec.width} qubits (each keeps its final state)",
         where,
         "use fewer trajectories (the standard error falls as 1/sqrt(trajectories))",
     )
-    options = replace(options, progress=False)  # a bar per trajectory segment would say nothing
-    n, rng = request.circuit.num_qubits, np.random.default_rng(request.seed)
+    options = replace(spec.options(), progress=False)  # a bar per trajectory segment would say nothing
+    n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
 
     def begin(segment: Circuit) -> StateVector:  # its measurements are mid-circuit ones: they collapse
         own = np.random.default_rng(int(rng.integers(0, 2**62)))
-        return _evolve_from(request.initial, segment, n, L, request.dtype, options, own)
+        return _evolve_from(spec.initial, segment, n, L, spec.dtype, options, own)
 
-    return run_trajectories(request.circuit.remove_final_measurements(), request.trajectories, begin, rng)
+    return run_trajectories(circuit.remove_final_measurements(), spec.trajectories, begin, rng)
 
 
 RUNNERS = {
@@ -481,7 +441,12 @@ def run(
     if not isinstance(circuit, Circuit):
         raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
     if is_batch(circuit.parameters, options.get("parameters")):
-        return _each_set(run, circuit, {**options, "shots": shots, "seed": seed, "memory": memory})
+        return _each_set(
+            circuit,
+            options.pop("parameters"),
+            seed,
+            lambda x, s: run(circuit, shots, seed=s, memory=memory, parameters=x, **options),
+        )
     shots = v.check_shots(shots, memory=memory)
     if options.get("lazy"):
         raise ValidationError("run() does not take lazy=True; use simulate()")
@@ -516,19 +481,17 @@ def run(
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)
 
 
-def _each_set(function: Any, circuit: Circuit, given: dict[str, Any]) -> np.ndarray:
-    """``function`` (``simulate`` or ``run``) once per parameter set of a batch: an
-    object array of the batch's shape. A seed seeds the batch: set i gets its own
-    seed drawn from it, so the sets' samples are independent and reproducible."""
-    given = {k: value for k, value in given.items() if k != "circuit"}
-    batch = parameter_batch(circuit.parameters, given.pop("parameters"))
-    seed = given.get("seed")
+def _each_set(
+    circuit: Circuit, parameters: Any, seed: int | None, one: Callable[[Any, int | None], Any]
+) -> np.ndarray:
+    """``one(values, seed)`` once per parameter set of a batch: an object array of the
+    batch's shape. A seed seeds the batch: set i gets its own seed drawn from it, so
+    the sets' samples are independent and reproducible."""
+    batch = parameter_batch(circuit.parameters, parameters)
     seeds = np.random.default_rng(seed).integers(0, 2**62, size=batch.size) if seed is not None else None
     out = np.empty(batch.size, dtype=object)
     for i, x in enumerate(batch.values):
-        if seeds is not None:
-            given["seed"] = int(seeds[i])
-        out[i] = function(circuit, parameters=x, **given)
+        out[i] = one(x, None if seeds is None else int(seeds[i]))
     return out.reshape(batch.shape)
 
 

@@ -9,7 +9,7 @@ collection: its parameter array is split along the batch axis, each piece runs
 many circuits in one task, on this machine's threads or, given a
 ``distributed.Client``, on the workers (the result is then a Dask array on the
 cluster, and the dashboard shows the pieces). Circuits the compiled path does not
-hold (mid-circuit measurements, channels, states wider than ``BATCH_MAX_QUBITS``)
+hold (mid-circuit measurements, channels, states wider than dasq/_config.py's ``BATCH_MAX_QUBITS``)
 run set by set through ``dasq.simulate``.
 """
 
@@ -31,17 +31,17 @@ import dask.array as da
 import numpy as np
 
 from dasq import _config
+from dasq._config import BATCH_MAX_QUBITS as BATCH_MAX_QUBITS  # pennylane.py's import of it
 from dasq.api import simulate
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import ParameterBatch, parameter_batch
-from dasq.engine import stored_gradient, sweep
+from dasq.engine import route, stored_gradient, sweep
 from dasq.engine.template import Template, TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
 from dasq.storage.store import state_bytes
 
-BATCH_MAX_QUBITS = 16  # wider states run set by set: their planned runs (fused groups in cache tiles) win
 PASS_BYTES = 1 << 21  # rows run together in a task: their states take this (Python paid once a pass)
 TASKS_PER_THREAD = 1  # pieces of a batch per thread (or worker thread): fewer round trips measured best
 
@@ -177,7 +177,7 @@ def _shaped(values: Any, shape: tuple[int, ...], tail: tuple[int, ...]) -> Any:
 
 def _template(circuit: Circuit, dtype: str) -> Template | None:
     """The compiled circuit, or None where the batch path does not hold it."""
-    if circuit.num_qubits > BATCH_MAX_QUBITS:
+    if not route.batch_compiles(circuit.num_qubits):
         return None
     try:
         return template_of(circuit)

@@ -130,9 +130,9 @@ def test_unasked_only_steps_long_enough_to_watch_get_step_tasks(cluster, monkeyp
     try:
         short = dasq.simulate(c, chunk_qubits=9, client=client)  # 2^11 amplitudes a worker
         assert short.report.tasks == 2 * 2 + 8 + 1 and not finished.times
-        from dasq.engine import direct
+        from dasq import _config
 
-        monkeypatch.setattr(direct, "WATCHED_SHARE_QUBITS", 11)
+        monkeypatch.setattr(_config, "WATCHED_SHARE_QUBITS", 11)
         watched = dasq.simulate(c, chunk_qubits=9, client=client)
     finally:
         scheduler_side.scheduler.remove_plugin(name=_Finished.name)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from dasq import _config
 from dasq.backend import kernel_cache
 from dasq.backend.numba_kernels import COMPILE_NOTE
 
@@ -84,14 +85,14 @@ def test_a_run_in_python_compiles_its_kernels_itself_and_says_so(tmp_path):
 
 def test_a_state_too_big_to_run_twice_compiles_in_its_run(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    assert not kernel_cache.ready("complex128", kernel_cache.BACKGROUND_MAX_QUBITS, 10)
-    assert kernel_cache.ready("complex128", kernel_cache.BACKGROUND_MAX_QUBITS + 1, 10)
+    assert not kernel_cache.ready("complex128", _config.BACKGROUND_MAX_QUBITS, 10)
+    assert kernel_cache.ready("complex128", _config.BACKGROUND_MAX_QUBITS + 1, 10)
 
 
 def test_a_run_too_long_for_the_array_code_compiles_in_its_run(tmp_path, monkeypatch):
     """Past BACKGROUND_MAX_WORK the array code would lose more than compiling costs
     (a 21-qubit file of 112,830 gates took 691 s on it, 248 s compiled)."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    limit = kernel_cache.BACKGROUND_MAX_WORK
+    limit = _config.BACKGROUND_MAX_WORK
     assert not kernel_cache.ready("complex128", 21, limit >> 21)
     assert kernel_cache.ready("complex128", 21, (limit >> 21) + 1)

@@ -139,7 +139,8 @@ def test_every_relayout_method_runs_on_a_cluster(client, method):
 
 
 def test_the_relayout_method_is_chosen_by_where_and_how_many_blocks():
-    from dasq.engine.memory import P2P_FROM_BLOCKS, resolve_relayout_method
+    from dasq._config import P2P_FROM_BLOCKS
+    from dasq.engine.route import resolve_relayout_method
 
     with dask.config.set(scheduler="threads"):  # not a default client another test left
         assert resolve_relayout_method(None, None, 1 << 20) == "views"  # one process: views

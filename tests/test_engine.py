@@ -405,7 +405,8 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
     import dask
     import dask.array as da
 
-    from dasq.engine.memory import SYNC_BELOW_QUBITS, local_scheduler
+    from dasq._config import SYNC_BELOW_QUBITS
+    from dasq.engine.memory import local_scheduler
 
     tiny = da.zeros(1 << 10, chunks=4, dtype=complex)
     large = da.zeros(1 << (SYNC_BELOW_QUBITS + 1), chunks=1 << SYNC_BELOW_QUBITS, dtype=complex)

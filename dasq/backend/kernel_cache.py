@@ -7,7 +7,7 @@ code while the kernels are not compiled, says so, and when its output is written
 starts a detached process of low priority that runs the same file with the kernels:
 numba's cache fills, and the next run is warm. That process leaves a marker in the
 cache when it is done; while it runs it holds a lock, so that no second one starts.
-States over ``BACKGROUND_MAX_QUBITS`` qubits compile in their run, as before: a second
+States over ``BACKGROUND_MAX_QUBITS`` qubits (dasq/_config.py) compile in their run, as before: a second
 run beside them would double their memory.
 """
 
@@ -23,13 +23,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-BACKGROUND_MAX_QUBITS = 24  # 2^24 amplitudes: 256 MiB in complex128
-# Amplitudes x operations above which a run compiles its kernels itself: what numba's
-# kernels save over the array code grows with the work (benchmarks/README.md, cold:
-# work_rule) while compiling them is a fixed cost, so past this the array code would
-# lose more than the compiler takes (a long 21-qubit QASMBench file: see the note of
-# tests/test_compile_note.py), and a second run beside it would take as long again.
-BACKGROUND_MAX_WORK = 1 << 35
+from dasq import _config
+
 NOTE = (
     "compiling numba kernels for {dtype} in the background (once per installation); "
     "this run takes numpy's array code, later runs load the kernels from numba's cache"
@@ -63,7 +58,7 @@ def ready(dtype: str, qubits: int, operations: int) -> bool:
     to take the array code or to run a second time beside it, or the cache cannot be
     written."""
     directory = cache_dir()
-    big = qubits > BACKGROUND_MAX_QUBITS or (1 << qubits) * operations > BACKGROUND_MAX_WORK
+    big = qubits > _config.BACKGROUND_MAX_QUBITS or (1 << qubits) * operations > _config.BACKGROUND_MAX_WORK
     if _filling or big or directory is None:
         return True
     return _marker(directory, dtype).exists()

@@ -14,7 +14,7 @@ are in. So a relayout overlaps the stages on either side of it, and costs the
 bytes that cross workers and nothing per step.
 
 Where someone watches (a progress bar, or steps long enough to follow on the
-dashboard: WATCHED_SHARE_QUBITS), the scheduler also sees each step end: beside each
+dashboard: dasq/_config.py's WATCHED_SHARE_QUBITS), the scheduler also sees each step end: beside each
 program runs a chain of small tasks, one per step (``dasq-direct-step``), each waiting
 on its worker until the program there has finished that step (inbox.py). They wait
 outside the program, so it never waits on them or on the scheduler; the dashboard's
@@ -46,6 +46,7 @@ import dask
 import dask.array as da
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.engine.internals import DataNode, Task, TaskRef, event_loop, rpc_to, worker_threads
 from dasq.engine.layers import Gather, writable_in_place
@@ -58,12 +59,6 @@ from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout
 # pieces) needs the GIL between the program's kernel calls; at Python's default
 # hand-off interval each message waits many hand-offs behind a busy program.
 SWITCH_INTERVAL_S = 0.0002
-EXCHANGE_TIMEOUT_S = 120.0  # no piece for this long: the run fails (dask config dasq.exchange-timeout)
-# A step task costs its worker, the scheduler and the client a task's round of
-# messages each step, time a run of short steps feels. Unasked (no progress bar) they
-# run only where a step is long beside that: a pass over a worker's share of at least
-# 2^22 amplitudes (64 MiB of complex128). Measured in the commit that added them.
-WATCHED_SHARE_QUBITS = 22
 
 
 class DirectRunError(RuntimeError):
@@ -149,7 +144,7 @@ def eligible(plan: PhysicalPlan, backend: Backend) -> bool:
 def watched(num_qubits: int, workers: int) -> bool:
     """Whether a run's steps are long enough to watch on the dashboard unasked: a
     worker's share of the state is at least 2^WATCHED_SHARE_QUBITS amplitudes."""
-    return (1 << num_qubits) >= workers << WATCHED_SHARE_QUBITS
+    return (1 << num_qubits) >= workers << _config.WATCHED_SHARE_QUBITS
 
 
 def direct_steps(
@@ -202,7 +197,7 @@ def build(
     L = plan.chunk_qubits
     num_blocks = 1 << (plan.num_qubits - L)
     run = uuid.uuid4().hex[:16]
-    timeout = float(dask.config.get("dasq.exchange-timeout", None) or EXCHANGE_TIMEOUT_S)
+    timeout = float(_config.setting("dasq.exchange-timeout") or _config.EXCHANGE_TIMEOUT_S)
     spec = DirectPlan(
         run,
         tuple(direct_steps(plan, backend, cache_qubits, zero)),

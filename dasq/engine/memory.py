@@ -26,6 +26,7 @@ import dask.local
 import numpy as np
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import Diagonal, PauliString
 from dasq.engine import layers, readout
@@ -35,6 +36,7 @@ from dasq.engine.layers import Gather, LayerCost
 from dasq.engine.placement import BlockPlacement, block_placement, placed, scheduler_client, worker_addresses
 from dasq.engine.program import BlockRunner
 from dasq.engine.report import StepRecord, WorkerEvent
+from dasq.engine.route import resolve_relayout_method
 from dasq.plan.localiser import lower_operation
 from dasq.plan.steps import (
     BlockProgram,
@@ -60,39 +62,6 @@ class MemoryRun:
     timelines: tuple[tuple[WorkerEvent, ...], ...] = ()  # direct cluster runs: each worker's
 
 
-P2P_FROM_BLOCKS = 256  # on a cluster, Dask's p2p rechunk beats packed from here on
-MANY_BLOCKS = 256  # from here on, tiny blocks relayout by gathering, not by swaps (StepContext)
-
-
-def resolve_relayout_method(method: str | None, client: Any, num_blocks: int = 0) -> str:
-    """``views`` in one process; on a distributed client ``packed`` below
-    ``P2P_FROM_BLOCKS`` blocks and Dask's ``p2p`` rechunk from there on: what measured
-    fastest in each place (benchmarks/README.md, relayout and relayout_scale)."""
-    configured = method or dask.config.get("dasq.relayout-method", None) or "auto"
-    if configured in ("auto", "direct"):  # "direct" runs whole plans (direct.py); its fallback: auto
-        if scheduler_client(client) is None:
-            return "views"
-        return "p2p" if num_blocks >= P2P_FROM_BLOCKS else "packed"
-    if configured not in layers.RELAYOUT_METHODS:
-        from dasq.errors import ValidationError
-
-        raise ValidationError(
-            f"relayout method must be 'auto', 'direct' or one of {layers.RELAYOUT_METHODS}, "
-            f"got {configured!r}"
-        )
-    if configured == "p2p" and scheduler_client(client) is None:
-        from dasq.errors import ValidationError
-
-        # Dask's p2p rechunk runs on a distributed scheduler's workers: on threads it
-        # fails in its transfer phase, after the stages before it have run
-        raise ValidationError(
-            "relayout method 'p2p' is Dask's peer-to-peer rechunk, which needs a distributed "
-            "Client (pass client= or create one first); without one use 'auto', 'views', "
-            "'packed' or 'tasks'"
-        )
-    return configured
-
-
 def _quiet_p2p_notices() -> None:
     """Dask logs each p2p rechunk's start and end at WARNING level in the scheduler's
     process: routine for a run that does one per relayout. Quieted here (a local
@@ -111,9 +80,6 @@ def _step_span(name: str, on_cluster: bool) -> Any:
     return span(name.rsplit("-", 1)[0])
 
 
-SYNC_BELOW_QUBITS = 13  # blocks under 2^13 amplitudes: a task's work is below a thread hand-off
-
-
 def local_scheduler(x: da.Array, client: Any) -> str | None:
     """ "sync" for graphs of tiny blocks run in this process (threads would only add
     their per-task hand-off to work smaller than it) and for one block (one task per
@@ -123,7 +89,7 @@ def local_scheduler(x: da.Array, client: Any) -> str | None:
         return None
     if scheduler_client(None) is not None or not x.chunks[0]:
         return None
-    if len(x.chunks[0]) > 1 and max(x.chunks[0]) >= 1 << SYNC_BELOW_QUBITS:
+    if len(x.chunks[0]) > 1 and max(x.chunks[0]) >= 1 << _config.SYNC_BELOW_QUBITS:
         return None
     return "sync"
 
@@ -241,7 +207,7 @@ class StepContext:
         for many tiny blocks: swaps take 2.5 tasks per block where gathering takes one,
         which costs more than the work when blocks are under 2^SYNC_BELOW_QUBITS
         amplitudes, and such a state is small beside the memory swaps would save."""
-        tiny = self.L < SYNC_BELOW_QUBITS and self.num_blocks >= MANY_BLOCKS
+        tiny = self.L < _config.SYNC_BELOW_QUBITS and self.num_blocks >= _config.MANY_BLOCKS
         return self.in_place and self.worker_of is None and not tiny
 
     def under(self, index: int | str) -> StepContext:
@@ -293,13 +259,14 @@ class MemoryExecutor:
     # block program maps zeros to zeros, so they keep their keys until a step mixes blocks
     zero_blocks: frozenset[int] = frozenset()
     basis_position: int | None = None  # run()'s input is this basis state (made where it lives)
+    direct: bool = False  # on a cluster, run() runs the plan as one program per worker (route.py)
 
     def __post_init__(self) -> None:
         resolve_relayout_method(self.relayout_method, self.client)  # a bad name fails here, once
 
     def run(self, plan: PhysicalPlan, x: da.Array) -> MemoryRun:
         cluster = None if self.lazy else scheduler_client(self.client)
-        if cluster is not None and self.runs_direct(plan):
+        if cluster is not None and self.direct:
             ran = self._run_direct(plan, x, cluster)
             if ran is not None:
                 return ran
@@ -320,33 +287,6 @@ class MemoryExecutor:
             rounded = self.relayout_codec is not None and self.relayout_codec.keep_bits is not None
             result.records = _with_received(result, cluster, p2p_before, rounded)
         return result
-
-    def runs_direct(self, plan: PhysicalPlan) -> bool:
-        """Whether ``plan`` runs as one program per worker (direct.py): on a cluster, by
-        default or with relayout method "direct", for plans of stages and relayouts
-        whose pieces travel as they are: a relayout codec sends such a plan to the task
-        graph, with a warning, as the user asked for neither."""
-        configured = self.relayout_method or dask.config.get("dasq.relayout-method", None) or "auto"
-        if configured not in ("auto", "direct") or self.lazy:
-            return False
-        from dasq.engine import direct
-
-        if not direct.eligible(plan, self.backend):
-            return False
-        if self.relayout_codec is not None:
-            # the programs send pieces as they are: a codec asks for the task graph, which
-            # costs tasks and scheduler round trips per block and step (what direct.py saves)
-            warnings.warn(
-                f"relayout_compression={self.relayout_codec.compression!r}, "
-                f"relayout_keep_bits={self.relayout_codec.keep_bits!r}: encoded pieces travel "
-                "only in the task graph, so this plan runs as a task graph, not as one program "
-                "per worker (often several times slower); set relayout_method='packed' to choose "
-                "the task graph without this warning, or drop the codec",
-                RuntimeWarning,
-                stacklevel=5,
-            )
-            return False
-        return True
 
     def _run_direct(self, plan: PhysicalPlan, x: da.Array, cluster: Any) -> MemoryRun | None:
         """The direct run, or None after a warning when it failed (a worker lost, a link

@@ -1,8 +1,10 @@
-"""One in-memory run: plan the operations for the blocks' layout, then execute the plan.
+"""One in-memory run: plan the operations for the blocks' layout, then execute the plan
+on the executor route.py picks for it.
 
 A state of one block in this process runs on one array (engine/oneblock.py), with no
-graph; everything else runs on the in-memory executor, which (with dask.array) is
-imported only then: a small ``dasq run`` imports neither."""
+graph; everything else runs on the in-memory executor (as a task graph, or on a
+cluster as one program per worker), which (with dask.array) is imported only then: a
+small ``dasq run`` imports neither."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ import numpy as np
 
 from dasq.backend.registry import get_backend
 from dasq.circuit.kinds import Operation
-from dasq.engine.compression import PieceCodec
-from dasq.engine.oneblock import run_alone, runs_alone
+from dasq.engine import route
+from dasq.engine.oneblock import run_alone
 from dasq.engine.placement import scheduler_client
 from dasq.engine.report import StepRecord, WorkerEvent
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE
+from dasq.engine.spec import RunOptions
 from dasq.plan.reuse import cached_plan
 from dasq.plan.steps import PhysicalPlan
 
@@ -27,22 +29,6 @@ if TYPE_CHECKING:
     import dask.array as da
 
     from dasq.engine.memory import MemoryExecutor
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a state is evolved: planning (method, fusion size), where blocks live
-    (backend, client) and how the executor builds its graphs."""
-
-    method: str = "auto"
-    fusion_size: int = DEFAULT_FUSION_SIZE
-    backend: str = "cpu"
-    client: Any = None
-    relayout_method: str | None = None  # None: dask config "dasq.relayout-method", else auto
-    relayout_codec: PieceCodec | None = None  # pieces that cross workers travel encoded
-    cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
-    lazy: bool = False
-    progress: bool = False
 
 
 @dataclass
@@ -81,7 +67,8 @@ def evolve(
         fusion_size=options.fusion_size,
         global_phase=global_phase,
     )
-    if blocks is None and _alone(options) and runs_alone(plan):
+    path = route.executor(plan, options, backend, fresh=blocks is None)
+    if path == "one-block":
         block, records = run_alone(plan, dtype, backend, basis, options.cache_qubits)
         if plan.final_layout != tuple(range(num_qubits)):  # new bit q = old bit final_layout[q]
             block = backend.permute_bits(block, plan.final_layout)
@@ -103,17 +90,10 @@ def evolve(
     # tasks end as the workers finish each step); a cluster's task graph computes while
     # its graphs are still being built: distributed's own progress follows its tasks
     on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
-    executor = _executor(options, rng, on_step, owns_input=owned, zero_blocks=zero)
-    executor.basis_position = position  # a cluster's programs make the basis state where it lives
+    # a cluster's programs make the basis state where it lives (basis_position)
+    executor = _executor(options, rng, on_step, owned, zero, position, direct=path == "direct")
     run = executor.run(plan, blocks)
     return Evolution(run.blocks, plan.final_layout, plan, run.records, run.measurements, run.timelines)
-
-
-def _alone(options: RunOptions) -> bool:
-    """Whether a state of one block runs on one array in this process: on the CPU, with
-    no cluster, and neither a lazy graph nor a bar asked for."""
-    plain = options.backend == "cpu" and not (options.lazy or options.progress)
-    return plain and scheduler_client(options.client) is None
 
 
 def project(
@@ -144,6 +124,8 @@ def _executor(
     on_step: Callable[[int, int], Any] | None,
     owns_input: bool = False,
     zero_blocks: frozenset[int] = frozenset(),
+    basis_position: int | None = None,
+    direct: bool = False,
 ) -> MemoryExecutor:
     from dasq.engine.memory import MemoryExecutor
 
@@ -159,6 +141,8 @@ def _executor(
         owns_input=owns_input,
         relayout_codec=options.relayout_codec,
         zero_blocks=zero_blocks,
+        basis_position=basis_position,
+        direct=direct,
     )
 
 

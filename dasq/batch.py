@@ -31,7 +31,6 @@ import dask.array as da
 import numpy as np
 
 from dasq import _config
-from dasq._config import BATCH_MAX_QUBITS as BATCH_MAX_QUBITS  # pennylane.py's import of it
 from dasq.api import simulate
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit

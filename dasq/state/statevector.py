@@ -179,7 +179,7 @@ class StateVector:
             return self.blocks
         if self._logical is None:
             from dasq.engine import readout
-            from dasq.engine.memory import resolve_relayout_method
+            from dasq.engine.route import resolve_relayout_method
 
             method = resolve_relayout_method(
                 self._options.relayout_method, self._options.client, self.blocks.numblocks[0]

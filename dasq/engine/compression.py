@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import numpy as np
 
+from dasq import _config
 from dasq.storage.store import FLOAT_OF, Codec
 
 # per graph layer: squared norm of the exact pieces, their overlap with the rounded
@@ -38,9 +38,9 @@ class PieceCodec:
         """The codec asked for (else dask config ``dasq.relayout-compression`` and
         ``dasq.relayout-keep-bits``), checked for ``dtype``; None: pieces travel as they are."""
         if compression is None:
-            compression = dask.config.get("dasq.relayout-compression", None)
+            compression = _config.setting("dasq.relayout-compression")
         if keep_bits is None:
-            keep_bits = dask.config.get("dasq.relayout-keep-bits", None)
+            keep_bits = _config.setting("dasq.relayout-keep-bits")
         if compression is None and keep_bits is None:
             return None
         Codec(compression, keep_bits).check(dtype, prefix="relayout_")

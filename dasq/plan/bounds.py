@@ -29,9 +29,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import dask
 import numpy as np
 
+from dasq import _config
 from dasq.circuit.kinds import Operation
 from dasq.plan.stages import Footprints, footprints_of
 
@@ -58,7 +58,7 @@ def stage_bound(
     in blocks of 2^L. ``planned``: the planner's count, where the search may stop;
     ``seconds``: the solver's budget (None: dask config ``dasq.plan-bound-seconds``, 0)."""
     if seconds is None:
-        seconds = float(dask.config.get(BOUND_SECONDS_KEY, 0.0) or 0.0)
+        seconds = float(_config.setting(BOUND_SECONDS_KEY) or 0.0)
     segments = _segments(wire_ops, L)
     cones = [cone_levels(fps, L) for fps in segments]
     low = sum(max(max(levels) + 1, _covering(fps, L)) for fps, levels in zip(segments, cones))

@@ -19,8 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import dask
-
+from dasq import _config
 from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
 
@@ -34,7 +33,7 @@ DEFAULT_FUSION_SIZE = 4
 def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
     """The widest fused group: dask config ``dasq.fusion-size``, else ``preferred``
     (the backend's, which depends on its kernels and the machine)."""
-    configured = dask.config.get("dasq.fusion-size", None)
+    configured = _config.setting("dasq.fusion-size")
     return preferred if configured is None else int(configured)
 
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import dask
-
+from dasq import _config
 from dasq.plan.bounds import cone_levels, staging_locals
 from dasq.plan.stages import Footprints, StageChoice, staged_footprints
 
@@ -39,8 +38,8 @@ NODES_KEY = "dasq.plan-search-nodes"  # solver nodes per stage count tried; 0: n
 def search_settings(search: bool | None) -> tuple[bool, int]:
     """(search or not, solver nodes): ``search`` None reads dask config."""
     if search is None:
-        search = bool(dask.config.get(SEARCH_KEY, False))
-    nodes = int(dask.config.get(NODES_KEY, 0) or 0) if search else 0
+        search = bool(_config.setting(SEARCH_KEY))
+    nodes = int(_config.setting(NODES_KEY) or 0) if search else 0
     return search, nodes
 
 

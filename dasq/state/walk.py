@@ -1,21 +1,15 @@
-"""One walk over a circuit's mid-circuit randomness, the way draws are made a parameter.
+"""One walk over a circuit's mid-circuit randomness, how shots draw a parameter.
 
-Shots walk the records together in groups: shots that saw the same outcomes so far
-share one branch of the state and one classical memory (bit b: clbit b). At a random
-event (a measurement, a reset, a channel) each group splits by the outcomes its shots
-draw; an IfElse sends each group down the body its memory selects; loops run per group,
-as Aer runs them per shot. The draw policy says which records draw and how a group's
-shots split over an event's probabilities:
-
-- ``ShotBranches``: a count of shots split binomially, so the work grows with the
-  distinct branches, never with the shots (``dasq.run``, the Qiskit backend);
-- ``OneTrajectory``: one shot, one outcome per event (``simulate(trajectories=)``);
-- ``Uniforms``: each shot reads its next uniform number, in circuit order, and takes
-  the first outcome whose cumulative probability exceeds it: Cirq's draw order.
-
-States are lazy: unitary operations wait in ``pending`` until a state is needed, and a
-measurement's outcome projects only when the branch is next computed (a marginal table
-answers the next measurement without touching the state).
+Shots that saw the same outcomes walk together as a group: one lazy branch of the
+state, one classical memory (bit b: clbit b). A measurement, reset or channel splits
+each group by the outcomes its shots draw; an IfElse sends each group down the body
+its memory selects; loops run per group, as Aer runs them per shot. The draw policy
+says which records draw and how: ``ShotBranches`` splits a count of shots binomially
+(work grows with the distinct branches, not the shots: ``dasq.run``, the Qiskit
+backend), ``OneTrajectory`` takes one outcome (``simulate(trajectories=)``),
+``Uniforms`` reads each shot's next uniform number in circuit order (Cirq's draws).
+Gates wait in ``pending`` until a state is needed; an outcome projects when the branch
+is next computed (a marginal table answers the next measurement without it).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import product
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +36,6 @@ from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], Any]
 TABLE_MAX_QUBITS = 20  # outcomes drawn from a marginal table over at most this many qubits
-TABLES_KEPT = 8  # marginal tables a walk keeps for reuse (siblings are measured one after another)
 MERGE_MAX_AMPLITUDES = 1 << 16  # branches are compared for merging when states have at most this many entries
 MERGE_ATOL = 1e-12
 MERGE_FROM = 16  # a walk merges alike branches when it holds more than this (and twice its last count)
@@ -79,30 +72,25 @@ class Group:
         return Group(node, reps, self.memory, self.drawn + 1, self.passes)
 
 
-class Draw(Protocol):
-    """How a group's shots draw at a random event, and which records are events
-    (a record that does not draw is applied: a measurement or reset collapses in the
-    engine, a channel acts on a density matrix)."""
+class Draw:
+    """Which records draw (one that does not is applied: a measurement or reset
+    collapses in the engine, a channel acts on a density matrix), whether alike groups
+    merge (their ``reps`` add up), and ``split``: each outcome drawn with its ``reps``."""
 
-    measures: bool
-    resets: bool
-    channels: bool
-    merges: bool  # whether alike groups become one (their ``reps`` add up)
+    measures = resets = channels = True
+    merges = False
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
-        """Each outcome the group's shots drew, with the ``reps`` that drew it."""
-        ...
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)
-class ShotBranches:
+class ShotBranches(Draw):
     """A number of shots split over the outcomes binomially (the last outcome first)."""
 
     rng: np.random.Generator
-    measures: bool = True
-    resets: bool = True
-    channels: bool = False
-    merges: bool = True
+    channels = False
+    merges = True
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
         left, counts = int(group.reps), []
@@ -115,14 +103,11 @@ class ShotBranches:
 
 
 @dataclass(frozen=True)
-class OneTrajectory:
+class OneTrajectory(Draw):
     """One shot that takes one outcome per channel; measurements collapse in the engine."""
 
     rng: np.random.Generator
-    measures: bool = False
-    resets: bool = False
-    channels: bool = True
-    merges: bool = False
+    measures = resets = False
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
         p = np.asarray(probabilities, dtype=np.float64)
@@ -130,15 +115,13 @@ class OneTrajectory:
 
 
 @dataclass(frozen=True)
-class Uniforms:
+class Uniforms(Draw):
     """Cirq's draws: shot r reads ``table[r, drawn]`` at its next event and takes the first
     outcome whose cumulative probability exceeds it. ``reps``: the shots' indices."""
 
     table: np.ndarray
-    measures: bool = True
     resets: bool = True
     channels: bool = True
-    merges: bool = False
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
         cdf = np.cumsum(probabilities, dtype=np.float64)
@@ -188,35 +171,24 @@ class Flow:
 Confusion = tuple[Sequence[int], np.ndarray, bool]  # measured indices, row per true value, drawn bits flip
 
 
+@dataclass(eq=False)
 class Walker:
-    """Walks records for groups of shots. ``observe`` is called at each Snapshot with the
-    groups there, states computed; ``memory`` (bytes, what sets them) refuses a
-    measurement whose branches' states would need more; ``registers`` (clbit -> register)
-    makes a register's run of measurements one event, and ``confusions`` (by register
-    name) redraws the bits it records, as Cirq measures."""
+    """Walks records for groups of shots. ``observe``: called at each Snapshot, states
+    computed; ``memory`` (bytes, what sets them): refuses a measurement whose branches
+    need more; ``global_phase``: the circuit's, on its initial state and on a state set
+    outright; ``registers`` (clbit -> register): a register's run of measurements is one
+    event, whose recorded bits its ``confusions`` (by name) redraw, as in Cirq."""
 
-    def __init__(
-        self,
-        num_qubits: int,
-        start: Start,
-        draw: Draw,
-        *,
-        observe: Callable[[Snapshot, list[Group]], None] | None = None,
-        memory: tuple[int, str] | None = None,
-        global_phase: float = 0.0,
-        registers: Mapping[int, Any] | None = None,
-        confusions: Mapping[str, Sequence[tuple[Sequence[int], np.ndarray]]] | None = None,
-    ) -> None:
-        self.n = num_qubits
-        self.start = start
-        self.draw = draw
-        self.observe = observe
-        self.memory = memory
-        self.global_phase = global_phase  # the circuit's, on its initial state and on a state set outright
-        self.registers = registers or {}
-        self.confusions = confusions or {}
-        self._tables: dict[tuple[int, tuple[int, ...]], tuple[weakref.ref, np.ndarray]] = {}
-        self._mixtures: dict[int, tuple[Any, Any]] = {}
+    n: int
+    start: Start
+    draw: Draw
+    observe: Callable[[Snapshot, list[Group]], None] | None = None
+    memory: tuple[int, str] | None = None
+    global_phase: float = 0.0
+    registers: Mapping[int, Any] = field(default_factory=dict)
+    confusions: Mapping[str, Sequence[tuple[Sequence[int], np.ndarray]]] = field(default_factory=dict)
+    _table: tuple[Any, tuple[int, ...], np.ndarray] | None = field(default=None, init=False)  # the last read
+    _mixtures: dict[int, tuple[Any, Any]] = field(default_factory=dict, init=False)
 
     def root(self, reps: Any) -> Group:
         """Every shot at the start, the circuit's global phase pending."""
@@ -236,7 +208,7 @@ class Walker:
             if isinstance(op, Measure) and self.draw.measures:
                 j = i + 1
                 register = self.registers.get(op.clbit)
-                while j < len(records) and register is not None and self._same(records[j], register):
+                while register is not None and j < len(records) and self._register(records[j]) is register:
                     j += 1
                 groups = self.measure(records[i:j], groups)
                 i = j
@@ -249,8 +221,8 @@ class Walker:
         flow.ended = groups
         return flow
 
-    def _same(self, op: Any, register: Any) -> bool:
-        return isinstance(op, Measure) and self.registers.get(op.clbit) is register
+    def _register(self, op: Any) -> Any:
+        return self.registers.get(op.clbit) if isinstance(op, Measure) else None
 
     def step(self, op: Any, groups: list[Group], flow: Flow) -> list[Group]:
         """The groups after ``op``; those that jump out of a loop go to ``flow``."""
@@ -289,14 +261,14 @@ class Walker:
     def state(self, node: Node) -> Any:
         """The state ``node`` stands for, computed."""
         if node.base is None:
-            return self.start(self._circuit(node.pending))
+            return self.start(Circuit(self.n).with_operations(node.pending))
         state = node.base
         if node.fixed:
             *first, (q, bit) = node.fixed
             for other, b in first:  # projected without renormalising, then once by the joint weight
                 state = state.projected(other, b, 1.0)
             state = state.projected(q, bit, node.weight)
-        return state.apply(self._circuit(node.pending)) if node.pending else state
+        return state.apply(Circuit(self.n).with_operations(node.pending)) if node.pending else state
 
     def settled(self, group: Group) -> Group:
         """``group`` with its state computed (nothing lazy left)."""
@@ -304,18 +276,6 @@ class Walker:
         if node.base is not None and not node.fixed and not node.pending:
             return group
         return replace(group, node=Node(self.state(node)))
-
-    def _circuit(self, ops: Sequence[Any]) -> Circuit:
-        circuit = Circuit(self.n)
-        for op in ops:
-            circuit.append(op)
-        return circuit
-
-    def _computed(self, node: Node) -> Node:
-        """``node`` with its base computed and nothing pending (projections may stay lazy)."""
-        if node.base is not None and not node.pending:
-            return node
-        return Node(self.state(node))
 
     # -- events
     def measure(self, ops: Sequence[Any], groups: list[Group]) -> list[Group]:
@@ -345,7 +305,7 @@ class Walker:
         recorded bits it covers."""
         qubits = [op.targets[0] for op in ops]
         reset = isinstance(ops[0], Reset)
-        node, joint = self._joint(self._computed(group.node), qubits)
+        node, joint = self._joint(group.node, qubits)
         k, total = len(qubits), joint.sum()
         drawn: list[tuple[Group, list[int]]] = []
         for value, reps in self.draw.split(group, joint / total):
@@ -360,7 +320,7 @@ class Walker:
             drawn = [
                 (replace(child, reps=reps, drawn=child.drawn + 1), _recorded(bits, indices, value, flips))
                 for child, bits in drawn
-                for value, reps in self.draw.split(child, matrix[_row(bits, indices)])
+                for value, reps in self.draw.split(child, matrix[_value(bits, indices)])
             ]
         out = []
         for child, bits in drawn:
@@ -387,20 +347,16 @@ class Walker:
     def _joint(self, node: Node, qubits: list[int]) -> tuple[Node, np.ndarray]:
         """P(outcome, fixed) / P(fixed) under ``node.base``: the probabilities of each
         big-endian outcome over ``qubits`` in the state ``node`` stands for (and the node,
-        its projections applied when the table would grow too wide)."""
+        computed, its projections applied too when the table would grow too wide)."""
         fixed_qubits = [q for q, _ in node.fixed]
         table_qubits = fixed_qubits + [q for q in dict.fromkeys(qubits) if q not in fixed_qubits]
-        if len(table_qubits) > TABLE_MAX_QUBITS:
+        if node.base is None or node.pending or len(table_qubits) > TABLE_MAX_QUBITS:
             node = Node(self.state(node))
             fixed_qubits, table_qubits = [], list(dict.fromkeys(qubits))
-        key = (id(node.base), tuple(table_qubits))
-        kept = self._tables.get(key)
-        if kept is None or kept[0]() is not node.base:
-            if len(self._tables) >= TABLES_KEPT:
-                del self._tables[next(iter(self._tables))]
+        if self._table is None or self._table[0]() is not node.base or self._table[1] != tuple(table_qubits):
             table = np.asarray(node.base.probabilities(table_qubits), dtype=np.float64)
-            kept = self._tables[key] = (weakref.ref(node.base), table)
-        table = kept[1]
+            self._table = (weakref.ref(node.base), tuple(table_qubits), table)  # siblings read it next
+        table = self._table[2]
         index = np.arange(table.size)
         keep = np.ones(table.size, dtype=bool)
         for j, (_, bit) in enumerate(node.fixed if fixed_qubits else ()):
@@ -509,7 +465,7 @@ class Walker:
         classical memory); else the resets split the shots, then the preparing gates."""
         groups = [self.settled(g) for g in groups]
         if isinstance(groups[0].node.base, DensityMatrix):
-            body = self._circuit(op.true_body)
+            body = Circuit(self.n).with_operations(op.true_body)
             return [replace(g, node=Node(g.node.base.apply(body))) for g in groups]
         if not op.covers(self.n):
             return self.walk(op.true_body, groups).ended
@@ -530,7 +486,8 @@ def _joined(kept: Group, other: Group) -> Group:
     return replace(kept, reps=kept.reps + other.reps, passes=max(kept.passes, other.passes))
 
 
-def _row(bits: list[int], indices: Sequence[int]) -> int:
+def _value(bits: list[int], indices: Sequence[int]) -> int:
+    """The bits at ``indices``, big-endian: a confusion map's row."""
     return sum(bits[i] << (len(indices) - 1 - t) for t, i in enumerate(indices))
 
 

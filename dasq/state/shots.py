@@ -103,21 +103,14 @@ def run_branches(
     before their states are built."""
     if memory is None:
         memory = (_config.available_memory()[0], "this machine's memory")
+    seen = None if observe is None else lambda snapshot, groups: observe(snapshot, _branches(groups))
+    phase = float(program.global_phase)
+    walker = Walker(num_qubits, start, ShotBranches(rng), seen, memory, phase)
+    return _branches([walker.settled(g) for g in walker.run(program.body, [walker.root(shots)])])
 
-    def seen(snapshot: Snapshot, groups: list[Group]) -> None:
-        assert observe is not None
-        observe(snapshot, [Branch(g.reps, g.memory, g.node.base) for g in groups])
 
-    walker = Walker(
-        num_qubits,
-        start,
-        ShotBranches(rng),
-        observe=None if observe is None else seen,
-        memory=memory,
-        global_phase=float(program.global_phase),
-    )
-    ended = [walker.settled(g) for g in walker.run(program.body, [walker.root(shots)])]
-    return [Branch(g.reps, g.memory, g.node.base) for g in ended]
+def _branches(groups: list[Group]) -> list[Branch]:
+    return [Branch(g.reps, g.memory, g.node.base) for g in groups]
 
 
 def sample_branches(

@@ -140,3 +140,22 @@ def test_initialize_mid_circuit_gives_the_recorded_counts_and_saved_state():
         "000": 44, "001": 44, "010": 93, "011": 73, "100": 39, "101": 56, "110": 79, "111": 72
     }  # fmt: skip
     assert np.allclose(np.asarray(run.data(0)["statevector"]), [0, 0.707107j, 0, 0.707107], atol=2e-6)
+
+
+def test_shot_branches_split_every_shot_over_many_outcomes_by_their_probabilities():
+    from dasq.state.walk import Group, Node, ShotBranches
+
+    p = np.array([0.1, 0.0, 0.6, 0.3])
+    split = ShotBranches(np.random.default_rng(0)).split(Group(Node(), 100_000), p)
+    assert [v for v, _ in split] == [0, 2, 3]  # ascending, an outcome of probability 0 never drawn
+    counts = np.array([c for _, c in split])
+    assert counts.sum() == 100_000
+    assert np.allclose(counts / 100_000, [0.1, 0.6, 0.3], atol=0.01)
+
+
+def test_uniforms_take_the_first_outcome_whose_cumulative_probability_exceeds_each_shots_number():
+    from dasq.state.walk import Group, Node, Uniforms
+
+    table = np.array([[0.05], [0.5], [0.95], [0.2]])
+    split = Uniforms(table).split(Group(Node(), np.arange(4)), np.array([0.2, 0.5, 0.3]))
+    assert [(v, reps.tolist()) for v, reps in split] == [(0, [0]), (1, [1, 3]), (2, [2])]

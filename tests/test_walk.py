@@ -70,6 +70,18 @@ def test_trajectories_give_the_recorded_draws():
     }
 
 
+def test_trajectories_of_mixtures_only_draw_each_trajectory_before_the_next_starts():
+    """Every channel a mixture: each trajectory's state (and its own seed) is drawn at its end."""
+    circuit = dasq.Circuit(3).h(0).depolarize(0.3, 0).cx(0, 1).measure(1).ry(0.7, 2).dephase(0.4, 2)
+    circuit = circuit.cx(2, 0).pauli_channel(0.2, 0.1, 0.1, 1).h(1).measure(0)
+    runs = dasq.simulate(circuit, trajectories=12, seed=5)
+    expected = [0.208333, 0.166667, 0.208333, 0.166667, 0.083333, 0.041667, 0.083333, 0.041667]
+    assert np.allclose(runs.probabilities(), expected, atol=2e-6)
+    assert runs.sample(60, seed=2) == {
+        "000": 10, "001": 9, "010": 16, "011": 11, "100": 6, "101": 2, "110": 5, "111": 1
+    }  # fmt: skip
+
+
 def test_cirq_simulators_give_the_recorded_samples_and_states():
     cirq = pytest.importorskip("cirq")
     import dasq.cirq

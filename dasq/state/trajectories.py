@@ -76,8 +76,9 @@ def run_trajectories(circuit: Circuit, count: int, start: Start, rng: np.random.
     """``count`` trajectories of ``circuit`` (terminal measurements removed already), one
     walk each (``OneTrajectory``: mid-circuit measurements collapse in the engine)."""
     walker = Walker(circuit.num_qubits, start, OneTrajectory(rng))
-    ends = [walker.run(list(circuit), [Group(Node(), 1)])[0] for _ in range(count)]
-    return Trajectories([walker.state(g.node) for g in ends])
+    return Trajectories(
+        [walker.state(walker.run(list(circuit), [Group(Node(), 1)])[0].node) for _ in range(count)]
+    )
 
 
 def refuse_conditions(circuit: Circuit) -> None:

@@ -114,7 +114,7 @@ class OneTrajectory(Draw):
         return [(int(self.rng.choice(len(p), p=p / p.sum())), group.reps)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Uniforms(Draw):
     """Cirq's draws: shot r reads ``table[r, drawn]`` at its next event and takes the first
     outcome whose cumulative probability exceeds it. ``reps``: the shots' indices."""

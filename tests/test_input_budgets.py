@@ -110,10 +110,10 @@ def test_nested_while_loops_share_one_bound_of_passes_per_shot(source, monkeypat
     per shot: four passes a round of the outer loop reach 30 in the eighth round, where
     a bound per loop restarted the inner loop's count every round (1000 x 1000 passes)."""
     pytest.importorskip("qiskit_qasm3_import")
-    import dasq.state.shots
+    import dasq.state.walk
 
     circuit = dasq.Circuit.from_qasm(NESTED_WHILE) if source == "openqasm3" else _nested_while_qiskit()
-    monkeypatch.setattr(dasq.state.shots, "MAX_WHILE_PASSES", 30)
+    monkeypatch.setattr(dasq.state.walk, "MAX_WHILE_PASSES", 30)
     with pytest.raises(dasq.ValidationError, match=r"100 shot\(s\) after 30 passes of while loops \(counted"):
         dasq.run(circuit, shots=100, seed=1)
 

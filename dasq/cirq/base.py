@@ -22,10 +22,11 @@ from dasq.circuit.validation import check_bytes, check_dtype, check_per_shot, is
 from dasq.cirq.expectations import averaged, pauli_terms
 from dasq.cirq.initial import dasq_initial
 from dasq.cirq.program import Program, split_action
-from dasq.cirq.trajectories import TABLE_MAX_QUBITS, Group, Node, Trajectories, count_events, terminal_only
+from dasq.cirq.trajectories import Trajectories, count_events, terminal_only
 from dasq.errors import ValidationError
 from dasq.frontends.convert.from_cirq import convert
 from dasq.state.statevector import StateVector
+from dasq.state.walk import TABLE_MAX_QUBITS, Group, Node
 from dasq.storage.location import run_store
 
 _SET_HERE = {"density", "initial", "lazy", "parameters", "noise_model"}

@@ -33,11 +33,12 @@ RANK = {
     "dasq.batch": 10,  # many parameter sets: compiled batches on the api's engine, else the api
     "dasq.frontends.qiskit": 11,  # the V2 primitives and BackendV2: built on the api
     "dasq.frontends.pennylane": 11,  # the PennyLane device dasq.qubit on the api
-    "dasq.cirq": 11,  # a cirq simulator on the api (joins dasq.frontends with cirq/trajectories.py)
+    "dasq.frontends.cirq": 11,  # Cirq's simulators on the api
     "dasq.plot": 11,  # notebook pictures of states and plans
     "dasq.worker": 11,  # the Dask preload that readies workers (engine/warmup.py)
     "dasq.qiskit": 12,  # public names of the front ends, re-exported
     "dasq.pennylane": 12,
+    "dasq.cirq": 12,
     "dasq.cli": 12,
 }
 

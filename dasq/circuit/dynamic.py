@@ -27,7 +27,7 @@ class ShotProgram:
     body: tuple[Any, ...]
     terminal: tuple[tuple[int, int], ...]
     readout: tuple[tuple[float, float], ...] = ()  # per terminal measurement: P(1|0), P(0|1)
-    global_phase: Any = 0.0  # the circuit's, on the initial state (dasq.state.shots)
+    global_phase: Any = 0.0  # the circuit's, on the initial state (dasq.state.walk)
 
     @property
     def dynamic(self) -> bool:

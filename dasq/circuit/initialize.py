@@ -5,7 +5,7 @@ when they are entangled with the others), then prepared by a unitary whose first
 column is the state: the rest of the state, with the phase of what the reset
 kept, is untouched, as in Aer. When the qubits are every qubit of the circuit in
 order, Aer sets the state itself, so no outcome is drawn and no phase is kept;
-the shot engine (dasq.state.shots) does the same. The record is an IfElse whose
+the walker (dasq.state.walk) does the same. The record is an IfElse whose
 condition always holds, so noise models and ``Circuit.compose`` reach its body.
 """
 

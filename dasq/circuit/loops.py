@@ -3,7 +3,7 @@
 
 Each record is an IfElse, so everything that walks conditioned blocks (noise
 models, ``Circuit.compose``, the terminal-measurement split) reaches the
-operations inside; only the shot engine (dasq.state.shots) gives a loop its
+operations inside; only the walker (dasq.state.walk) gives a loop its
 meaning. A for loop without jumps never becomes a record: its passes are written
 out, each with its loop parameter bound. A while loop runs per branch of shots,
 as Aer runs it per shot, and stops with a clear error once a shot has run
@@ -26,7 +26,7 @@ ALWAYS = Condition((), 0)  # holds whatever the classical bits: a block every br
 # loop that succeeds with probability p per pass keeps shots * (1 - p)^k shots after k
 # passes: for p >= 0.05 and a million shots that is below 1e-16 at k = 1000, so a loop
 # that reaches the bound almost surely never ends. The bound is per shot over all the
-# while loops it runs (dasq.state.shots): a loop inside a loop adds its passes, never
+# while loops it runs (dasq.state.walk): a loop inside a loop adds its passes, never
 # multiplies them.
 MAX_WHILE_PASSES = 1000
 

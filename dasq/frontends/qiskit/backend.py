@@ -6,7 +6,7 @@ seed_simulator=, memory=, parameter_binds=)`` returns a job whose ``Result``
 holds counts and memory as Aer keys them, and what Aer's save instructions
 (``qc.save_statevector()``, ``save_expectation_value``, ...) ask for, under their
 labels, with Aer's value types (dasq.frontends.qiskit.saves). A circuit's save instructions
-split it into segments that the shot engine (dasq.state.shots) runs one after
+split it into segments that the walker (dasq.state.walk) runs one after
 another, so a circuit is simulated once however many saves it holds, and a save
 after a measurement, reset, ``initialize`` or condition reads every branch of shots
 and combines them as Aer combines its shots. ``initialize`` (reset, then prepare),

@@ -1,7 +1,7 @@
 """Aer's save instructions on dasq's states: what each reads, and the value (type
 included) Aer returns for it.
 
-A save reads the state of every branch of shots where it stands (dasq.state.shots):
+A save reads the state of every branch of shots where it stands (dasq.state.walk):
 one branch when everything before it is unitary, several after mid-circuit
 measurements, resets or conditions. Aer's subtypes then combine the branches as it
 combines shots: "single" keeps one shot's value (drawn by the shots per branch),

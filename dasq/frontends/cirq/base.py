@@ -19,11 +19,11 @@ from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import Measure
 from dasq.circuit.validation import check_bytes, check_dtype, check_per_shot, is_int
-from dasq.cirq.expectations import averaged, pauli_terms
-from dasq.cirq.initial import dasq_initial
-from dasq.cirq.program import Program, split_action
-from dasq.cirq.trajectories import Trajectories, count_events, terminal_only
 from dasq.errors import ValidationError
+from dasq.frontends.cirq.expectations import averaged, pauli_terms
+from dasq.frontends.cirq.initial import dasq_initial
+from dasq.frontends.cirq.program import Program, split_action
+from dasq.frontends.cirq.trajectories import Trajectories, count_events, terminal_only
 from dasq.frontends.convert.from_cirq import convert
 from dasq.state.statevector import StateVector
 from dasq.state.walk import TABLE_MAX_QUBITS, Group, Node

@@ -10,11 +10,11 @@ import cirq
 import numpy as np
 
 from dasq.circuit.kinds import Measure
-from dasq.cirq.base import SimulatorBase
-from dasq.cirq.expectations import averaged, pauli_terms
-from dasq.cirq.initial import dasq_initial
-from dasq.cirq.program import Program, flat_records
 from dasq.errors import ValidationError
+from dasq.frontends.cirq.base import SimulatorBase
+from dasq.frontends.cirq.expectations import averaged, pauli_terms
+from dasq.frontends.cirq.initial import dasq_initial
+from dasq.frontends.cirq.program import Program, flat_records
 from dasq.state.statevector import StateVector
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.cirq_convert import Converted
 from dasq.circuit.classical import IfElse
 from dasq.circuit.kinds import Measure, Reset
+from dasq.frontends.convert.from_cirq import Converted
 from dasq.state.walk import Start, Uniforms, Walker
 
 

@@ -57,11 +57,11 @@ def on_device(request):
 
 @pytest.fixture(scope="session")
 def shared_cluster():
-    """Two single-thread worker processes, started once per test process, for every
-    test that only needs "a cluster": each LocalCluster of worker processes costs
-    seconds to start and to load dasq's kernels. A test that kills workers, patches
-    them or needs another shape starts its own; one that registers a plugin here
-    removes it again."""
+    """Two single-thread worker processes, started once per test process (at most one
+    per core under ``-n auto``), for every test that only needs "a cluster": each
+    LocalCluster of worker processes costs seconds to start and to load dasq's kernels.
+    A test that kills workers, patches them or needs another shape starts its own; one
+    that registers a plugin here removes it again."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None

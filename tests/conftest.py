@@ -1,3 +1,4 @@
+import fcntl
 import os
 import sys
 
@@ -76,3 +77,17 @@ def shared_client(shared_cluster):
     distributed = pytest.importorskip("distributed")
     with distributed.Client(shared_cluster, set_as_default=False) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def emulated_hosts_alone(tmp_path_factory: pytest.TempPathFactory):
+    """One test process of a run at a time emulates hosts (benchmarks/hosts.py): each
+    emulated cluster's start removes what a dead owner left, which
+    tests/test_hosts.py's clean-up test must find and remove itself."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    # the parent of a test process's base temporary directory is the run's, shared by its processes
+    with open(tmp_path_factory.getbasetemp().parent / "emulated-hosts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -15,19 +15,15 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("IPython")
 
 import IPython.display  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
 from distributed.diagnostics.progressbar import MultiProgressWidget  # noqa: E402
 
 import dasq  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster,
-        Client(cluster, set_as_default=False) as c,
-    ):
-        yield c
+def client(shared_client):
+    """Any cluster: the shared one (tests/conftest.py)."""
+    return shared_client
 
 
 def _circuit() -> dasq.Circuit:

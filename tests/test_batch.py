@@ -249,16 +249,11 @@ def test_what_the_compiled_path_does_not_hold_runs_the_general_way():
     assert values == pytest.approx(1.0)
 
 
-def test_a_batch_fans_out_over_a_clients_workers_and_comes_back_as_a_dask_array():
+def test_a_batch_fans_out_over_a_clients_workers_and_comes_back_as_a_dask_array(shared_cluster):
     distributed = pytest.importorskip("distributed")
     circuit = shift_circuit(4, 1)
     x = np.random.default_rng(4).uniform(-2, 2, size=(12, len(circuit.parameters)))
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with distributed.Client(shared_cluster) as client:
         values = dasq.expectation(circuit, "ZZII", parameters=x, client=client)
         grads = dasq.gradient(circuit, "ZZII", parameters=x, client=client)
         assert type(values).__name__ == "Array" and values.numblocks[0] > 1

@@ -10,7 +10,6 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed dasq
 pytest.importorskip("qiskit")
-from distributed import Client, LocalCluster
 
 import dasq
 from benchmarks.cluster import _breakdown, _layer_of, _variant
@@ -25,14 +24,10 @@ def test_task_keys_are_sorted_into_stage_piece_recv_and_other():
     assert _layer_of(("sum-aggregate", 0)) == ("", "other")
 
 
-def test_a_profiled_run_accounts_for_both_workers_and_every_step():
+def test_a_profiled_run_accounts_for_both_workers_and_every_step(shared_client):
     circuit = dasq.Circuit.from_qiskit(_variant("qv", 14, 1))
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
-        profile = _breakdown(circuit, "complex128", client, 11)
-        steps = len(dasq.simulate(circuit, chunk_qubits=11).plan.stages)
+    profile = _breakdown(circuit, "complex128", shared_client, 11)
+    steps = len(dasq.simulate(circuit, chunk_qubits=11).plan.stages)
     busy = profile["worker_busy_seconds"]
     assert len(busy) == 2 and all(0 < b < profile["cluster_wall_seconds"] for b in busy)
     assert profile["cluster_compute_seconds"]["stage"] > 0 and profile["threads_compute_seconds"]["stage"] > 0

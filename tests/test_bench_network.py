@@ -16,7 +16,10 @@ from benchmarks import hosts
 from benchmarks.network import suite_network
 
 REASON = hosts.can_emulate()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"cannot emulate hosts here: {REASON}")
+pytestmark = [
+    pytest.mark.skipif(REASON is not None, reason=f"cannot emulate hosts here: {REASON}"),
+    pytest.mark.usefixtures("emulated_hosts_alone"),  # tests/conftest.py
+]
 
 
 def test_the_network_suite_times_each_relayout_beside_its_link_floor():

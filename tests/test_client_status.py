@@ -9,7 +9,7 @@ import pytest
 import dasq
 
 distributed = pytest.importorskip("distributed")
-from distributed import Client, LocalCluster  # noqa: E402
+from distributed import Client  # noqa: E402
 
 # The check belongs in dasq/circuit/validation.py's check_client, which every entry point
 # calls (simulate, run, resume, warm_up, the batches, StateVector.from_zarr): until it
@@ -18,9 +18,9 @@ CLOSED = r"client is closed \(status 'closed'\): pass an open distributed\.Clien
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
-        yield c
+def cluster(shared_cluster):
+    """Any cluster: the shared one (tests/conftest.py)."""
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")

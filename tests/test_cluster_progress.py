@@ -16,7 +16,7 @@ import tqdm.std
 
 distributed = pytest.importorskip("distributed")
 from dask.utils import key_split  # noqa: E402
-from distributed import Client, LocalCluster, WorkerPlugin  # noqa: E402
+from distributed import WorkerPlugin  # noqa: E402
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
 
 import dasq  # noqa: E402
@@ -25,12 +25,9 @@ N, L = 20, 17  # 8 blocks, 4 on each worker
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
-        yield cluster, client
+def cluster(shared_cluster, shared_client):
+    """The shared cluster (tests/conftest.py): its scheduler runs in this process."""
+    return shared_cluster, shared_client
 
 
 def _layers(n: int, depth: int, seed: int) -> dasq.Circuit:

@@ -22,12 +22,9 @@ import dasq  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster, set_as_default=False) as c,
-    ):
-        yield c
+def client(shared_client):
+    """Two single-thread worker processes: the shared cluster (tests/conftest.py)."""
+    return shared_client
 
 
 def _random(n: int, layers: int, seed: int) -> dasq.Circuit:

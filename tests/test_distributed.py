@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -25,12 +26,13 @@ def task_graph():
 
 
 @pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as c,
-    ):
+def client(shared_cluster):
+    """Dask's default client for this module (test_default_client_is_used_when_none_is_given),
+    on the shared cluster (tests/conftest.py)."""
+    with Client(shared_cluster) as c:
         yield c
+        with contextlib.suppress(Exception):  # registered by a test below, if it ran
+            c.unregister_worker_plugin(ExecutedKeys.name)
 
 
 def _circuit() -> dasq.Circuit:

@@ -29,7 +29,10 @@ import dasq  # noqa: E402
 from benchmarks import hosts  # noqa: E402
 
 REASON = hosts.can_emulate()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"cannot emulate hosts here: {REASON}")
+pytestmark = [
+    pytest.mark.skipif(REASON is not None, reason=f"cannot emulate hosts here: {REASON}"),
+    pytest.mark.usefixtures("emulated_hosts_alone"),  # tests/conftest.py
+]
 
 MiB = 1 << 20
 

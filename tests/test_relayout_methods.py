@@ -48,15 +48,21 @@ def _narrow_tiles(tile_bytes: int = TILE_BYTES) -> None:
     program.CACHE_TILE_BYTES = tile_bytes
 
 
+def _tile_bytes() -> int:
+    import dasq.engine.program as program
+
+    return program.CACHE_TILE_BYTES
+
+
 @pytest.fixture(scope="module")
-def processes():
-    """Two single-thread worker processes whose cache tiles are narrower than a block."""
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
-        client.run(_narrow_tiles)
-        yield client
+def processes(shared_client):
+    """Two single-thread worker processes whose cache tiles are narrower than a block:
+    the shared cluster (tests/conftest.py), its workers' tiles put back afterwards."""
+    before = shared_client.run(_tile_bytes)
+    shared_client.run(_narrow_tiles)
+    yield shared_client
+    for address, tile_bytes in before.items():
+        shared_client.run(_narrow_tiles, tile_bytes, workers=[address])
 
 
 @pytest.fixture(scope="module")

@@ -142,16 +142,11 @@ def test_bad_requests_get_one_clear_error(tmp_path):
         dasq.gradient(circuit, "Z" * N, parameters=X, memory_limit=1 << 12)
 
 
-def test_a_clients_workers_run_the_passes(tmp_path):
+def test_a_clients_workers_run_the_passes(tmp_path, shared_cluster):
     distributed = pytest.importorskip("distributed")
     circuit = wide_circuit()
     want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with distributed.Client(shared_cluster) as client:
         got = dasq.gradient(
             circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "g", client=client
         )

@@ -92,3 +92,25 @@ def test_every_chunking_g_0_to_7_agrees_on_a_seeded_8_qubit_circuit(device):
     for L, r in enumerate(results[1:], start=1):
         np.testing.assert_allclose(r, results[0], atol=1e-10, err_msg=f"L={L}")
     assert abs(np.linalg.norm(results[0]) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_constant_per_block_after_a_wide_operation_is_applied(device):
+    """A diagonal on global qubits alone is a constant per block, which the fuser adds
+    to the group before it; when that group is one operation too wide to fuse, the
+    runner applied only its first operation (found by the random-circuit property on
+    the GPU twin, whose fused groups are narrow; the CPU lost it the same way)."""
+    rng = np.random.default_rng(3)
+    u = random_unitary(6, rng)
+    phases = np.exp(1j * np.array([0.3, 1.1, 2.0, 2.9]))
+    c = dasq.Circuit(9).h(7).h(8).unitary(u, (0, 1, 2, 3, 4, 5), controls=(7,)).diagonal(phases, (7, 8))
+    want = np.zeros(1 << 9, dtype=complex)
+    want[0] = 1
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    for m, t, ctl, s in [(h, (7,), (), ()), (h, (8,), (), ()), (u, (0, 1, 2, 3, 4, 5), (7,), (1,)),
+                         (np.diag(phases), (7, 8), (), ())]:  # fmt: skip
+        want = operator(m, t, ctl, s, 9) @ want
+    got = dasq.simulate(c, chunk_qubits=6, device=device)
+    groups = [g for step in got.plan.steps for g in getattr(step, "groups", ())]
+    assert any(not g.fused and len(g.ops) == 2 for g in groups)  # the case: a wide group and a constant
+    np.testing.assert_allclose(got.to_numpy(), want, atol=1e-10)

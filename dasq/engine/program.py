@@ -393,9 +393,10 @@ class BlockRunner:
                     group = self.program.groups[i]
                     if group.fused:
                         self._kernel(i, block_index, block.dtype).apply(block)
-                    else:
-                        for action in lowering.local_actions(group.ops[0], self.L, block_index):
-                            apply_action(backend, action, block, self.L)
+                    else:  # one wide operation, then any constants per block the fuser added
+                        for op in group.ops:
+                            for action in lowering.local_actions(op, self.L, block_index):
+                                apply_action(backend, action, block, self.L)
                 continue
             if run.contiguous:
                 kernels = [self._kernel(i, block_index, block.dtype, run.tile) for i in run.members]

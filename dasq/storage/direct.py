@@ -42,7 +42,7 @@ WRITEBACK_FROM = 1 << 20
 
 
 def _max_open() -> int:
-    """Chunk files a thread keeps open: a 32nd of the process's descriptors (a relayout
+    """Chunk files a thread keeps open: a 16th of the process's descriptors (a relayout
     of k qubits reads from 2^k files in turn, every block), between 8 and 2048."""
     try:
         import resource
@@ -50,7 +50,7 @@ def _max_open() -> int:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
         return 8
-    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 32))
+    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 16))
 
 
 MAX_OPEN = _max_open()
@@ -105,7 +105,7 @@ class ChunkFiles:
             ci, offset = divmod(start * out.itemsize, size)
             fd = None if verifies else opened.fds.get(ci)
             nbytes = out.nbytes
-            if fd is not None and offset + nbytes < size and os.preadv(fd, [out], offset) == nbytes:
+            if fd is not None and offset + nbytes <= size and os.preadv(fd, [out], offset) == nbytes:
                 done += nbytes
             else:
                 rest.append(one)
@@ -125,9 +125,15 @@ class ChunkFiles:
                         done += self._read_checked(dfd, ci, offset, dest, expected, stage)
                         continue
                     fd = opened.fds.get(ci)
+                    kept = fd is not None
                     if fd is None:
-                        fd = opened.keep(ci, self._open(dfd, ci, expected, stage))
-                    self._pread(fd, ci, [memoryview(dest)], offset)
+                        fd = self._open(dfd, ci, expected, stage)
+                        kept = opened.keep(ci, fd)
+                    try:
+                        self._pread(fd, ci, [memoryview(dest)], offset)
+                    finally:
+                        if not kept:
+                            os.close(fd)
                     done += dest.size
         return done
 
@@ -229,18 +235,21 @@ class ChunkFiles:
 class _OpenFiles:
     """The chunk files one thread keeps open while it reads one array at one stage: a
     relayout's pieces come from every chunk, a few bytes each, so opening a file per
-    piece cost more than reading it. Closed when the thread moves on (or ends), or
-    when more than MAX_OPEN are open."""
+    piece cost more than reading it. At most MAX_OPEN; closed when the thread moves on
+    (or ends)."""
 
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.fds: dict[int, int] = {}
 
-    def keep(self, ci: int, fd: int) -> int:
+    def keep(self, ci: int, fd: int) -> bool:
+        """Whether ``fd`` is kept open. A full set keeps what it holds: a relayout visits
+        its files in the same cycle every block, so closing them all to make room
+        reopened every file of the cycle, where keeping them reopens only the rest."""
         if len(self.fds) >= MAX_OPEN:
-            self.close()
+            return False
         self.fds[ci] = fd
-        return fd
+        return True
 
     def close(self) -> None:
         fds, self.fds = self.fds, {}

@@ -237,16 +237,24 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
         fresh = np.zeros if skipped else np.empty
         host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
         piece = size >> len(work.pairs)
-        checks = work.checks_chunk(mine)
         start = mine * piece
-        reads = [
-            ((source << work.L) + start, host[v * piece : (v + 1) * piece], checks)
-            for v, source in enumerate(sources)
-            if source not in zero
-        ]
-        if reads:
-            st.read_into(work.store, work.source, reads, work.store_id, work.source_crcs, work.source_stage)
-        stats[4] += len(reads) * piece * host.itemsize
+        outs = list(host.reshape(-1, piece))
+        if skipped:
+            outs = [out for out, source in zip(outs, sources) if source not in zero]
+            sources = [source for source in sources if source not in zero]
+        starts = [(source << work.L) + start for source in sources]
+        if starts:
+            st.read_into(
+                work.store,
+                work.source,
+                starts,
+                outs,
+                work.checks_chunk(mine),
+                work.store_id,
+                work.source_crcs,
+                work.source_stage,
+            )
+        stats[4] += len(starts) * piece * host.itemsize
         if host is not block:
             block = backend.from_host(host, work.dtype)
     out = backend.to_host(block if only_zeros else work.runner(block, c))

@@ -87,32 +87,35 @@ class ChunkFiles:
 
     def read(
         self,
-        reads: Sequence[tuple[int, np.ndarray, bool]],
+        starts: Sequence[int],
+        outs: Sequence[np.ndarray],
+        verifies: bool,
         crcs: np.ndarray | None,
         crcs_from: int,
         stage: int,
     ) -> int:
-        """For each (start, out, verifies) of ``reads``: ``out`` filled with the amplitudes
-        from ``start`` (of ``out``'s dtype); returns the bytes read from disk. ``crcs``:
-        the manifest's checksums of chunks ``crcs_from``... A chunk read in part is read
-        whole and checked when its read ``verifies``."""
+        """Each ``outs[i]`` (all of one size and dtype) filled with the amplitudes from
+        ``starts[i]``; returns the bytes read from disk. ``crcs``: the manifest's checksums
+        of chunks ``crcs_from``... ``verifies``: a chunk read in part is read whole and
+        checked."""
         size = self.chunk_bytes
         done = 0
         opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
-        rest = []
-        for one in reads:  # the common case first: a piece inside a chunk already open
-            start, out, verifies = one
-            ci, offset = divmod(start * out.itemsize, size)
-            fd = None if verifies else opened.fds.get(ci)
-            nbytes = out.nbytes
-            if fd is not None and offset + nbytes <= size and os.preadv(fd, [out], offset) == nbytes:
-                done += nbytes
-            else:
-                rest.append(one)
+        rest: list[tuple[int, np.ndarray]] = []
+        if verifies:
+            rest = list(zip(starts, outs))
+        elif outs:  # the common case first: pieces inside chunks already open
+            nbytes, itemsize, fds, preadv = outs[0].nbytes, outs[0].itemsize, opened.fds, os.preadv
+            for start, out in zip(starts, outs):
+                ci, offset = divmod(start * itemsize, size)
+                fd = fds.get(ci)
+                if fd is None or offset + nbytes > size or preadv(fd, [out], offset) != nbytes:
+                    rest.append((start, out))
+            done = (len(outs) - len(rest)) * nbytes
         if not rest:
             return done
         with self._chunk_directory() as dfd:
-            for first_amplitude, out, verifies in rest:
+            for first_amplitude, out in rest:
                 begin = first_amplitude * out.itemsize
                 view = out.reshape(-1).view(np.uint8)
                 first, last = begin // size, (begin + view.size - 1) // size

@@ -31,7 +31,7 @@ import numpy as np
 
 from dasq.errors import StoreError
 from dasq.storage import chunks
-from dasq.storage.contained import READ_FLAGS, Contained, split_key
+from dasq.storage.contained import READ_FLAGS, Contained, overwrite_in, split_key
 from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
@@ -225,14 +225,26 @@ class ChunkFiles:
         if start % size or view.size != count * size:
             raise ValueError("direct writes cover whole chunks")  # a dasq bug
         out = np.empty(count, np.uint32)
+        dfd = self._target_directory()
+        early = size >= WRITEBACK_FROM
         for i in range(count):
             body = view[i * size : (i + 1) * size]
             crc = google_crc32c.value(body)
             out[i] = crc
-            key = chunks.chunk_key(self.array, first + i)
-            early = size >= WRITEBACK_FROM
-            self.files.overwrite(key, (body, crc.to_bytes(CRC_BYTES, "little")), writeback=early)
+            parts = (body, crc.to_bytes(CRC_BYTES, "little"))
+            if overwrite_in(dfd, str(first + i), parts, early) is None:  # a new chunk, or not one
+                self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out
+
+    def _target_directory(self) -> int:
+        """This thread's open directory of the chunks it writes: opened once for all the
+        blocks it writes to this array, not three directories walked per chunk."""
+        key = (str(self.files.root), self.array, self.store_id)
+        held = getattr(_THREAD, "target", None)
+        if held is None or held.key != key:
+            fd = self.files.open_directory([*split_key(self.array), "c"], create=True)
+            held = _THREAD.target = _HeldDirectory(key, fd)
+        return held.fd
 
 
 class _OpenFiles:
@@ -261,6 +273,17 @@ class _OpenFiles:
 
     def __del__(self) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class _HeldDirectory:
+    """A directory one thread keeps open (``key``: what it is), closed with its holder."""
+
+    key: tuple
+    fd: int
+
+    def __del__(self) -> None:
+        os.close(self.fd)
 
 
 _THREAD = threading.local()

@@ -224,14 +224,14 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     size = 1 << work.L
     sources, mine = work.sources(c)
     zero = work.zero_sources
-    only_zeros = all(source in zero for source in sources)
+    only_zeros = bool(zero) and all(source in zero for source in sources)
     if work.source is None:
         position = work.basis_position
         block = backend.basis_block(
             size, position & (size - 1) if position >> work.L == c else -1, work.dtype
         )
     else:
-        skipped = any(source in zero for source in sources)
+        skipped = bool(zero) and any(source in zero for source in sources)
         block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
         # pieces are read straight into a host block; a device's block is filled once
         fresh = np.zeros if skipped else np.empty

@@ -29,6 +29,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.engine.internals import DataNode, Task, TaskRef
@@ -374,7 +375,8 @@ class StreamExecutor:
         name = f"dasq-stream-{s}-{token}"
         work_key = f"{name}-work"
         graph: dict = {work_key: DataNode(work_key, work)}
-        run = blocks_per_task(nblocks, workers)
+        # a cluster runs as many tasks at once as its workers have threads
+        run = blocks_per_task(nblocks, workers if self.client is None else _config.cores(self.client))
         keys = [(name, first) for first in range(0, nblocks, run)]
         for key in keys:
             first = key[1]

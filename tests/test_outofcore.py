@@ -127,9 +127,9 @@ def test_passes_after_a_basis_state_skip_the_pieces_of_zero_blocks(tmp_path, mon
     reads: dict[int, int] = {}
     read = stream.st.read_into
 
-    def counted(path, name, pieces, store_id, crcs, stage):
-        reads[stage] = reads.get(stage, 0) + len(pieces)
-        return read(path, name, pieces, store_id, crcs, stage)
+    def counted(path, name, starts, outs, verifies, store_id, crcs, stage):
+        reads[stage] = reads.get(stage, 0) + len(starts)
+        return read(path, name, starts, outs, verifies, store_id, crcs, stage)
 
     monkeypatch.setattr(stream.st, "read_into", counted)
     c = random_circuit(9, 3, seed=8)
@@ -245,7 +245,7 @@ KILL_SCRIPT = textwrap.dedent(
 
     def posttask(key, result, dsk, state, worker_id):
         if isinstance(key, tuple) and str(key[0]).startswith("dasq-stream-"):
-            done[0] += 1
+            done[0] += result.count  # a task runs a few consecutive blocks
             if done[0] >= after:
                 os.kill(os.getpid(), signal.SIGKILL)
 
@@ -525,3 +525,59 @@ def test_stages_are_made_durable_without_a_host_wide_sync(tmp_path, monkeypatch)
     c = random_circuit(9, 3, seed=4)
     state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(5))
     np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
+
+
+# --------------------------------------------------------------- per-block cost
+def test_a_pass_runs_its_blocks_in_a_few_tasks_each_walking_consecutive_blocks(tmp_path):
+    """A Dask task per block cost more than a small block's work: each task runs a run
+    of consecutive blocks, and together they run every block once."""
+    from dask.callbacks import Callback
+
+    from dasq.engine import stream
+
+    tasks: dict[str, int] = {}
+    blocks: dict[str, int] = {}
+
+    def posttask(key, result, dsk, state, worker_id):
+        if isinstance(key, tuple) and str(key[0]).startswith("dasq-stream-"):
+            tasks[key[0]] = tasks.get(key[0], 0) + 1
+            blocks[key[0]] = blocks.get(key[0], 0) + result.count
+
+    c = random_circuit(12, 3, seed=4)
+    with Callback(posttask=posttask):
+        state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(4))
+    m = Manifest.read(tmp_path / "s.zarr")
+    run = stream.blocks_per_task(1 << 8, m.workers)
+    assert run > 1 and len(tasks) == m.stages_total
+    assert set(blocks.values()) == {1 << 8} and set(tasks.values()) == {(1 << 8) // run}
+    np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
+
+
+def test_relayouts_read_right_when_a_thread_may_keep_few_chunk_files_open(tmp_path, monkeypatch):
+    """A relayout reads from every chunk in turn; past MAX_OPEN open files a piece's
+    file is opened for it and closed after it, and the state is the same."""
+    from dasq.storage import direct
+
+    monkeypatch.setattr(direct, "MAX_OPEN", 2)
+    c = random_circuit(10, 4, seed=5)
+    state = dasq.simulate(c, store=tmp_path / "s.zarr", **ooc(5))
+    assert max(len(r.pairs) for r in state.plan.relayouts) >= 2
+    np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
+
+
+def test_a_chunk_is_overwritten_in_place_only_when_it_is_a_regular_file_of_its_size(tmp_path):
+    from dasq.storage.contained import overwrite_in
+
+    (tmp_path / "same").write_bytes(b"x" * 8)
+    (tmp_path / "other").write_bytes(b"x" * 4)
+    (tmp_path / "link").symlink_to(tmp_path / "same")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert overwrite_in(fd, "same", (b"abcd", b"efgh")) == 8
+        assert overwrite_in(fd, "other", (b"abcd", b"efgh")) is None
+        assert overwrite_in(fd, "missing", (b"abcd",)) is None
+        assert overwrite_in(fd, "link", (b"ABCD", b"EFGH")) is None
+    finally:
+        os.close(fd)
+    assert (tmp_path / "same").read_bytes() == b"abcdefgh"
+    assert (tmp_path / "other").read_bytes() == b"xxxx"

@@ -4,9 +4,10 @@ A pass is a stage's program with the relayout before it folded into its reads (a
 qdao does): the previous pass wrote its blocks with the leaving qubits on the top
 local bits (the plan's write orders), so new block c is 2^k contiguous pieces of
 2^(L-k) amplitudes read straight from the blocks it pairs with (the same
-relayout algebra as in memory). Each pass is one Dask graph of independent block
-tasks (gather, program, write) whose results are a few numbers, so at most
-``workers`` blocks are in memory at once however large the state. After every
+relayout algebra as in memory). Each pass is one Dask graph of independent tasks,
+each running a few consecutive blocks one after another (gather, program, write)
+and returning a few numbers, so at most ``workers`` blocks are in memory at once
+however large the state. After every
 pass the written chunks are flushed and the manifest replaced atomically: a crash
 at any instant leaves the last completed pass intact.
 """
@@ -28,6 +29,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.engine.internals import DataNode, Task, TaskRef
@@ -48,6 +50,7 @@ BLOCK_COPIES = (
 MAX_BLOCK_QUBITS = 26
 MIN_BLOCK_QUBITS = 8  # a stored run's blocks are at least 2^8 amplitudes: tasks worth scheduling
 MIN_STORAGE_QUBITS = 16
+TASKS_PER_WORKER = 8  # a pass's blocks are run by this many tasks a worker (blocks_per_task)
 
 
 @dataclass(frozen=True)
@@ -161,39 +164,58 @@ class BlockWork:
         per_chunk = 1 << max(0, self.storage_qubits - self.L + len(self.pairs))
         return source_piece % per_chunk == 0
 
-    def piece_bytes(self) -> int:
-        return (np.dtype(self.dtype).itemsize << self.L) >> len(self.pairs)
-
-    def zero_after(self, nblocks: int) -> frozenset[int]:
-        """The blocks this pass writes as zeros (a program maps zeros to zeros)."""
-        return algebra.zero_blocks_after(self.zero_sources, self.pairs, self.L, nblocks)
-
     def sources(self, c: int) -> tuple[list[int], int]:
         """(the block each piece of block ``c`` comes from, by piece; the piece of those
         blocks it reads): algebra.pieces without a record per piece, which for 2^k
         pieces of every block of small budgets held hundreds of MiB in its cache."""
-        gbits = [g - self.L for g, _ in self.pairs]
+        gbits = tuple(g - self.L for g, _ in self.pairs)
         keep = c & ~sum(1 << b for b in gbits)
         mine = sum(((c >> b) & 1) << i for i, b in enumerate(gbits))
-        return [keep | int(o) for o in _piece_offsets(tuple(gbits))], mine
+        return (_piece_offsets(gbits) | keep).tolist(), mine
 
     def bytes_read(self, nblocks: int) -> int:
+        """Every block not known to be zeros is read once, whole: its 2^k pieces go to the
+        2^k new blocks that differ from it in the swapped global bits, one each."""
         if self.source is None:
             return 0
-        if not self.zero_sources:
-            return nblocks * (np.dtype(self.dtype).itemsize << self.L)
-        pieces = (p for c in range(nblocks) for p in algebra.pieces(c, self.pairs, self.L))
-        return sum(p.source not in self.zero_sources for p in pieces) * self.piece_bytes()
+        return (nblocks - len(self.zero_sources)) * (np.dtype(self.dtype).itemsize << self.L)
 
 
 @dataclass(frozen=True)
 class BlockResult:
-    """What a block task returns: its statistics (STATS floats) and the checksums of
-    the chunks it wrote (for the manifest)."""
+    """What a block (or a task's run of blocks from ``block``) returns: its statistics
+    (STATS floats) and the checksums of the chunks it wrote (for the manifest)."""
 
     block: int
     stats: np.ndarray
     crcs: np.ndarray
+    zeros: tuple[int, ...] = ()  # the blocks written as zeros, gathered only from zero blocks
+    count: int = 1  # blocks run: ``block`` and the ones after it
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass returns: its summed statistics, the checksum of every chunk written
+    and the blocks it wrote as zeros (the next pass skips reading them)."""
+
+    stats: np.ndarray
+    crcs: np.ndarray
+    zeros: frozenset[int]
+
+
+def run_blocks(work: BlockWork, first: int, count: int) -> BlockResult:
+    """Blocks ``first``..``first + count - 1`` run one after another by one task: a Dask
+    task per block cost more than a small block's read, program and write."""
+    results = [run_block(work, c) for c in range(first, first + count)]
+    stats = np.sum([r.stats for r in results], axis=0)
+    zeros = tuple(c for r in results for c in r.zeros)
+    return BlockResult(first, stats, np.concatenate([r.crcs for r in results]), zeros, count)
+
+
+def blocks_per_task(nblocks: int, workers: int) -> int:
+    """Consecutive blocks one task runs: TASKS_PER_WORKER tasks for each worker (room to
+    balance their loads), never fewer than one block."""
+    return max(1, nblocks // (workers * TASKS_PER_WORKER))
 
 
 def run_block(work: BlockWork, c: int) -> BlockResult:
@@ -203,29 +225,37 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     size = 1 << work.L
     sources, mine = work.sources(c)
     zero = work.zero_sources
-    only_zeros = all(source in zero for source in sources)
+    only_zeros = bool(zero) and all(source in zero for source in sources)
     if work.source is None:
         position = work.basis_position
         block = backend.basis_block(
             size, position & (size - 1) if position >> work.L == c else -1, work.dtype
         )
     else:
-        skipped = any(source in zero for source in sources)
+        skipped = bool(zero) and any(source in zero for source in sources)
         block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
         # pieces are read straight into a host block; a device's block is filled once
         fresh = np.zeros if skipped else np.empty
         host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
         piece = size >> len(work.pairs)
-        checks = work.checks_chunk(mine)
         start = mine * piece
-        reads = [
-            ((source << work.L) + start, host[v * piece : (v + 1) * piece], checks)
-            for v, source in enumerate(sources)
-            if source not in zero
-        ]
-        if reads:
-            st.read_into(work.store, work.source, reads, work.store_id, work.source_crcs, work.source_stage)
-        stats[4] += len(reads) * piece * host.itemsize
+        outs = list(host.reshape(-1, piece))
+        if skipped:
+            outs = [out for out, source in zip(outs, sources) if source not in zero]
+            sources = [source for source in sources if source not in zero]
+        starts = [(source << work.L) + start for source in sources]
+        if starts:
+            st.read_into(
+                work.store,
+                work.source,
+                starts,
+                outs,
+                work.checks_chunk(mine),
+                work.store_id,
+                work.source_crcs,
+                work.source_stage,
+            )
+        stats[4] += len(starts) * piece * host.itemsize
         if host is not block:
             block = backend.from_host(host, work.dtype)
     out = backend.to_host(block if only_zeros else work.runner(block, c))
@@ -239,7 +269,7 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
         del rounded
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     stats[5] = out.nbytes
-    return BlockResult(c, stats, crcs)
+    return BlockResult(c, stats, crcs, (c,) if only_zeros else ())
 
 
 @lru_cache(maxsize=64)
@@ -308,7 +338,7 @@ class StreamExecutor:
             start = time.perf_counter()
             self.lock.verify()
             try:
-                stats, crcs = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
+                done = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
             except Exception as exc:
                 lost = _lost_cluster(exc, self.client)
                 if lost:
@@ -325,10 +355,11 @@ class StreamExecutor:
             st.sync_to_disk(self.path, (target,))
             m.stages_done = s + 1
             m.current = target
-            m.chunk_crc32c = chunks.encode_crcs(crcs)
-            zero = work.zero_after(nblocks)
+            m.chunk_crc32c = chunks.encode_crcs(done.crcs)
+            zero = done.zeros
             m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
             m.stage_seconds.append(time.perf_counter() - start)
+            stats = done.stats
             if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
                 # |<a|b>|^2 / (|a|^2 |b|^2) <= 1 exactly; rounding of the sums can pass 1 by an ulp
                 kept = float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
@@ -338,28 +369,30 @@ class StreamExecutor:
             records.append(pass_record(one, n, L, nblocks))
         return records
 
-    def _run_pass(
-        self, work: BlockWork, nblocks: int, workers: int, label: str, s: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """All block tasks of one pass, at most ``workers`` at a time: (summed statistics,
-        checksum of every chunk written)."""
+    def _run_pass(self, work: BlockWork, nblocks: int, workers: int, label: str, s: int) -> PassResult:
+        """All block tasks of one pass, at most ``workers`` at a time."""
         token = tokenize(work.store, work.store_id, work.target, work.runner.program.token(), work.pairs)
         name = f"dasq-stream-{s}-{token}"
         work_key = f"{name}-work"
         graph: dict = {work_key: DataNode(work_key, work)}
-        keys = [(name, c) for c in range(nblocks)]
-        for c, key in enumerate(keys):
-            graph[key] = Task(key, run_block, TaskRef(work_key), c)
+        # a cluster runs as many tasks at once as its workers have threads
+        run = blocks_per_task(nblocks, workers if self.client is None else _config.cores(self.client))
+        keys = [(name, first) for first in range(0, nblocks, run)]
+        for key in keys:
+            first = key[1]
+            graph[key] = Task(key, run_blocks, TaskRef(work_key), first, min(run, nblocks - first))
         nbytes = work.bytes_read(nblocks) + (nblocks << work.L) * np.dtype(work.dtype).itemsize
         bar = _progress_bar(label, nblocks, nbytes) if self.progress else None
         total = np.zeros(STATS)
+        zeros: list[int] = []
         per_block = 1 << (work.L - self.manifest.storage_qubits)
         crcs = np.zeros(nblocks * per_block, dtype=np.uint32)
 
         def collect(result: BlockResult) -> None:
             nonlocal total
             total = total + result.stats
-            crcs[result.block * per_block : (result.block + 1) * per_block] = result.crcs
+            zeros.extend(result.zeros)
+            crcs[result.block * per_block : result.block * per_block + result.crcs.size] = result.crcs
 
         try:
             if self.client is not None:
@@ -375,7 +408,7 @@ class StreamExecutor:
                 except BaseException:
                     self.client.cancel(futures)  # no new block starts; running ones finish on their own
                     raise
-                return total, crcs
+                return PassResult(total, crcs, frozenset(zeros))
             # our own pool, shut down with waiting: when a block fails (a full disk), the
             # others still writing finish before the error leaves, so nothing writes to
             # the store once the caller (and its lock) has moved on
@@ -386,7 +419,7 @@ class StreamExecutor:
                 results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
             for result in results:
                 collect(result)
-            return total, crcs
+            return PassResult(total, crcs, frozenset(zeros))
         finally:
             if bar is not None:
                 bar.close()
@@ -448,7 +481,7 @@ def _advance(bar: Any, nbytes: float) -> None:
 
 
 class _BarCallback(dask.callbacks.Callback):
-    """Advances a progress bar by the bytes each finished block task read and wrote."""
+    """Advances a progress bar by the bytes each finished task read and wrote."""
 
     def __init__(self, advance: Callable[[float], Any] | None, prefix: str) -> None:
         super().__init__()

@@ -117,6 +117,15 @@ class Contained:
     @contextlib.contextmanager
     def directory(self, parts: list[str], create: bool = False) -> Iterator[int]:
         """The directory ``parts`` below the root, open (made when ``create``)."""
+        fd = self.open_directory(parts, create)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def open_directory(self, parts: list[str], create: bool = False) -> int:
+        """The directory ``parts`` below the root, opened without following a link (made
+        when ``create``); the caller closes it."""
         fd = self._open_root()
         try:
             where = self.root
@@ -125,9 +134,10 @@ class Contained:
                 inner = self._open_dir(fd, name, where, create)
                 os.close(fd)
                 fd = inner
-            yield fd
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
 
     def _entry(self, key: str) -> tuple[list[str], str]:
         parts = split_key(key)
@@ -277,21 +287,11 @@ class Contained:
         flush makes them current (a stage's target chunks): replacing a file by a rename
         makes ext4 write the new data at once (auto_da_alloc), a wait per chunk,
         and overwriting in place allocates nothing."""
-        size = sum(memoryview(part).nbytes for part in data)
         parts, name = self._entry(key)
         with contextlib.suppress(FileNotFoundError, NotADirectoryError), self.directory(parts) as dfd:
-            found = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISREG(found.st_mode) and found.st_size == size:
-                fd = os.open(name, _OVERWRITE_FLAGS, dir_fd=dfd)
-                try:
-                    now = os.fstat(fd)
-                    if stat.S_ISREG(now.st_mode) and now.st_size == size:
-                        written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
-                        if writeback:
-                            start_writeback(fd)
-                        return written
-                finally:
-                    os.close(fd)
+            written = overwrite_in(dfd, name, data, writeback)
+            if written is not None:
+                return written
         return self.write(key, data, writeback=writeback)
 
     def open_lock(self, name: str) -> int:
@@ -403,6 +403,34 @@ def _pread_all(fd: int, count: int, offset: int) -> bytearray:
     if done < count:
         del out[done:]
     return out
+
+
+def overwrite_in(
+    dfd: int, name: str, data: tuple[bytes | memoryview, ...], writeback: bool = False
+) -> int | None:
+    """Write file ``name`` of the directory open as ``dfd`` over its old bytes when it is
+    a regular file of exactly this size (Contained.overwrite), in one call where the
+    system takes it; None (nothing written) when it is not such a file."""
+    size = sum(memoryview(part).nbytes for part in data)
+    try:
+        found = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not (stat.S_ISREG(found.st_mode) and found.st_size == size):
+        return None
+    fd = os.open(name, _OVERWRITE_FLAGS, dir_fd=dfd)
+    try:
+        now = os.fstat(fd)
+        if not (stat.S_ISREG(now.st_mode) and now.st_size == size):
+            return None
+        if os.pwritev(fd, data, 0) != size:  # rare: cut short; written again part by part
+            os.lseek(fd, 0, os.SEEK_SET)
+            sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
+        if writeback:
+            start_writeback(fd)
+        return size
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: memoryview) -> int:

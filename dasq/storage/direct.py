@@ -31,7 +31,7 @@ import numpy as np
 
 from dasq.errors import StoreError
 from dasq.storage import chunks
-from dasq.storage.contained import READ_FLAGS, Contained, split_key
+from dasq.storage.contained import READ_FLAGS, Contained, overwrite_in, split_key
 from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
@@ -42,7 +42,7 @@ WRITEBACK_FROM = 1 << 20
 
 
 def _max_open() -> int:
-    """Chunk files a thread keeps open: a 32nd of the process's descriptors (a relayout
+    """Chunk files a thread keeps open: a 16th of the process's descriptors (a relayout
     of k qubits reads from 2^k files in turn, every block), between 8 and 2048."""
     try:
         import resource
@@ -50,7 +50,7 @@ def _max_open() -> int:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
         return 8
-    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 32))
+    return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 16))
 
 
 MAX_OPEN = _max_open()
@@ -87,32 +87,35 @@ class ChunkFiles:
 
     def read(
         self,
-        reads: Sequence[tuple[int, np.ndarray, bool]],
+        starts: Sequence[int],
+        outs: Sequence[np.ndarray],
+        verifies: bool,
         crcs: np.ndarray | None,
         crcs_from: int,
         stage: int,
     ) -> int:
-        """For each (start, out, verifies) of ``reads``: ``out`` filled with the amplitudes
-        from ``start`` (of ``out``'s dtype); returns the bytes read from disk. ``crcs``:
-        the manifest's checksums of chunks ``crcs_from``... A chunk read in part is read
-        whole and checked when its read ``verifies``."""
+        """Each ``outs[i]`` (all of one size and dtype) filled with the amplitudes from
+        ``starts[i]``; returns the bytes read from disk. ``crcs``: the manifest's checksums
+        of chunks ``crcs_from``... ``verifies``: a chunk read in part is read whole and
+        checked."""
         size = self.chunk_bytes
         done = 0
         opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
-        rest = []
-        for one in reads:  # the common case first: a piece inside a chunk already open
-            start, out, verifies = one
-            ci, offset = divmod(start * out.itemsize, size)
-            fd = None if verifies else opened.fds.get(ci)
-            nbytes = out.nbytes
-            if fd is not None and offset + nbytes < size and os.preadv(fd, [out], offset) == nbytes:
-                done += nbytes
-            else:
-                rest.append(one)
+        rest: list[tuple[int, np.ndarray]] = []
+        if verifies:
+            rest = list(zip(starts, outs))
+        elif outs:  # the common case first: pieces inside chunks already open
+            nbytes, itemsize, fds, preadv = outs[0].nbytes, outs[0].itemsize, opened.fds, os.preadv
+            for start, out in zip(starts, outs):
+                ci, offset = divmod(start * itemsize, size)
+                fd = fds.get(ci)
+                if fd is None or offset + nbytes > size or preadv(fd, [out], offset) != nbytes:
+                    rest.append((start, out))
+            done = (len(outs) - len(rest)) * nbytes
         if not rest:
             return done
         with self._chunk_directory() as dfd:
-            for first_amplitude, out, verifies in rest:
+            for first_amplitude, out in rest:
                 begin = first_amplitude * out.itemsize
                 view = out.reshape(-1).view(np.uint8)
                 first, last = begin // size, (begin + view.size - 1) // size
@@ -125,9 +128,15 @@ class ChunkFiles:
                         done += self._read_checked(dfd, ci, offset, dest, expected, stage)
                         continue
                     fd = opened.fds.get(ci)
+                    kept = fd is not None
                     if fd is None:
-                        fd = opened.keep(ci, self._open(dfd, ci, expected, stage))
-                    self._pread(fd, ci, [memoryview(dest)], offset)
+                        fd = self._open(dfd, ci, expected, stage)
+                        kept = opened.keep(ci, fd)
+                    try:
+                        self._pread(fd, ci, [memoryview(dest)], offset)
+                    finally:
+                        if not kept:
+                            os.close(fd)
                     done += dest.size
         return done
 
@@ -216,31 +225,46 @@ class ChunkFiles:
         if start % size or view.size != count * size:
             raise ValueError("direct writes cover whole chunks")  # a dasq bug
         out = np.empty(count, np.uint32)
+        dfd = self._target_directory()
+        early = size >= WRITEBACK_FROM
         for i in range(count):
             body = view[i * size : (i + 1) * size]
             crc = google_crc32c.value(body)
             out[i] = crc
-            key = chunks.chunk_key(self.array, first + i)
-            early = size >= WRITEBACK_FROM
-            self.files.overwrite(key, (body, crc.to_bytes(CRC_BYTES, "little")), writeback=early)
+            parts = (body, crc.to_bytes(CRC_BYTES, "little"))
+            if overwrite_in(dfd, str(first + i), parts, early) is None:  # a new chunk, or not one
+                self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out
+
+    def _target_directory(self) -> int:
+        """This thread's open directory of the chunks it writes: opened once for all the
+        blocks it writes to this array, not three directories walked per chunk."""
+        key = (str(self.files.root), self.array, self.store_id)
+        held = getattr(_THREAD, "target", None)
+        if held is None or held.key != key:
+            fd = self.files.open_directory([*split_key(self.array), "c"], create=True)
+            held = _THREAD.target = _HeldDirectory(key, fd)
+        return held.fd
 
 
 class _OpenFiles:
     """The chunk files one thread keeps open while it reads one array at one stage: a
     relayout's pieces come from every chunk, a few bytes each, so opening a file per
-    piece cost more than reading it. Closed when the thread moves on (or ends), or
-    when more than MAX_OPEN are open."""
+    piece cost more than reading it. At most MAX_OPEN; closed when the thread moves on
+    (or ends)."""
 
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.fds: dict[int, int] = {}
 
-    def keep(self, ci: int, fd: int) -> int:
+    def keep(self, ci: int, fd: int) -> bool:
+        """Whether ``fd`` is kept open. A full set keeps what it holds: a relayout visits
+        its files in the same cycle every block, so closing them all to make room
+        reopened every file of the cycle, where keeping them reopens only the rest."""
         if len(self.fds) >= MAX_OPEN:
-            self.close()
+            return False
         self.fds[ci] = fd
-        return fd
+        return True
 
     def close(self) -> None:
         fds, self.fds = self.fds, {}
@@ -249,6 +273,17 @@ class _OpenFiles:
 
     def __del__(self) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class _HeldDirectory:
+    """A directory one thread keeps open (``key``: what it is), closed with its holder."""
+
+    key: tuple
+    fd: int
+
+    def __del__(self) -> None:
+        os.close(self.fd)
 
 
 _THREAD = threading.local()

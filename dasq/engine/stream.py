@@ -131,7 +131,7 @@ def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:
     chunks are decoded whole, so S = L - k lets a relayout of k qubits gather whole
     chunks, kept at 16 or more so small blocks do not make a store of tiny files.
     ``dasq.min-storage-chunk-qubits`` set: S = L - k, at least that."""
-    floor = dask.config.get("dasq.min-storage-chunk-qubits", None)
+    floor = _config.setting("dasq.min-storage-chunk-qubits")
     if floor is None:
         floor = MIN_STORAGE_QUBITS if compressed else L
     return min(L, max(L - max_swapped, int(floor)))

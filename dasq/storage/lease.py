@@ -81,14 +81,14 @@ class LeaseTerms:
 
     @classmethod
     def from_config(cls) -> LeaseTerms:
-        import dask.config
+        from dasq import _config
 
-        seconds = float(dask.config.get("dasq.lease-seconds", 60.0))
-        return cls(
-            seconds,
-            float(dask.config.get("dasq.lease-clock-skew", 5.0)),
-            float(dask.config.get("dasq.lease-renew-seconds", seconds / 4)),
-        )
+        seconds = _config.setting("dasq.lease-seconds")
+        skew = _config.setting("dasq.lease-clock-skew")
+        renew = _config.setting("dasq.lease-renew-seconds")
+        seconds = 60.0 if seconds is None else float(seconds)
+        skew = 5.0 if skew is None else float(skew)
+        return cls(seconds, skew, seconds / 4 if renew is None else float(renew))
 
 
 @dataclass(frozen=True)

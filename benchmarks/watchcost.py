@@ -6,7 +6,7 @@ tasks the dashboard draws (dasq/engine/direct.py), and with a progress bar.
 Why a suite of its own: a run of programs shows its steps only through a chain of
 small tasks per worker, each ending when its worker has finished a step; they cost
 the scheduler and the client a round of messages per step. Unasked, they run where
-a worker's share of the state is large (``WATCHED_SHARE_QUBITS``), so the question
+a worker's share of the state is large (``WATCHED_SHARE_QUBITS``, dasq/_config.py), so the question
 is what they cost there. The three modes run in one process on one cluster, round
 after round, in an order that rotates each round; each round's times are compared
 with that round's unwatched run (the machine's load drifts between rounds, much
@@ -41,15 +41,15 @@ def parser() -> argparse.ArgumentParser:
 @contextlib.contextmanager
 def _mode(mode: str):
     """Step tasks off for "unwatched" (no share is large enough), as they are otherwise."""
-    from dasq.engine import direct
+    from dasq import _config
 
-    saved = direct.WATCHED_SHARE_QUBITS
+    saved = _config.WATCHED_SHARE_QUBITS
     if mode == "unwatched":
-        direct.WATCHED_SHARE_QUBITS = 64
+        _config.WATCHED_SHARE_QUBITS = 64
     try:
         yield
     finally:
-        direct.WATCHED_SHARE_QUBITS = saved
+        _config.WATCHED_SHARE_QUBITS = saved
 
 
 def _one(circuit, args, client, mode: str) -> dict[str, Any]:

@@ -93,6 +93,18 @@ MAX_DEFAULT_CHUNK_QUBITS = 24
 # (engine/oneblock.py), whose setup and imports would cost it more than threads save.
 ARRAY_CODE_CHUNK_QUBITS = 20
 
+# ---------------------------------------------------------------- stored runs (engine/stream.py)
+# A stored run's blocks: at most 2^26 amplitudes (a pass holds a few per task beside
+# the budget's share), at least 2^8 (below that a task's work is less than its
+# scheduling), and chunk files of compressed stores at least 2^16 amplitudes (smaller
+# ones cost more per file than their bytes; dask config dasq.min-storage-chunk-qubits).
+MAX_BLOCK_QUBITS = 26
+MIN_BLOCK_QUBITS = 8
+MIN_STORAGE_QUBITS = 16
+# A pass's blocks run as this many tasks per worker, each a run of consecutive blocks:
+# enough to balance the threads, few enough that a task's cost per block vanishes.
+TASKS_PER_WORKER = 8
+
 
 def total_memory() -> int:
     try:

@@ -41,8 +41,8 @@ from typing import Any
 import dask
 import numpy as np
 
+from dasq import _config
 from dasq.backend import batch_kernels as kernels
-from dasq.engine.stream import MIN_BLOCK_QUBITS
 from dasq.engine.sweep import Binding, PauliTerms, Program, undo_with_gradients
 from dasq.engine.template import Template
 from dasq.errors import StoreError, ValidationError
@@ -90,11 +90,11 @@ def choose_blocking(template: Template, dtype: str, memory_limit: int, workers: 
     while True:
         fits = memory_limit // (workers * GROUP_COPIES * itemsize << k)
         L = min(n, fits.bit_length() - 1) if fits >= 1 else 0
-        if min(n, MIN_BLOCK_QUBITS) > L:
-            smallest = workers * GROUP_COPIES * itemsize << (min(n, MIN_BLOCK_QUBITS) + k)
+        if min(n, _config.MIN_BLOCK_QUBITS) > L:
+            smallest = workers * GROUP_COPIES * itemsize << (min(n, _config.MIN_BLOCK_QUBITS) + k)
             raise ValidationError(
                 f"memory_limit {memory_limit} bytes is too small for a stored gradient of {n} qubits: "
-                f"{workers} group(s) of 2^{k} blocks of 2^{min(n, MIN_BLOCK_QUBITS)} amplitudes, "
+                f"{workers} group(s) of 2^{k} blocks of 2^{min(n, _config.MIN_BLOCK_QUBITS)} amplitudes, "
                 f"{GROUP_COPIES} copies each, need {smallest} bytes"
             )
         widest = max((sum(q >= L for q in s.qubits) for s in template.steps), default=0)

@@ -47,10 +47,6 @@ STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; 
 BLOCK_COPIES = (
     8  # per task, measured (tests/test_outofcore.py): gather, permuted copies, kernel and encode buffers
 )
-MAX_BLOCK_QUBITS = 26
-MIN_BLOCK_QUBITS = 8  # a stored run's blocks are at least 2^8 amplitudes: tasks worth scheduling
-MIN_STORAGE_QUBITS = 16
-TASKS_PER_WORKER = 8  # a pass's blocks are run by this many tasks a worker (blocks_per_task)
 
 
 @dataclass(frozen=True)
@@ -97,9 +93,9 @@ def choose_blocks(
 
     def largest(w: int) -> int:
         fits = max(1, memory_limit // (w * per_amplitude))
-        return min(num_qubits, MAX_BLOCK_QUBITS, int(math.log2(fits)))
+        return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
 
-    smallest_useful = min(num_qubits, MIN_BLOCK_QUBITS)
+    smallest_useful = min(num_qubits, _config.MIN_BLOCK_QUBITS)
     if chunk_qubits is None:
         L = largest(workers)
         # fewer, larger blocks in flight for a wide gate, or for blocks worth a task
@@ -133,7 +129,7 @@ def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:
     ``dasq.min-storage-chunk-qubits`` set: S = L - k, at least that."""
     floor = _config.setting("dasq.min-storage-chunk-qubits")
     if floor is None:
-        floor = MIN_STORAGE_QUBITS if compressed else L
+        floor = _config.MIN_STORAGE_QUBITS if compressed else L
     return min(L, max(L - max_swapped, int(floor)))
 
 
@@ -215,7 +211,7 @@ def run_blocks(work: BlockWork, first: int, count: int) -> BlockResult:
 def blocks_per_task(nblocks: int, workers: int) -> int:
     """Consecutive blocks one task runs: TASKS_PER_WORKER tasks for each worker (room to
     balance their loads), never fewer than one block."""
-    return max(1, nblocks // (workers * TASKS_PER_WORKER))
+    return max(1, nblocks // (workers * _config.TASKS_PER_WORKER))
 
 
 def run_block(work: BlockWork, c: int) -> BlockResult:

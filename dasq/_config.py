@@ -88,6 +88,9 @@ MIN_DEFAULT_CHUNK_QUBITS = 18
 # all-to-all circuits need fewer stages and relayouts, while a block still leaves
 # room for the few in flight beside the state.
 MAX_DEFAULT_CHUNK_QUBITS = 24
+# An in-memory run needs this many copies of its state (a stage's input and output):
+# past the memory it has, it is refused with the advice to stream it from a store.
+IN_MEMORY_COPIES = 2
 # A run in this process too small for numba's kernels (numpy's array code: a small
 # ``dasq run``, backend/cpu.py) is one block up to 2^20 amplitudes: one array, no graph
 # (engine/oneblock.py), whose setup and imports would cost it more than threads save.
@@ -104,6 +107,89 @@ MIN_STORAGE_QUBITS = 16
 # A pass's blocks run as this many tasks per worker, each a run of consecutive blocks:
 # enough to balance the threads, few enough that a task's cost per block vanishes.
 TASKS_PER_WORKER = 8
+
+# ---------------------------------------------------------------- fusion (plan/fusion.py)
+# The widest fused dense group where a backend prefers no other: each qubit more doubles
+# a group's arithmetic per amplitude and saves passes; 4 is the widest whose tile fits
+# the registers where vectors are 512 bits (benchmarks/README.md, kernels suite).
+DEFAULT_FUSION_SIZE = 4
+# Diagonal operations fuse further, up to one table of 2^12 phases (64 KiB in complex128,
+# held in cache beside the block), applied in one pass whatever its width.
+MAX_DIAGONAL_QUBITS = 12
+
+# ---------------------------------------------------------------- the GPU backend (backend/gpu.py)
+# GPU groups of 2: each qubit more doubles a group's arithmetic per amplitude, which in
+# shared memory is no longer hidden behind the pass over device memory (3 and 4
+# measured alongside: benchmarks/README.md, gpupeer).
+GPU_FUSION_SIZE = 2
+# A GPU tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
+# tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
+# overlap the arithmetic of others; 64 KiB tiles make fewer passes but hold fewer
+# tiles in flight (the gpu suite's tile sweep chose between them).
+TILE_BYTES = 32 << 10
+# A GPU tile holds the lowest bits of the block, read and written in runs of this many
+# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes (runs
+# of 64 bytes, two sectors, against 256: the same sweep).
+COALESCED_BYTES = 64
+
+# ---------------------------------------------------------------- host arrays (backend/arrays.py)
+# Blocks and scratch of 4 MiB and more live in maps of their own, populated up front and
+# given back when freed (mapped_zeros says why); smaller ones in numpy's memory, which
+# asks for transparent huge pages only from about here on.
+MAPPED_FROM_BYTES = 4 << 20
+# Fewer Poisson draws than this finish in Python: numba's compiling would cost more.
+FEW_DRAWS = 1 << 10
+# A matrix product on the host (groups wider than the kernels) runs over slabs of 2^14
+# amplitudes (256 KiB in complex128): their temporaries reuse the allocator's memory,
+# where a 2^18-amplitude tile's were fresh pages each time, whose first touch cost a
+# fresh process's 20-qubit run of the array code more than its products.
+HOST_SLAB_QUBITS = 14
+
+# ---------------------------------------------------------------- task graphs (engine/layers.py, readout.py)
+# Dask's rechunk threshold for a relayout by views: one all-to-all, so large that Dask
+# never plans intermediate rechunks (which would move the state more than once).
+ONE_STEP_THRESHOLD = 1 << 30
+# Probabilities over 2^14 outcomes and more are added block after block into one array
+# (memory holds the result once); fewer: one result per block, summed.
+CHAIN_MARGINAL_FROM = 1 << 14
+# to_numpy's scatter into logical order goes by tiles of the lowest 6 bits of both
+# orders (2^12 amplitudes at most), so a tile is read and written in contiguous runs.
+SCATTER_TILE_QUBITS = 6
+
+# ---------------------------------------------------------------- plans (plan/bounds.py)
+# The exact solver's 0/1 program for a plan's lower bound is built only up to this many
+# variables (with dasq.plan-bound-seconds): larger ones take the cheap bounds.
+MILP_MAX_VARIABLES = 20_000
+
+# ---------------------------------------------------------------- the walker (state/walk.py)
+# Outcomes of mid-circuit measurements are drawn from one marginal table over at most
+# 2^20 outcomes (the fixed qubits and the measured ones); wider: the state is computed
+# and its projections applied first. Cirq's terminal draws read such a table too up to
+# this width; wider: dasq's sampler.
+TABLE_MAX_QUBITS = 20
+# A walk merges alike branches (same memory, same state) once it holds more than 16 and
+# twice as many as after its last merge (a loop's passes would otherwise multiply them
+# up to one per shot), comparing only states of at most 2^16 entries (each comparison
+# reads both states whole).
+MERGE_FROM = 16
+MERGE_MAX_AMPLITUDES = 1 << 16
+
+# ---------------------------------------------------------------- front ends: dense or decomposed
+# Qiskit gates with no standard form become their matrix up to 3 qubits; wider ones
+# decompose through their definitions (no dense matrix wider than this from Qiskit).
+DENSE_WIDTH = 3
+# Qiskit's non-commuting Pauli evolutions up to 5 qubits run as the exact exponential;
+# wider ones follow Qiskit's synthesis (its definition, a product formula, as Aer runs them).
+EXACT_EVOLUTION_WIDTH = 5
+# Cirq operations wider than 4 qubits are decomposed by Cirq first, when they can be.
+CIRQ_DENSE_MAX_QUBITS = 4
+# PennyLane operations wider than 3 wires that PennyLane can decompose are decomposed
+# (QubitUnitary, DiagonalQubitUnitary and those without a decomposition stay dense).
+PENNYLANE_DENSE_MAX_WIRES = 3
+# A PennyLane observable without a Pauli representation (Hermitian, Projector...) is
+# Pauli-decomposed from its matrix up to 6 wires (4^6 terms at most); wider ones are
+# not supported without shots.
+PENNYLANE_MATRIX_MAX_WIRES = 6
 
 
 def total_memory() -> int:

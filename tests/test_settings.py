@@ -49,6 +49,18 @@ def keys_read_in_dasq() -> dict[str, str]:
     return found
 
 
+def _literal_constants(path: Path) -> set[str]:
+    """UPPER names bound at module level to a number or an expression of numbers."""
+    tree = ast.parse(path.read_text())
+    return {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.BinOp))
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id.isupper()
+    }
+
+
 def test_every_config_key_read_in_dasq_is_a_listed_setting():
     read = keys_read_in_dasq()
     assert len(read) >= 15, read  # the scan finds the keys (a broken scan finds none)
@@ -60,17 +72,22 @@ def test_every_config_key_read_in_dasq_is_a_listed_setting():
 
 def test_the_settings_page_lists_every_key_and_threshold():
     missing = [key for key in _config.CONFIG_KEYS if f"`{key}`" not in PAGE]
-    tree = ast.parse(Path(_config.__file__).read_text())
-    thresholds = [
-        target.id
-        for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.BinOp))
-        for target in node.targets
-        if isinstance(target, ast.Name) and target.id.isupper()
-    ]
+    thresholds = _literal_constants(Path(_config.__file__))
     assert "P2P_FROM_BLOCKS" in thresholds and "BACKGROUND_MAX_WORK" in thresholds
     missing += [name for name in thresholds if f"`{name}`" not in PAGE]
     assert not missing, f"docs/guide/settings.md does not list {missing}"
+
+
+def test_no_module_sets_a_threshold_of_its_own():
+    """A threshold is set once, in dasq/_config.py: a second literal elsewhere would be
+    the one its module reads, silently apart from the documented value."""
+    ours = _literal_constants(Path(_config.__file__))
+    again = {
+        str(path.relative_to(ROOT)): sorted(_literal_constants(path) & ours)
+        for path in (ROOT / "dasq").rglob("*.py")
+        if path.name != "_config.py"
+    }
+    assert not {where: names for where, names in again.items() if names}
 
 
 def test_each_key_says_why():

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dasq._config import FEW_DRAWS, HOST_SLAB_QUBITS, MAPPED_FROM_BYTES
 from dasq.backend.base import Backend, Controls, Kernel
 from dasq.backend.vector_layout import FIRST_CHECK
 
@@ -27,9 +28,6 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-MAPPED_FROM_BYTES = 4 << 20  # numpy asks for transparent huge pages from about here on
 
 
 @functools.cache
@@ -149,9 +147,6 @@ class _ArrayCodeOnly:
 ARRAY_CODE_ONLY = _ArrayCodeOnly()
 
 
-FEW_DRAWS = 1 << 10  # fewer draws than this finish in Python: numba's compiling would cost more
-
-
 def poisson_counts(m: np.ndarray, u: np.ndarray, h: np.ndarray) -> np.ndarray:
     """``numba_kernels.poisson_counts`` (the counts of draws that passed the first
     check), in Python for a few draws with the same results: the same inversion in
@@ -197,13 +192,6 @@ class MatrixKernel(Kernel):
     def apply(self, view: Any) -> None:
         shape, order = _target_axes_first(self.qubits, view.size.bit_length() - 1)
         _matrix_on_axes(view.reshape(shape), order, self.matrix)
-
-
-# On the host a matrix product runs over slabs of at most 2^14 amplitudes (256 KiB in
-# complex128): its temporaries (the gathered slab, the product) then reuse memory the
-# allocator keeps, where a 2^18-amplitude tile's were fresh pages each time, whose first
-# touch cost a fresh process's 20-qubit run of the array code more than its products.
-HOST_SLAB_QUBITS = 14
 
 
 def _matrix_on_axes(tensor: Any, order: Sequence[int], matrix: Any) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.plan.actions import Controls
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 
 TileApply = Callable[[Any, int], None]  # (block, base): one tile of the block, in place
 
@@ -108,7 +108,7 @@ class Backend:
     def preferred_fusion_size(self) -> int:
         """The widest fused group this backend's kernels run fastest (the default of
         ``fusion_size``; dask config ``dasq.fusion-size`` overrides it)."""
-        return DEFAULT_FUSION_SIZE
+        return _config.DEFAULT_FUSION_SIZE
 
     def warm_up(self, dtype: str, fusion_size: int) -> int:
         """Compile (or load from their cache) the kernels that fused groups of up to

@@ -19,24 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
+from dasq._config import COALESCED_BYTES, TILE_BYTES  # names here too: the gpu suite's tile sweep sets them
 from dasq.backend import cuda_kernels
 from dasq.backend.arrays import ArrayBackend, MatrixKernel
 from dasq.backend.base import Kernel, SkipKernel
 from dasq.errors import ValidationError
-
-# A tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
-# tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
-# overlap the arithmetic of others; 64 KiB tiles make fewer passes but hold fewer
-# tiles in flight (the gpu suite's tile sweep chose between them).
-TILE_BYTES = 32 << 10
-# A tile holds the lowest bits of the block, read and written in runs of this many
-# bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes (runs
-# of 64 bytes, two sectors, against 256: the same sweep).
-COALESCED_BYTES = 64
-# Each qubit more in a group doubles its arithmetic per amplitude, which in shared
-# memory is no longer hidden behind the pass over device memory: groups of 2 (3 and 4
-# measured alongside: benchmarks/README.md, gpupeer).
-GPU_FUSION_SIZE = 2
 
 
 @functools.cache
@@ -199,7 +187,7 @@ class GPUBackend(ArrayBackend):
         return self.singleton if self.index is None else (on_gpu, (self.index,))
 
     def preferred_fusion_size(self) -> int:
-        return GPU_FUSION_SIZE
+        return _config.GPU_FUSION_SIZE
 
     def tile_qubits(self, dtype: Any) -> tuple[int, int]:
         itemsize = np.dtype(dtype).itemsize

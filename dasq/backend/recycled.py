@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from dasq.backend.arrays import MAPPED_FROM_BYTES, mapped_zeros
+from dasq._config import MAPPED_FROM_BYTES
+from dasq.backend.arrays import mapped_zeros
 
 IDLE_SECONDS = 2.0  # a pooled map unused this long is unmapped
 

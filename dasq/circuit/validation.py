@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from dasq import _config
 from dasq.errors import ValidationError
 
 UNITARY_ATOL = 1e-8
@@ -368,7 +369,6 @@ def check_initial_amplitudes(finite: bool, norm: float) -> None:
 
 
 NORM_ATOL = 1e-6  # how far from 1 the norm of initial amplitudes may be
-IN_MEMORY_COPIES = 2  # an in-memory stage holds its input and its output state
 MAX_BLOCKS = 1 << 16  # wider graphs cost more to build and schedule than their work
 
 
@@ -377,7 +377,7 @@ def check_in_memory_run(
 ) -> None:
     """Refuse, before any graph is built, an in-memory run that cannot fit or whose
     graph would be absurdly wide; the message carries the numbers."""
-    need = IN_MEMORY_COPIES * (itemsize << num_qubits)
+    need = _config.IN_MEMORY_COPIES * (itemsize << num_qubits)
     if need > available:
         raise ValidationError(
             f"an in-memory run of {num_qubits} qubits needs about {_bytes(need)} ({need} bytes: the state "

@@ -26,6 +26,7 @@ import dask.array as da
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.engine.actions import apply_action, project
 from dasq.engine.compression import PieceCodec, is_encoded
@@ -37,7 +38,6 @@ from dasq.plan.actions import CombineAction, Controls, GroupShareAction, PairMap
 from dasq.plan.steps import Exchange, Permute, Traffic
 
 RELAYOUT_METHODS = ("views", "packed", "tasks", "p2p")
-ONE_STEP_THRESHOLD = 1 << 30  # graph growth Dask may accept before it plans a multi-step rechunk
 
 
 @dataclass(frozen=True)
@@ -526,7 +526,7 @@ def rechunk_relayout(
     view = x.reshape(shape)
     assert view.chunks == view_chunks, (view.chunks, view_chunks)
     # one all-to-all: a large threshold keeps Dask from planning intermediate rechunks
-    moved = view.transpose(order).rechunk(view_chunks, method=method, threshold=ONE_STEP_THRESHOLD)
+    moved = view.transpose(order).rechunk(view_chunks, method=method, threshold=_config.ONE_STEP_THRESHOLD)
     y = moved.reshape((1 << n,))
     assert y.chunks == x.chunks, (y.chunks, x.chunks)
     nb = num_blocks(x)

@@ -18,6 +18,7 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
+from dasq import _config
 from dasq.backend.arrays import mapped_zeros
 from dasq.backend.base import Backend
 from dasq.circuit.kinds import pauli_masks
@@ -55,9 +56,6 @@ def _marginal_block(
     return backend.marginal(block, L, block_id[0], positions)
 
 
-CHAIN_MARGINAL_FROM = 1 << 14  # results from this size are added into one array, block after block
-
-
 def _first_block(
     backend: Backend, width: int, dtype: np.dtype, L: int, positions: tuple, block: Any
 ) -> np.ndarray:
@@ -86,7 +84,7 @@ def marginal(
     array would copy the result once more."""
     width = 1 << len(positions)
     nb = x.numblocks[0]
-    if width < CHAIN_MARGINAL_FROM:
+    if width < _config.CHAIN_MARGINAL_FROM:
         parts = _floats(x, _marginal_block, width, backend=backend, L=L, positions=positions)
         return parts.reshape(nb, width).sum(axis=0).astype(dtype).to_delayed().ravel()[0]
     name = layers.layer_name("marginal", 0, x.name, positions, np.dtype(dtype).name)
@@ -102,9 +100,6 @@ def marginal(
     layer[(name, 0)] = Alias((name, 0), (chain, nb - 1))
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
     return Delayed((name, 0), graph, layer=name)
-
-
-SCATTER_TILE_QUBITS = 6  # a tile spans the lowest 6 bits of both orders (2^12 amplitudes at most)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +120,7 @@ def host_placement(layout: Sequence[int], L: int) -> HostPlacement:
     qubits, so a tile is read and written in contiguous runs."""
     qubit_at = {p: q for q, p in enumerate(layout)}
     local_qubits = sorted(q for q, p in enumerate(layout) if p < L)
-    low = min(SCATTER_TILE_QUBITS, L)
+    low = min(_config.SCATTER_TILE_QUBITS, L)
     tile_bits = sorted(set(range(low)) | {layout[q] for q in local_qubits[:low]})
     index = np.arange(1 << len(tile_bits), dtype=np.int64)
     source = np.zeros_like(index)

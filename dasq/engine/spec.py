@@ -12,11 +12,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from dasq import _config
 from dasq.backend.base import Backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel
 from dasq.engine.compression import PieceCodec
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class RunOptions:
     the steps its read-outs run (a measurement's projector, a relayout)."""
 
     method: str = "auto"
-    fusion_size: int = DEFAULT_FUSION_SIZE
+    fusion_size: int = _config.DEFAULT_FUSION_SIZE
     backend: str = "cpu"
     client: Any = None
     relayout_method: str | None = None  # None: dask config "dasq.relayout-method", else auto

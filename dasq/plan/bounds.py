@@ -36,7 +36,6 @@ from dasq.circuit.kinds import Operation
 from dasq.plan.stages import Footprints, footprints_of
 
 BOUND_SECONDS_KEY = "dasq.plan-bound-seconds"  # the solver's budget per plan; 0: the cheap bounds only
-MILP_MAX_VARIABLES = 20_000  # larger programs are not built at all
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def _solved(
     wires = sorted(frozenset().union(*(fps[i].needs_local for i in nodes)))
     column = {w: c for c, w in enumerate(wires)}
     size = len(nodes) * K + len(wires) * K
-    if size > MILP_MAX_VARIABLES:
+    if size > _config.MILP_MAX_VARIABLES:
         return None
     lower = np.zeros(size)
     upper = np.ones(size)

@@ -20,17 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dasq import _config
+from dasq._config import MAX_DIAGONAL_QUBITS
 from dasq.circuit.kinds import Operation
 from dasq.errors import ValidationError
 
-MAX_DIAGONAL_QUBITS = 12
-# Each qubit more in a group doubles its arithmetic per amplitude and saves passes; 4
-# is the widest whose tile fits the registers where vectors are 512 bits (a backend
-# may prefer another, ``preferred_fusion_size``; benchmarks/README.md, kernels suite).
-DEFAULT_FUSION_SIZE = 4
 
-
-def default_fusion_size(preferred: int = DEFAULT_FUSION_SIZE) -> int:
+def default_fusion_size(preferred: int = _config.DEFAULT_FUSION_SIZE) -> int:
     """The widest fused group: dask config ``dasq.fusion-size``, else ``preferred``
     (the backend's, which depends on its kernels and the machine)."""
     configured = _config.setting("dasq.fusion-size")
@@ -97,7 +92,9 @@ def _joins(
     return _worth_growing(current, fp, diagonal=diagonal_op)
 
 
-def fuse(ops: Sequence[Operation], L: int, max_qubits: int = DEFAULT_FUSION_SIZE) -> tuple[Group, ...]:
+def fuse(
+    ops: Sequence[Operation], L: int, max_qubits: int = _config.DEFAULT_FUSION_SIZE
+) -> tuple[Group, ...]:
     """Greedy grouping of ``ops`` on their dependency graph (qsim's fuser works on the
     gate lattice too): operations on disjoint positions commute, so a group takes
     any operation whose earlier operations on its positions (global ones too) are

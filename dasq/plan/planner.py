@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dasq import _config
 from dasq.circuit import validation
 from dasq.circuit.kinds import Operation
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
 from dasq.plan.bounds import stage_bound
-from dasq.plan.fusion import DEFAULT_FUSION_SIZE, fuse
+from dasq.plan.fusion import fuse
 from dasq.plan.localiser import per_operation_steps
 from dasq.plan.search import search_settings, searched_stages
 from dasq.plan.stages import StageChoice, absorb_swaps, footprints_of, greedy_stages
@@ -43,7 +44,7 @@ def make_plan(
     *,
     method: str = "auto",
     initial_layout: Sequence[int] | None = None,
-    fusion_size: int = DEFAULT_FUSION_SIZE,
+    fusion_size: int = _config.DEFAULT_FUSION_SIZE,
     global_phase: float = 0.0,
     search: bool | None = None,
 ) -> PhysicalPlan:

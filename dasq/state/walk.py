@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.circuit.channels import mixed_unitary, pauli_matrix
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import IfElse
@@ -35,10 +36,7 @@ from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], Any]
-TABLE_MAX_QUBITS = 20  # outcomes drawn from a marginal table over at most this many qubits
-MERGE_MAX_AMPLITUDES = 1 << 16  # branches are compared for merging when states have at most this many entries
 MERGE_ATOL = 1e-12
-MERGE_FROM = 16  # a walk merges alike branches when it holds more than this (and twice its last count)
 CERTAIN = 1 - 1e-12  # an outcome this probable projects nothing
 
 
@@ -201,7 +199,7 @@ class Walker:
     def walk(self, records: Sequence[Any], groups: list[Group]) -> Flow:
         """The groups after ``records``; whenever their number doubles, those alike are merged."""
         flow = Flow([])
-        limit = max(MERGE_FROM, 2 * len(groups))
+        limit = max(_config.MERGE_FROM, 2 * len(groups))
         i = 0
         while i < len(records) and groups:
             op = records[i]
@@ -217,7 +215,7 @@ class Walker:
                 i += 1
             if self.draw.merges and len(groups) > limit:
                 groups = self.merged(groups)
-                limit = max(MERGE_FROM, 2 * len(groups))
+                limit = max(_config.MERGE_FROM, 2 * len(groups))
         flow.ended = groups
         return flow
 
@@ -350,7 +348,7 @@ class Walker:
         computed, its projections applied too when the table would grow too wide)."""
         fixed_qubits = [q for q, _ in node.fixed]
         table_qubits = fixed_qubits + [q for q in dict.fromkeys(qubits) if q not in fixed_qubits]
-        if node.base is None or node.pending or len(table_qubits) > TABLE_MAX_QUBITS:
+        if node.base is None or node.pending or len(table_qubits) > _config.TABLE_MAX_QUBITS:
             node = Node(self.state(node))
             fixed_qubits, table_qubits = [], list(dict.fromkeys(qubits))
         if self._table is None or self._table[0]() is not node.base or self._table[1] != tuple(table_qubits):
@@ -437,12 +435,12 @@ class Walker:
         """The groups, those with the same memory and the same state (to MERGE_ATOL) made
         one: without this, a loop's passes multiply the branches of shots that measured
         their way back to one state (up to one branch per shot). States of more than
-        MERGE_MAX_AMPLITUDES entries are not compared."""
+        ``MERGE_MAX_AMPLITUDES`` entries are not compared."""
         if len(groups) < 2 or not self.draw.merges:
             return groups
         first = self.settled(groups[0])
         density = isinstance(first.node.base, DensityMatrix)
-        if 1 << (2 * self.n if density else self.n) > MERGE_MAX_AMPLITUDES:
+        if 1 << (2 * self.n if density else self.n) > _config.MERGE_MAX_AMPLITUDES:
             return [first, *groups[1:]]
         kept: list[Group] = []
         seen: dict[int, list[tuple[int, np.ndarray]]] = {}  # by memory: where each distinct state is kept

@@ -26,7 +26,7 @@ from dasq.frontends.cirq.program import Program, split_action
 from dasq.frontends.cirq.trajectories import Trajectories, count_events, terminal_only
 from dasq.frontends.convert.from_cirq import convert
 from dasq.state.statevector import StateVector
-from dasq.state.walk import TABLE_MAX_QUBITS, Group, Node
+from dasq.state.walk import Group, Node
 from dasq.storage.location import run_store
 
 _SET_HERE = {"density", "initial", "lazy", "parameters", "noise_model"}
@@ -231,7 +231,7 @@ class SimulatorBase:
         if self._split:
             groups = [[q for q in factor if q in qubits] for factor in prog.factors()]
             groups = [g for g in groups if g]
-        if len(qubits) <= TABLE_MAX_QUBITS:
+        if len(qubits) <= _config.TABLE_MAX_QUBITS:
             table = np.asarray(state.probabilities(qubits), dtype=np.float64)  # bit j: qubits[j]
             index = np.arange(table.size)
             bits = {}

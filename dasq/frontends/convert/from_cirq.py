@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - cirq is an optional extra
         "this needs Cirq: install dasq with the 'cirq' extra (pip install 'dasq[cirq]')"
     ) from None
 
+from dasq import _config
 from dasq.circuit.budget import Budget
 from dasq.circuit.channels import CHANNEL_ATOL
 from dasq.circuit.classical import ClassicalRegister, Condition
@@ -37,7 +38,6 @@ from dasq.errors import ValidationError
 
 __all__ = ["Converted", "Instance", "circuit_from_cirq", "convert", "matrix_operations", "unrolled_size"]
 
-DENSE_MAX_QUBITS = 4  # wider operations are decomposed by Cirq first, when they can be
 CONDITION_MAX_BITS = 12  # a condition other than a key's is enumerated over at most 2^12 values
 _X = np.array([[0, 1], [1, 0]])
 _Y = np.array([[0, -1j], [1j, 0]])
@@ -352,7 +352,7 @@ def _blank_like(circuit: Any) -> Any:
 # ----------------------------------------------------------------------------- gates and channels
 def _add_unitary(circuit: Any, op: cirq.Operation, index: dict[cirq.Qid, int]) -> complex:
     """Append ``op``'s unitary; returns the global phase it carries (a 0-qubit op's)."""
-    if len(op.qubits) > DENSE_MAX_QUBITS:
+    if len(op.qubits) > _config.CIRQ_DENSE_MAX_QUBITS:
         parts = cirq.decompose_once(op, default=None)
         if parts is not None:
             phase = 1.0 + 0j

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dasq import _config
+from dasq._config import DENSE_WIDTH
 from dasq.circuit.budget import Budget
 from dasq.circuit.initialize import Initialize
 from dasq.circuit.validation import check_bytes
@@ -272,11 +273,6 @@ def _is_unbound(p: Any) -> bool:
     return isinstance(p, ParameterExpression) and bool(p.parameters)
 
 
-DENSE_WIDTH = 3  # gates up to this wide with no standard form become their matrix; wider ones decompose
-EXACT_EVOLUTION_WIDTH = 5  # non-commuting Pauli evolutions up to this wide: the exact exponential;
-# wider ones follow Qiskit's synthesis (its definition, a product formula, as Aer runs them)
-
-
 def _append_gate(
     out: Any, op: Any, targets: list[int], controls: tuple, states: tuple, walk: _Walk | None = None
 ) -> None:
@@ -332,7 +328,7 @@ def _append_gate(
         out.diagonal(np.asarray(op.params, dtype=complex), targets, name=name, **kw)
     elif name == "PauliEvolution" and _append_evolution(out, op, targets, kw):
         pass
-    elif name == "PauliEvolution" and op.num_qubits <= EXACT_EVOLUTION_WIDTH:
+    elif name == "PauliEvolution" and op.num_qubits <= _config.EXACT_EVOLUTION_WIDTH:
         _append_matrix(out, _matrix_of(op), targets, name, kw)  # exact exp(-iHt), as Qiskit's Operator
     elif op.num_qubits <= DENSE_WIDTH and _has_matrix(op):
         _append_matrix(out, walk.matrix_of(op), targets, name, kw)

@@ -25,13 +25,10 @@ from pennylane.tape import QuantumScript
 from pennylane.transforms import split_non_commuting
 from pennylane.wires import Wires
 
+from dasq import _config
 from dasq.frontends.pennylane.operations import Converter
 from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
-
-MAX_MATRIX_OBSERVABLE_WIRES = 6
-"""An observable without a Pauli representation (``Hermitian``, ``Projector``,
-``Hadamard``...) is Pauli-decomposed from its matrix, up to this many wires."""
 
 
 def expectations_only(mp: MeasurementProcess) -> bool:
@@ -59,7 +56,7 @@ def pauli_sentence(obs: Operator) -> PauliSentence | None:
         for part in parts[1:]:
             total = total + part if isinstance(obs, Sum) else total @ part
         return total
-    if obs.has_matrix and 0 < len(obs.wires) <= MAX_MATRIX_OBSERVABLE_WIRES:
+    if obs.has_matrix and 0 < len(obs.wires) <= _config.PENNYLANE_MATRIX_MAX_WIRES:
         return _matrix_sentence(obs)
     return None
 
@@ -72,7 +69,7 @@ def _pauli_ready(obs: Operator) -> bool:
         return _pauli_ready(obs.base)
     if isinstance(obs, (Sum, Prod)):
         return all(_pauli_ready(o) for o in obs.operands)
-    return obs.has_matrix and 0 < len(obs.wires) <= MAX_MATRIX_OBSERVABLE_WIRES
+    return obs.has_matrix and 0 < len(obs.wires) <= _config.PENNYLANE_MATRIX_MAX_WIRES
 
 
 def analytic_observable(obs: Any) -> bool:

@@ -16,12 +16,8 @@ from pennylane.ops import BasisState, Controlled, DiagonalQubitUnitary, QubitUni
 from pennylane.ops.qubit.observables import BasisStateProjector
 from pennylane.wires import Wires
 
+from dasq import _config
 from dasq.circuit.circuit import Circuit
-
-MAX_DENSE_WIRES = 3
-"""Operations wider than this that PennyLane can decompose are decomposed rather than
-applied as one dense matrix (``QubitUnitary``, ``DiagonalQubitUnitary`` and operations
-without a decomposition are applied dense at any width)."""
 
 _NO_CONTROLS: dict[str, Any] = {"controls": (), "control_states": None}
 Applier = Callable[[Circuit, Operator, list[int], dict[str, Any]], object]
@@ -125,7 +121,7 @@ def _dense_ok(op: Operator) -> bool:
         return False
     if isinstance(op, (QubitUnitary, DiagonalQubitUnitary)):
         return True
-    return len(op.wires) <= MAX_DENSE_WIRES or not op.has_decomposition
+    return len(op.wires) <= _config.PENNYLANE_DENSE_MAX_WIRES or not op.has_decomposition
 
 
 def _controllable(base: Operator) -> bool:

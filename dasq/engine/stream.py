@@ -44,9 +44,12 @@ from dasq.storage.location import WriterLock
 from dasq.storage.manifest import Manifest
 
 STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
-# per task, measured (tests/test_outofcore.py): the block computed, the next one read and
-# the last one written (double buffering), kernel and encode buffers
+# Blocks' worth of memory per task, measured (tests/test_outofcore.py): the block computed,
+# the next one read and the last one written (double buffering), and kernel buffers;
+# chunks that zarr encodes or moves add its buffers (BLOCK_COPIES), raw local chunk files
+# (dasq.storage.direct) go between the block and the file with nothing in between.
 BLOCK_COPIES = 8
+DIRECT_BLOCK_COPIES = 4
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,17 @@ def stream_passes(plan: PhysicalPlan) -> list[Pass]:
 
 
 def choose_blocks(
-    num_qubits: int, dtype: str, memory_limit: int, chunk_qubits: int | None, workers: int, min_local: int
+    num_qubits: int,
+    dtype: str,
+    memory_limit: int,
+    chunk_qubits: int | None,
+    workers: int,
+    min_local: int,
+    copies: int = BLOCK_COPIES,
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding BLOCK_COPIES blocks, stay within ``memory_limit``."""
-    per_amplitude = BLOCK_COPIES * np.dtype(dtype).itemsize
+    holding ``copies`` blocks, stay within ``memory_limit``."""
+    per_amplitude = copies * np.dtype(dtype).itemsize
 
     def largest(w: int) -> int:
         fits = max(1, memory_limit // (w * per_amplitude))

@@ -80,9 +80,9 @@ def child(args: argparse.Namespace) -> None:
         # a few qubits more than its blocks, under the same budget, so its blocks are the
         # run's; and once below cpu.COMPILED_FROM, where numpy's array code runs
         from dasq import _config
-        from dasq.engine.stream import DIRECT_BLOCK_COPIES, choose_blocks
+        from dasq.engine.stream import choose_blocks
 
-        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2, DIRECT_BLOCK_COPIES)
+        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2, direct=True)
         for qubits, budget in ((min(args.qubits - 1, L + 3), limit), (14, 2 * 8 * itemsize << 9)):
             shutil.rmtree(warm, ignore_errors=True)
             dasq.simulate(_circuit(args.circuit, qubits), store=warm, dtype=args.dtype, memory_limit=budget)

@@ -69,8 +69,8 @@ def simulate_to_store(
     workers = 1 if client is not None else _config.cores()
     encoded = codec.compression is not None or codec.keep_bits is not None
     # raw chunks of a local store are read and written without zarr's buffers
-    copies = stream.BLOCK_COPIES if encoded or not isinstance(path, LocalDir) else stream.DIRECT_BLOCK_COPIES
-    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local, copies)
+    direct = not encoded and isinstance(path, LocalDir)
+    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local, direct)
     plan = _plan(circuit, L, fusion_size)
     passes = stream.stream_passes(plan)
     swapped = max((len(p.relayout.pairs) for p in passes if p.relayout), default=0)

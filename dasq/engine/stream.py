@@ -44,12 +44,14 @@ from dasq.storage.location import WriterLock
 from dasq.storage.manifest import Manifest
 
 STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
-# Blocks' worth of memory per task, measured (tests/test_outofcore.py): the block computed,
-# the next one read and the last one written (double buffering), and kernel buffers;
-# chunks that zarr encodes or moves add its buffers (BLOCK_COPIES), raw local chunk files
-# (dasq.storage.direct) go between the block and the file with nothing in between.
+# Blocks' worth of memory per task, measured (tests/test_outofcore.py, benchmarks ooc):
+# chunks that zarr encodes or moves need its buffers beside the block (BLOCK_COPIES);
+# raw local chunk files (dasq.storage.direct) only the block, the whole chunk its first
+# piece's reader checks, and kernel buffers (DIRECT_BLOCK_COPIES), and a double-buffered
+# task (from 2^OVERLAP_FROM_QUBITS) a block read or written beside those.
 BLOCK_COPIES = 8
 DIRECT_BLOCK_COPIES = 4
+OVERLAPPED_BLOCK_COPIES = 6
 
 
 @dataclass(frozen=True)
@@ -94,15 +96,21 @@ def choose_blocks(
     chunk_qubits: int | None,
     workers: int,
     min_local: int,
-    copies: int = BLOCK_COPIES,
+    direct: bool = False,
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding ``copies`` blocks, stay within ``memory_limit``."""
-    per_amplitude = copies * np.dtype(dtype).itemsize
+    holding ``block_copies(L, direct)`` blocks, stay within ``memory_limit``."""
+    itemsize = np.dtype(dtype).itemsize
+
+    def fit(w: int, copies: int) -> int:
+        fits = max(1, memory_limit // (w * copies * itemsize))
+        return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
 
     def largest(w: int) -> int:
-        fits = max(1, memory_limit // (w * per_amplitude))
-        return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
+        L = fit(w, block_copies(0, direct))
+        if L >= _config.OVERLAP_FROM_QUBITS:  # double-buffered: fewer, or blocks run one by one
+            L = max(_config.OVERLAP_FROM_QUBITS - 1, fit(w, block_copies(L, direct)))
+        return L
 
     smallest_useful = min(num_qubits, _config.MIN_BLOCK_QUBITS)
     if chunk_qubits is None:
@@ -113,6 +121,7 @@ def choose_blocks(
             L = largest(workers)
     else:
         L = chunk_qubits
+    per_amplitude = block_copies(L, direct) * itemsize
     need = per_amplitude << L
     if chunk_qubits is None and smallest_useful > L:
         raise ValidationError(
@@ -127,6 +136,14 @@ def choose_blocks(
             f"(the circuit has a gate on {min_local} qubits) need at least {smallest} bytes"
         )
     return L, max(1, min(workers, memory_limit // need))
+
+
+def block_copies(L: int, direct: bool) -> int:
+    """Blocks' worth of memory a task of blocks of 2^L amplitudes holds (``direct``: raw
+    local chunk files)."""
+    if not direct:
+        return BLOCK_COPIES
+    return OVERLAPPED_BLOCK_COPIES if L >= _config.OVERLAP_FROM_QUBITS else DIRECT_BLOCK_COPIES
 
 
 def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:

@@ -82,7 +82,7 @@ def child(args: argparse.Namespace) -> None:
         from dasq import _config
         from dasq.engine.stream import choose_blocks
 
-        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2)
+        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2, direct=True)
         for qubits, budget in ((min(args.qubits - 1, L + 3), limit), (14, 2 * 8 * itemsize << 9)):
             shutil.rmtree(warm, ignore_errors=True)
             dasq.simulate(_circuit(args.circuit, qubits), store=warm, dtype=args.dtype, memory_limit=budget)

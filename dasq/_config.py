@@ -107,6 +107,10 @@ MIN_STORAGE_QUBITS = 16
 # A pass's blocks run as this many tasks per worker, each a run of consecutive blocks:
 # enough to balance the threads, few enough that a task's cost per block vanishes.
 TASKS_PER_WORKER = 8
+# From blocks of 2^16 amplitudes a task reads its next block and writes its last one in
+# a helper thread while it computes (double buffering); below that handing a block
+# to the thread costs more than the overlap saves.
+OVERLAP_FROM_QUBITS = 16
 
 # ---------------------------------------------------------------- fusion (plan/fusion.py)
 # The widest fused dense group where a backend prefers no other: each qubit more doubles

@@ -27,7 +27,7 @@ from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
 from dasq.storage import chunks
 from dasq.storage import store as st
-from dasq.storage.location import Location, StoreName, WriterLock, location
+from dasq.storage.location import LocalDir, Location, StoreName, WriterLock, location
 from dasq.storage.manifest import MANIFEST, Manifest
 
 
@@ -67,11 +67,13 @@ def simulate_to_store(
     n = circuit.num_qubits
     min_local = max((len(lowering.needs_local(op)) for op in circuit), default=0)
     workers = 1 if client is not None else _config.cores()
-    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local)
+    encoded = codec.compression is not None or codec.keep_bits is not None
+    # raw chunks of a local store are read and written without zarr's buffers
+    direct = not encoded and isinstance(path, LocalDir)
+    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local, direct)
     plan = _plan(circuit, L, fusion_size)
     passes = stream.stream_passes(plan)
     swapped = max((len(p.relayout.pairs) for p in passes if p.relayout), default=0)
-    encoded = codec.compression is not None or codec.keep_bits is not None
     S = stream.storage_qubits(L, swapped, compressed=encoded)
     st.check_disk_space(path, st.disk_needed(n, dtype, S))
     manifest = Manifest(

@@ -581,3 +581,33 @@ def test_a_chunk_is_overwritten_in_place_only_when_it_is_a_regular_file_of_its_s
         os.close(fd)
     assert (tmp_path / "same").read_bytes() == b"abcdefgh"
     assert (tmp_path / "other").read_bytes() == b"xxxx"
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_double_buffered_tasks_give_the_in_memory_state(tmp_path, monkeypatch, compression):
+    """With every task double-buffered (the next block read and the last written while
+    one computes), a run from a basis state through relayouts is the in-memory one."""
+    from dasq import _config
+
+    monkeypatch.setattr(_config, "OVERLAP_FROM_QUBITS", 0)
+    c = random_circuit(11, 4, seed=9)
+    state = dasq.simulate(c, initial=77, store=tmp_path / "s.zarr", compression=compression, **ooc(5))
+    assert len(state.plan.relayouts) >= 2
+    want = dasq.simulate(c, initial=77).to_numpy()
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+def test_a_failed_write_in_a_double_buffered_task_fails_only_its_pass(tmp_path, monkeypatch):
+    """A write that fails in a task's helper thread fails the pass as one in the task's
+    own thread does: the last pass stays the store's, and resume finishes."""
+    from dasq import _config
+
+    monkeypatch.setattr(_config, "OVERLAP_FROM_QUBITS", 0)
+    store = tmp_path / "s.zarr"
+    c = random_circuit(**KILL_CIRCUIT)
+    free_disk = fill_disk_after(monkeypatch, 20)
+    with pytest.raises(dasq.StoreError, match=r"stage 2 could not be written.*intact.*resume"):
+        dasq.simulate(c, store=store, **ooc(KILL_L))
+    assert Manifest.read(store).stages_done == 1
+    free_disk()
+    np.testing.assert_allclose(dasq.resume(store).to_numpy(), reference_state(c), atol=1e-12)

@@ -5,9 +5,9 @@ qdao does): the previous pass wrote its blocks with the leaving qubits on the to
 local bits (the plan's write orders), so new block c is 2^k contiguous pieces of
 2^(L-k) amplitudes read straight from the blocks it pairs with (the same
 relayout algebra as in memory). Each pass is one Dask graph of independent tasks,
-each running a few consecutive blocks one after another (gather, program, write)
-and returning a few numbers, so at most ``workers`` blocks are in memory at once
-however large the state. After every
+each running a few consecutive blocks (gather, program, write; from mid-sized blocks
+the next gather and the last write overlap the program) and returning a few numbers,
+so at most a few blocks per worker are in memory at once however large the state. After every
 pass the written chunks are flushed and the manifest replaced atomically: a crash
 at any instant leaves the last completed pass intact.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -44,9 +44,14 @@ from dasq.storage.location import WriterLock
 from dasq.storage.manifest import Manifest
 
 STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
-BLOCK_COPIES = (
-    8  # per task, measured (tests/test_outofcore.py): gather, permuted copies, kernel and encode buffers
-)
+# Blocks' worth of memory per task, measured (tests/test_outofcore.py, benchmarks ooc):
+# chunks that zarr encodes or moves need its buffers beside the block (BLOCK_COPIES);
+# raw local chunk files (dasq.storage.direct) only the block, the whole chunk its first
+# piece's reader checks, and kernel buffers (DIRECT_BLOCK_COPIES), and a double-buffered
+# task (from 2^OVERLAP_FROM_QUBITS) a block read or written beside those.
+BLOCK_COPIES = 8
+DIRECT_BLOCK_COPIES = 4
+OVERLAPPED_BLOCK_COPIES = 6
 
 
 @dataclass(frozen=True)
@@ -85,15 +90,27 @@ def stream_passes(plan: PhysicalPlan) -> list[Pass]:
 
 
 def choose_blocks(
-    num_qubits: int, dtype: str, memory_limit: int, chunk_qubits: int | None, workers: int, min_local: int
+    num_qubits: int,
+    dtype: str,
+    memory_limit: int,
+    chunk_qubits: int | None,
+    workers: int,
+    min_local: int,
+    direct: bool = False,
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding BLOCK_COPIES blocks, stay within ``memory_limit``."""
-    per_amplitude = BLOCK_COPIES * np.dtype(dtype).itemsize
+    holding ``block_copies(L, direct)`` blocks, stay within ``memory_limit``."""
+    itemsize = np.dtype(dtype).itemsize
+
+    def fit(w: int, copies: int) -> int:
+        fits = max(1, memory_limit // (w * copies * itemsize))
+        return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
 
     def largest(w: int) -> int:
-        fits = max(1, memory_limit // (w * per_amplitude))
-        return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
+        L = fit(w, block_copies(0, direct))
+        if L >= _config.OVERLAP_FROM_QUBITS:  # double-buffered: fewer, or blocks run one by one
+            L = max(_config.OVERLAP_FROM_QUBITS - 1, fit(w, block_copies(L, direct)))
+        return L
 
     smallest_useful = min(num_qubits, _config.MIN_BLOCK_QUBITS)
     if chunk_qubits is None:
@@ -104,6 +121,7 @@ def choose_blocks(
             L = largest(workers)
     else:
         L = chunk_qubits
+    per_amplitude = block_copies(L, direct) * itemsize
     need = per_amplitude << L
     if chunk_qubits is None and smallest_useful > L:
         raise ValidationError(
@@ -118,6 +136,14 @@ def choose_blocks(
             f"(the circuit has a gate on {min_local} qubits) need at least {smallest} bytes"
         )
     return L, max(1, min(workers, memory_limit // need))
+
+
+def block_copies(L: int, direct: bool) -> int:
+    """Blocks' worth of memory a task of blocks of 2^L amplitudes holds (``direct``: raw
+    local chunk files)."""
+    if not direct:
+        return BLOCK_COPIES
+    return OVERLAPPED_BLOCK_COPIES if L >= _config.OVERLAP_FROM_QUBITS else DIRECT_BLOCK_COPIES
 
 
 def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:
@@ -200,12 +226,122 @@ class PassResult:
 
 
 def run_blocks(work: BlockWork, first: int, count: int) -> BlockResult:
-    """Blocks ``first``..``first + count - 1`` run one after another by one task: a Dask
-    task per block cost more than a small block's read, program and write."""
-    results = [run_block(work, c) for c in range(first, first + count)]
+    """Blocks ``first``..``first + count - 1`` run by one task (a Dask task per block cost
+    more than a small block's read, program and write): one after another, or from
+    2^OVERLAP_FROM_QUBITS amplitudes double-buffered, the next block read and the last
+    one written while this one computes."""
+    blocks = range(first, first + count)
+    if count > 1 and work.L >= _config.OVERLAP_FROM_QUBITS:
+        results = _overlapped(work, blocks)
+    else:
+        results = [run_block(work, c) for c in blocks]
     stats = np.sum([r.stats for r in results], axis=0)
     zeros = tuple(c for r in results for c in r.zeros)
     return BlockResult(first, stats, np.concatenate([r.crcs for r in results]), zeros, count)
+
+
+def _overlapped(work: BlockWork, blocks: range) -> list[BlockResult]:
+    """``blocks`` with their reads and writes in one helper thread, in order: block c+1
+    is read and block c-1 written while block c computes, so a task holds at most three
+    blocks (BLOCK_COPIES counts them). Every write is complete, or the error raised,
+    before this returns: the pass flushes and records only what was written."""
+    results: list[BlockResult] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="dasq-block-io") as io:
+        try:
+            reading = io.submit(gather_block, work, blocks[0])
+            writing: Future[BlockResult] | None = None
+            for c in blocks:
+                gathered = reading.result()
+                if c + 1 < blocks.stop:
+                    reading = io.submit(gather_block, work, c + 1)
+                out, stats = compute_block(work, c, gathered)
+                zeros = gathered.only_zeros
+                del gathered
+                if writing is not None:
+                    results.append(writing.result())
+                writing = io.submit(write_block, work, c, out, stats, zeros)
+                del out
+            if writing is not None:
+                results.append(writing.result())
+        except BaseException:
+            io.shutdown(wait=True, cancel_futures=True)  # nothing queued is written after a failure
+            raise
+    return results
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Block c's amplitudes read on the host (None: the pass starts from a basis state)."""
+
+    host: np.ndarray | None
+    nbytes: int = 0
+    only_zeros: bool = False  # every piece comes from a block known to be zeros: not run
+
+
+def gather_block(work: BlockWork, c: int) -> Gathered:
+    """Read block ``c``'s pieces (the relayout folded into the reads) into a host block."""
+    sources, mine = work.sources(c)
+    zero = work.zero_sources
+    only_zeros = bool(zero) and all(source in zero for source in sources)
+    if work.source is None:
+        return Gathered(None, 0, only_zeros)
+    backend = work.runner.backend
+    size = 1 << work.L
+    skipped = bool(zero) and any(source in zero for source in sources)
+    if backend.xp is np:
+        host = (backend.zeros if skipped else backend.empty)(size, work.dtype)
+    else:  # read on the host, moved to the device once by compute_block
+        host = (np.zeros if skipped else np.empty)(size, work.dtype)
+    piece = size >> len(work.pairs)
+    start = mine * piece
+    outs = list(host.reshape(-1, piece))
+    if skipped:
+        outs = [out for out, source in zip(outs, sources) if source not in zero]
+        sources = [source for source in sources if source not in zero]
+    starts = [(source << work.L) + start for source in sources]
+    if starts:
+        st.read_into(
+            work.store,
+            work.source,
+            starts,
+            outs,
+            work.checks_chunk(mine),
+            work.store_id,
+            work.source_crcs,
+            work.source_stage,
+        )
+    return Gathered(host, len(starts) * piece * host.itemsize, only_zeros)
+
+
+def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarray, np.ndarray]:
+    """(block ``c`` after the pass's program, on the host; its statistics so far)."""
+    stats = np.zeros(STATS)
+    stats[4] = gathered.nbytes
+    backend = work.runner.backend
+    if gathered.host is None:
+        size, position = 1 << work.L, work.basis_position
+        block = backend.basis_block(
+            size, position & (size - 1) if position >> work.L == c else -1, work.dtype
+        )
+    else:
+        block = gathered.host if backend.xp is np else backend.from_host(gathered.host, work.dtype)
+    out = backend.to_host(block if gathered.only_zeros else work.runner(block, c))
+    del block
+    if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
+        host = get_backend("cpu")  # ``out`` is on the host now, whatever ran the stage
+        stats[0] = host.norm2(out)
+        rounded = rounded_copy(out, work.keep_bits)
+        overlap = host.vdot(out, rounded)
+        stats[1:4] = overlap.real, overlap.imag, host.norm2(rounded)
+        del rounded
+    return out, stats
+
+
+def write_block(work: BlockWork, c: int, out: np.ndarray, stats: np.ndarray, zeros: bool) -> BlockResult:
+    """Write block ``c`` to the pass's target array (``zeros``: it holds only zeros)."""
+    crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
+    stats[5] = out.nbytes
+    return BlockResult(c, stats, crcs, (c,) if zeros else ())
 
 
 def blocks_per_task(nblocks: int, workers: int) -> int:
@@ -216,56 +352,11 @@ def blocks_per_task(nblocks: int, workers: int) -> int:
 
 def run_block(work: BlockWork, c: int) -> BlockResult:
     """Run the pass on block ``c`` and write it."""
-    stats = np.zeros(STATS)
-    backend = work.runner.backend
-    size = 1 << work.L
-    sources, mine = work.sources(c)
-    zero = work.zero_sources
-    only_zeros = bool(zero) and all(source in zero for source in sources)
-    if work.source is None:
-        position = work.basis_position
-        block = backend.basis_block(
-            size, position & (size - 1) if position >> work.L == c else -1, work.dtype
-        )
-    else:
-        skipped = bool(zero) and any(source in zero for source in sources)
-        block = (backend.zeros if skipped else backend.empty)(size, work.dtype)
-        # pieces are read straight into a host block; a device's block is filled once
-        fresh = np.zeros if skipped else np.empty
-        host = block if isinstance(block, np.ndarray) else fresh(size, work.dtype)
-        piece = size >> len(work.pairs)
-        start = mine * piece
-        outs = list(host.reshape(-1, piece))
-        if skipped:
-            outs = [out for out, source in zip(outs, sources) if source not in zero]
-            sources = [source for source in sources if source not in zero]
-        starts = [(source << work.L) + start for source in sources]
-        if starts:
-            st.read_into(
-                work.store,
-                work.source,
-                starts,
-                outs,
-                work.checks_chunk(mine),
-                work.store_id,
-                work.source_crcs,
-                work.source_stage,
-            )
-        stats[4] += len(starts) * piece * host.itemsize
-        if host is not block:
-            block = backend.from_host(host, work.dtype)
-    out = backend.to_host(block if only_zeros else work.runner(block, c))
-    del block
-    if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
-        host = get_backend("cpu")  # ``out`` is on the host now, whatever ran the stage
-        stats[0] = host.norm2(out)
-        rounded = rounded_copy(out, work.keep_bits)
-        overlap = host.vdot(out, rounded)
-        stats[1:4] = overlap.real, overlap.imag, host.norm2(rounded)
-        del rounded
-    crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
-    stats[5] = out.nbytes
-    return BlockResult(c, stats, crcs, (c,) if only_zeros else ())
+    gathered = gather_block(work, c)
+    out, stats = compute_block(work, c, gathered)
+    zeros = gathered.only_zeros
+    del gathered
+    return write_block(work, c, out, stats, zeros)
 
 
 @lru_cache(maxsize=64)

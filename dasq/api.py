@@ -308,30 +308,31 @@ def _in_memory(spec: RunSpec) -> int:
 def _run_statevector(spec: RunSpec, circuit: Circuit) -> StateVector:
     """A statevector in memory (mid-circuit measurements collapse on drawn outcomes)."""
     L = _in_memory(spec)
-    if route.runs_compiled(spec, L):
-        compiled = _compiled(spec, circuit, L)
-        if compiled is not None:
-            return compiled
+    if route.runs_on_rows(spec, L):
+        one_row = _one_row(spec, circuit, L)
+        if one_row is not None:
+            return one_row
     body, n = circuit.remove_final_measurements(), circuit.num_qubits
     rng = np.random.default_rng(spec.seed)
     return _evolve_from(spec.initial, body, n, L, spec.dtype, spec.options(), rng)
 
 
-def _compiled(spec: RunSpec, circuit: Circuit, L: int) -> StateVector | None:
-    """A small unitary circuit in one block, run compiled: no plan and no graph (the
-    plan is made only if ``state.plan`` is read). None where the template does not
-    hold the circuit (a mid-circuit measurement, a very wide gate)."""
-    from dasq.engine.sweep import final_state
-    from dasq.engine.template import TemplateError, template_of
+def _one_row(spec: RunSpec, circuit: Circuit, L: int) -> StateVector | None:
+    """A small unitary circuit as one row of the row engine: its plan kept per circuit
+    structure, its parameters bound late (the run's plan is handed on only if
+    ``state.plan`` is read). None where the row engine does not hold the circuit (a
+    mid-circuit measurement, a very wide gate)."""
+    from dasq.engine.rows import row_program
+    from dasq.engine.template import TemplateError
 
     n = circuit.num_qubits
     basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
     try:
-        template = template_of(spec.circuit)
+        program = row_program(spec.circuit)
     except TemplateError:
         return None
     x = parameter_batch(spec.circuit.parameters, spec.parameters).values
-    vector = final_state(template, x, spec.dtype, basis)
+    vector = program.run(x[:1], spec.dtype, basis)[0]
     body = circuit.remove_final_measurements()
 
     def planned() -> PhysicalPlan:

@@ -1,21 +1,20 @@
 """Many circuits: expectation values, gradients, states and counts over arrays of
-parameter sets, one compiled circuit re-bound per set.
+parameter sets, one circuit planned once and bound per set.
 
 Why: most of what runs on a simulator is one circuit at many parameter values
-(sweeps, Estimator batches, optimisation loops). Here the circuit is compiled once
-(``dasq.engine.template``) and a batch of parameter sets runs as rows of one array
-(``dasq.engine.sweep``): no plan and no Dask graph per set. A batch is a Dask
-collection: its parameter array is split along the batch axis, each piece runs
-many circuits in one task, on this machine's threads or, given a
-``distributed.Client``, on the workers (the result is then a Dask array on the
-cluster, and the dashboard shows the pieces). Circuits the compiled path does not
-hold (mid-circuit measurements, channels, states wider than dasq/_config.py's ``BATCH_MAX_QUBITS``)
-run set by set through ``dasq.simulate``.
+(sweeps, Estimator batches, optimisation loops). Here the circuit is planned once
+and a batch of parameter sets runs as rows of one block (``dasq.engine.rows``; the
+adjoint gradient walks the same program back, ``dasq.engine.adjoint``): no plan and
+no Dask graph per set. A batch is a Dask collection: its parameter array is split
+along the batch axis, each piece runs many circuits in one task, on this machine's
+threads or, given a ``distributed.Client``, on the workers (the result is then a
+Dask array on the cluster, and the dashboard shows the pieces). Circuits the row
+engine does not hold (mid-circuit measurements, channels, a wide parametrised gate)
+and runs given ``dasq.simulate``'s settings run set by set through ``dasq.simulate``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -35,7 +34,9 @@ from dasq.api import simulate
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import ParameterBatch, parameter_batch
-from dasq.engine import route, stored_gradient, sweep
+from dasq.engine import stored_gradient
+from dasq.engine.adjoint import adjoint_gradient
+from dasq.engine.rows import PauliTerms, RowProgram, expectations, row_program
 from dasq.engine.template import Template, TemplateError, template_of
 from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
@@ -71,33 +72,29 @@ def _rows_per_pass(num_qubits: int, dtype: Any) -> int:
     return max(1, PASS_BYTES // ((1 << num_qubits) * np.dtype(dtype).itemsize))
 
 
-def _expectation_piece(
-    x: np.ndarray, template: Template, terms: list, dtype: str, serial: bool
-) -> np.ndarray:
+def _expectation_piece(x: np.ndarray, program: RowProgram, terms: list, dtype: str) -> np.ndarray:
     """(rows, observables) for one piece of a batch, in cache-sized passes."""
     out = np.empty((x.shape[0], len(terms)), dtype=np.complex128)
-    step = _rows_per_pass(template.num_qubits, dtype)
-    with sweep.serial_kernels() if serial else contextlib.nullcontext():
-        for start in range(0, x.shape[0], step):
-            states = sweep.evolve(template, x[start : start + step], dtype=dtype)
-            for k, t in enumerate(terms):
-                out[start : start + step, k] = sweep.expectations(states, t)
+    step = _rows_per_pass(program.num_qubits, dtype)
+    for start in range(0, x.shape[0], step):
+        states = program.run(x[start : start + step], dtype)
+        for k, t in enumerate(terms):
+            out[start : start + step, k] = expectations(states, t)
     return out
 
 
 def _gradient_piece(
-    x: np.ndarray, template: Template, terms: Any, dtype: str, initial: np.ndarray | None, serial: bool
+    x: np.ndarray, program: RowProgram, terms: Any, dtype: str, initial: np.ndarray | None
 ) -> np.ndarray:
     """(rows, 1 + P): each row's value, then its gradient."""
-    out = np.empty((x.shape[0], 1 + template.num_parameters))
-    step = _rows_per_pass(template.num_qubits, dtype)
-    with sweep.serial_kernels() if serial else contextlib.nullcontext():
-        for start in range(0, x.shape[0], step):
-            values, grads = sweep.adjoint_gradient(
-                template, x[start : start + step], terms, dtype=dtype, initial=initial
-            )
-            out[start : start + step, 0] = values
-            out[start : start + step, 1:] = grads
+    out = np.empty((x.shape[0], 1 + program.num_parameters))
+    step = _rows_per_pass(program.num_qubits, dtype)
+    for start in range(0, x.shape[0], step):
+        values, grads = adjoint_gradient(
+            program, x[start : start + step], terms, dtype=dtype, initial=initial
+        )
+        out[start : start + step, 0] = values
+        out[start : start + step, 1:] = grads
     return out
 
 
@@ -106,41 +103,48 @@ def _pieces(rows: int, threads: int) -> int:
     return max(1, math.ceil(rows / max(1, threads * TASKS_PER_THREAD)))
 
 
-HELD_TEMPLATES = 8  # templates a worker keeps between batches (their compiled programs with them)
-_template_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # here: template -> its key
-_held_templates: OrderedDict[str, Template] = OrderedDict()  # on a worker: key -> the first copy met
+HELD_PROGRAMS = 8  # programs a worker keeps between batches (their compiled kernels with them)
+_program_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # here: program -> its key
+_held_programs: OrderedDict[str, RowProgram] = OrderedDict()  # on a worker: key -> its program
 _held_lock = threading.Lock()
 
 
-def _template_key(template: Template) -> str:
-    """A key naming this template object on workers for as long as it lives here."""
-    key = _template_keys.get(template)
+def _program_key(program: RowProgram) -> str:
+    """A key naming this program on workers for as long as it lives here."""
+    key = _program_keys.get(program)
     if key is None:
-        key = _template_keys[template] = uuid.uuid4().hex
+        key = _program_keys[program] = uuid.uuid4().hex
     return key
 
 
-def _held_template(key: str, template: Template) -> Template:
-    """The copy of the template this worker met first under ``key``: each task
-    unpickles a new copy, and ``sweep.program_of`` keeps its program (fused runs,
-    composed permutations: milliseconds) per template object."""
+def _held_program(key: str, circuit: Circuit) -> RowProgram:
+    """The program this worker made first under ``key``: a program travels as its
+    circuit (its compiled kernels do not pickle) and is planned once per worker."""
     with _held_lock:
-        found = _held_templates.get(key)
-        if found is None:
-            found = _held_templates[key] = template
-            while len(_held_templates) > HELD_TEMPLATES:
-                _held_templates.popitem(last=False)
-        else:
-            _held_templates.move_to_end(key)
-        return found
+        found = _held_programs.get(key)
+        if found is not None:
+            _held_programs.move_to_end(key)
+            return found
+    found = row_program(circuit)
+    with _held_lock:
+        _held_programs[key] = found
+        while len(_held_programs) > HELD_PROGRAMS:
+            _held_programs.popitem(last=False)
+    return found
 
 
-def _piece_on_worker(x: np.ndarray, function: Any, key: str, template: Template, **kwargs: Any) -> Any:
-    return function(x, template=_held_template(key, template), **kwargs)
+def _piece_on_worker(x: np.ndarray, function: Any, key: str, circuit: Circuit, **kwargs: Any) -> Any:
+    return function(x, program=_held_program(key, circuit), **kwargs)
 
 
 def _over_batch(
-    function: Any, batch: ParameterBatch, columns: int, client: Any, dtype_out: Any, **kwargs: Any
+    function: Any,
+    circuit: Circuit,
+    batch: ParameterBatch,
+    columns: int,
+    client: Any,
+    dtype_out: Any,
+    **kwargs: Any,
 ) -> Any:
     """``function(x_piece, **kwargs)`` -> (rows, columns) over the batch's rows as a
     Dask array: computed on threads here (numpy back), or on ``client``'s workers
@@ -150,11 +154,11 @@ def _over_batch(
     else:  # Dask's threads: dask config num_workers, else this machine's cores
         threads = dask.config.get("num_workers", None) or _config.cores(None)
     rows = _pieces(batch.size, threads)
-    serial = client is not None or batch.size > rows  # pieces side by side: no threads inside
-    piece = functools.partial(function, serial=serial, **kwargs)
-    if client is not None and isinstance(kwargs.get("template"), Template):
-        key = _template_key(kwargs["template"])  # the workers' copies, kept between calls
-        piece = functools.partial(_piece_on_worker, function=function, key=key, serial=serial, **kwargs)
+    piece = functools.partial(function, **kwargs)
+    if client is not None:  # the workers' programs, kept between calls
+        program = kwargs.pop("program")
+        key = _program_key(program)
+        piece = functools.partial(_piece_on_worker, function=function, key=key, circuit=circuit, **kwargs)
     if client is None and batch.size <= rows:  # one piece: no graph, no scheduler
         return piece(batch.values)
     x = da.from_array(batch.values, chunks=(rows, batch.values.shape[1]), name=False)
@@ -174,12 +178,11 @@ def _shaped(values: Any, shape: tuple[int, ...], tail: tuple[int, ...]) -> Any:
     return values.reshape((*shape, *tail))
 
 
-def _template(circuit: Circuit, dtype: str) -> Template | None:
-    """The compiled circuit, or None where the batch path does not hold it."""
-    if not route.batch_compiles(circuit.num_qubits):
-        return None
+def _program(circuit: Circuit) -> RowProgram | None:
+    """The circuit planned for rows, or None where the row engine does not hold it
+    (a mid-circuit measurement, a channel, a wide parametrised gate)."""
     try:
-        return template_of(circuit)
+        return row_program(circuit)
     except TemplateError:
         return None
 
@@ -228,18 +231,19 @@ def expectation(
     batch = parameter_batch(circuit.parameters, parameters)
     parsed, single = observable_list(observables, circuit.num_qubits)
     hermitian = all(obs.is_hermitian for obs in parsed)
-    template = None if options else _template(circuit, dtype)
-    if template is None:
+    program = None if options else _program(circuit)
+    if program is None:
         values = _set_by_set(circuit, parsed, batch, client, dtype, options)
     else:
-        terms = [sweep.PauliTerms.of(obs) for obs in parsed]
+        terms = [PauliTerms.of(obs) for obs in parsed]
         values = _over_batch(
             _expectation_piece,
+            circuit,
             batch,
             len(terms),
             client,
             np.complex128,
-            template=template,
+            program=program,
             terms=terms,
             dtype=dtype,
         )
@@ -329,31 +333,32 @@ def gradient(
     if not obs.is_hermitian:
         raise ValidationError("gradient() needs a Hermitian observable (real coefficients)")
     try:
-        template = template_of(circuit)
+        program = row_program(circuit)
     except TemplateError as error:
         raise ValidationError(
             f"the adjoint gradient needs a unitary circuit of gates: {error} "
             "(remove measurements, resets, channels and conditioned blocks)"
         ) from None
-    terms = sweep.PauliTerms.of(obs)
+    terms = PauliTerms.of(obs)
     limit = _memory_limit(memory_limit)
     if store is not None or 3 * state_bytes(circuit.num_qubits, dtype) > limit:
         return _stored_gradient(
-            circuit, template, batch, terms, dtype, initial, limit, store, client, return_value
+            circuit, template_of(circuit), batch, terms, dtype, initial, limit, store, client, return_value
         )
     start = _initial_vector(initial, circuit.num_qubits, dtype)
     out = _over_batch(
         _gradient_piece,
+        circuit,
         batch,
-        1 + template.num_parameters,
+        1 + program.num_parameters,
         client,
         np.float64,
-        template=template,
+        program=program,
         terms=terms,
         dtype=dtype,
         initial=start,
     )
-    grads = _shaped(out[:, 1:], batch.shape, (template.num_parameters,))
+    grads = _shaped(out[:, 1:], batch.shape, (program.num_parameters,))
     if not return_value:
         return grads
     values = _shaped(out[:, 0], batch.shape, ())
@@ -372,7 +377,7 @@ def _stored_gradient(
     circuit: Circuit,
     template: Template,
     batch: ParameterBatch,
-    terms: sweep.PauliTerms,
+    terms: PauliTerms,
     dtype: str,
     initial: Any,
     limit: int,

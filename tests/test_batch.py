@@ -1,5 +1,5 @@
-"""Many circuits (dasq.batch, dasq.engine.template, dasq.engine.sweep): compiled
-circuits re-bound per parameter set, batches of expectation values, states and
+"""Many circuits (dasq.batch on the row engine, dasq.engine.rows and adjoint): one
+plan bound per parameter set, batches of expectation values, states and
 counts, adjoint gradients checked against parameter shift and a dense Kronecker
 reference, and the small-state path of ``simulate`` against the general engine."""
 
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from reference import operator, pauli_matrix
 
 import dasq
-from dasq.engine.template import TemplateError, template_of
+from dasq.engine.rows import row_program
+from dasq.engine.template import TemplateError
 from dasq.errors import ValidationError
 
 RX = lambda t: np.array([[np.cos(t / 2), -1j * np.sin(t / 2)], [-1j * np.sin(t / 2), np.cos(t / 2)]])  # noqa: E731
@@ -61,16 +62,16 @@ def dense_state(n: int, x: np.ndarray) -> np.ndarray:
     return psi
 
 
-def test_a_compiled_circuit_is_the_kronecker_reference_at_every_binding():
+def test_a_row_is_the_kronecker_reference_at_every_binding():
     circuit, n = mixed_circuit()
     rng = np.random.default_rng(5)
     for x in rng.uniform(-4, 4, size=(4, 4)):
         state = dasq.simulate(circuit, parameters=x)
-        assert state.chunk_qubits == n and state._held is not None  # the compiled path ran
+        assert state.chunk_qubits == n and state._held is not None  # the row engine ran
         np.testing.assert_allclose(state.to_numpy(), dense_state(n, x), atol=1e-12)
 
 
-def test_the_compiled_path_and_the_general_engine_agree_and_the_plan_is_made_on_request():
+def test_one_row_and_the_block_runner_agree_and_the_plan_is_made_on_request():
     circuit, _ = mixed_circuit()
     x = np.array([0.3, -1.2, 2.2, 0.7])
     compiled = dasq.simulate(circuit, parameters=x)
@@ -83,7 +84,7 @@ def test_the_compiled_path_and_the_general_engine_agree_and_the_plan_is_made_on_
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**31), n=st.integers(1, 5))
-def test_random_circuits_compiled_equal_the_general_engine(seed, n):
+def test_random_circuits_on_rows_equal_the_block_runner(seed, n):
     from qiskit.circuit.random import random_circuit
 
     qc = random_circuit(n, 6, max_operands=min(n, 3), seed=seed)
@@ -238,10 +239,10 @@ def test_gradient_refuses_what_it_cannot_differentiate(make, observable, match):
         dasq.gradient(mixed_circuit()[0], "ZZZZ", parameters=np.zeros(4), memory_limit=100)
 
 
-def test_what_the_compiled_path_does_not_hold_runs_the_general_way():
+def test_what_the_row_engine_does_not_hold_runs_the_general_way():
     circuit = dasq.Circuit(2, num_clbits=1).h(0).measure(0, 0).cx(0, 1)
     with pytest.raises(TemplateError):
-        template_of(circuit)
+        row_program(circuit)
     state = dasq.simulate(circuit, seed=4)  # a mid-circuit measurement collapses, as before
     assert state._held is None
     assert state.probabilities().round(12).tolist() in ([1, 0, 0, 0], [0, 0, 0, 1])

@@ -109,11 +109,6 @@ def test_the_route_picks_the_relayout_method_by_place_and_blocks():
         route.resolve_relayout_method("p2p", None)
 
 
-def test_the_batch_threshold_is_the_routes():
-    assert route.batch_compiles(_config.BATCH_MAX_QUBITS)
-    assert not route.batch_compiles(_config.BATCH_MAX_QUBITS + 1)
-
-
 def test_chunk_qubits_and_memory_limit_reach_the_block_sizer():
     c = dasq.Circuit(12).h(0)
     assert dasq.simulate(c, chunk_qubits=5).chunk_qubits == 5
@@ -121,8 +116,9 @@ def test_chunk_qubits_and_memory_limit_reach_the_block_sizer():
         dasq.simulate(c, memory_limit=1 << 10)
 
 
-def test_a_small_circuit_runs_compiled_only_where_the_route_says():
-    """Compiled: the plan is made only when read; a fusion size asked for plans it."""
+def test_a_small_circuit_runs_on_rows_only_where_the_route_says():
+    """One row of the row engine: the plan is made only when read; a fusion size asked
+    for plans it."""
     c = dasq.Circuit(3).h(0).cx(0, 1)
     assert callable(dasq.simulate(c)._plan)
     planned = dasq.simulate(c, fusion_size=2)

@@ -13,7 +13,7 @@ import pytest
 
 import dasq
 from dasq.engine import stored_gradient as sg
-from dasq.engine.template import template_of
+from dasq.engine.template import template_of  # the stored gradient plans its passes over its steps
 from dasq.errors import StoreError, ValidationError
 
 N = 12

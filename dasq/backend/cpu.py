@@ -260,6 +260,11 @@ def _group_layout(qubits: tuple[int, ...], width: int) -> GroupLayout:
     return GroupLayout(holes, offsets, lanes, rows)
 
 
+def group_layout(qubits: tuple[int, ...], dtype: Any) -> GroupLayout:
+    """Where a group on ``qubits`` sits in the tiles of the group kernel of ``dtype``."""
+    return _group_layout(qubits, vector_layout.vector_amplitudes(np.dtype(dtype)))
+
+
 def group_coefficients(layout: GroupLayout, m: np.ndarray) -> np.ndarray:
     """The matrix as the kernel's tiles read it: c[j, h] = m[row of output vector j,
     row of input vector h] (one scalar per entry: every lane runs the same matrix)."""
@@ -392,6 +397,66 @@ class CPUBackend(ArrayBackend):
         if k <= GROUP_MAX_QUBITS:
             return _group_kernel(tuple(int(q) for q in qubits), m)
         return MatrixKernel(np, tuple(int(q) for q in qubits), m)
+
+    def overlap_rows(self, left: Any, right: Any, qubits: Sequence[int]) -> np.ndarray:
+        """S[b, j, c] = sum over the other bits of conj(left[b, .. j ..]) right[b, .. c ..]
+        for two batches of states (rows, 2^n): their overlap reduced to ``qubits``."""
+        return compiled_kernels().overlap_rows(left, right, np.array(qubits, dtype=np.int64))
+
+    def pauli_rows(self, states: Any, masks: np.ndarray) -> np.ndarray:
+        """out[b, t] = <states[b]| X^x Z^z |states[b]> for (x, z) = masks[t]."""
+        return compiled_kernels().pauli_rows(states, masks)
+
+    def add_pauli_rows(self, out: Any, states: Any, x: int, z: int, weight: complex) -> None:
+        """out[b, i ^ x] += weight (-1)^|i & z| states[b, i]: one Pauli term of O|psi> per row."""
+        compiled_kernels().add_pauli_rows(out, states, np.int64(x), np.int64(z), complex(weight))
+
+    def apply_diagonal_rows(self, states: Any, qubits: tuple[int, ...], tables: np.ndarray) -> None:
+        """(rows, 2^k) phases on ``qubits``, row r of ``states`` (rows, 2^n) by its own."""
+        values = np.ascontiguousarray(tables, dtype=states.dtype)
+        if compiled(states.reshape(-1)) and states.flags.c_contiguous:
+            compiled_kernels().diagonal_rows(states, np.array(qubits, dtype=np.int64), values)
+            return
+        n = states.shape[1].bit_length() - 1
+        index = np.arange(1 << n)
+        sub = sum((((index >> q) & 1) << b for b, q in enumerate(qubits)), np.zeros_like(index))
+        states *= values[:, sub]
+
+    def apply_rows(self, states: Any, qubits: tuple[int, ...], tables: np.ndarray) -> None:
+        """(rows, 2^k, 2^k) matrices on ``qubits`` (or one (1, 2^k, 2^k) for every row),
+        row r of ``states`` (rows, 2^n) by its own: numba's group kernel over every row
+        in one call (``group_rows_kernel``); rows too short for its tiles by BLAS."""
+        dtype = states.dtype
+        layout = group_layout(qubits, dtype)
+        tiled = states.shape[1] > 1 << int(layout.holes[-1]) and compiled(states.reshape(-1))
+        if len(qubits) > GROUP_MAX_QUBITS or not tiled or not states.flags.c_contiguous:
+            n = states.shape[1].bit_length() - 1
+            shaped = states.reshape((states.shape[0],) + (2,) * n)  # axis 1 + n - 1 - b: bit b
+            k = len(qubits)
+            axes = [1 + n - 1 - q for q in reversed(qubits)]  # the table's bits, highest first
+            m = tables.reshape((tables.shape[0],) + (2,) * (2 * k))
+            letters = "abcdefghijklmnopqrstuvw"
+            state_in = ["Z"] + [letters[a] for a in range(n)]
+            outs = [letters[n + t] for t in range(k)]
+            state_out = list(state_in)
+            for t, axis in enumerate(axes):
+                state_out[axis] = outs[t]
+            ins = [state_in[axis] for axis in axes]
+            rows = "Z" if tables.shape[0] > 1 else ""
+            spec = f"{rows}{''.join(outs)}{''.join(ins)},{''.join(state_in)}->{''.join(state_out)}"
+            m = m if rows else m[0]
+            shaped[...] = np.einsum(spec, m.astype(dtype, copy=False), shaped)
+            return
+        if tables.shape[0] == 1:
+            tables = np.broadcast_to(tables, (states.shape[0], *tables.shape[1:]))
+        c = tables[:, layout.rows[:, None], layout.rows[None, :]].reshape(tables.shape[0], -1)
+        real = np.dtype(dtype).type(0).real.dtype
+        cre = np.ascontiguousarray(c.real, dtype=real)  # C order: the compiled kernel takes no other
+        cim = np.ascontiguousarray(c.imag, dtype=real)
+        cre.setflags(write=False)
+        cim.setflags(write=False)
+        run = compiled_kernels().compiled_group_rows_kernel(np.dtype(dtype).name, len(qubits), layout.lanes)
+        run(states, layout.holes, layout.offsets, cre, cim)
 
     # ------------------------------------------------------------ reductions
     def holds_only_zeros(self, view: Any) -> bool:

@@ -209,6 +209,55 @@ def group_kernel(state, holes, offsets, cre, cim, first, count, k, lanes, rows, 
         _group_tile(state, base | first, offsets, cre, cim, k, lanes, rows, parts)
 
 
+@numba.njit(nogil=True, cache=True)
+def group_rows_kernel(states, holes, offsets, cre, cim, k, lanes, rows, parts):  # pragma: no cover
+    """``group_kernel`` over every row of ``states`` (rows, 2^n), row r with its own
+    coefficients ``cre[r]``, ``cim[r]``: a batch of parameter sets in one call.
+
+    states: (rows, 2^n) C-contiguous complex64 or complex128, written in place;
+    holes, offsets, k, lanes, rows, parts: as for ``group_kernel``;
+    cre, cim: (rows, 4^k) real and imaginary coefficients, one row per state row."""
+    numba.literally(k)
+    numba.literally(lanes)
+    numba.literally(rows)
+    numba.literally(parts)
+    count = states.shape[1] >> holes.size
+    for r in range(states.shape[0]):
+        state = states[r]
+        row_re = cre[r]
+        row_im = cim[r]
+        for m in range(count):
+            base = m
+            for h in range(holes.size):
+                bit = holes[h]
+                base = ((base >> bit) << (bit + 1)) | (base & ((1 << bit) - 1))
+            _group_tile(state, base, offsets, row_re, row_im, k, lanes, rows, parts)
+
+
+@functools.cache
+def compiled_group_rows_kernel(dtype: str, k: int, lanes: int) -> Any:
+    """``group_rows_kernel`` compiled for one precision and layout, called directly
+    (see ``CompiledGroupKernel``): run(states, holes, offsets, cre, cim)."""
+    schedule = tile_schedule(1 << k, wide_vectors())
+    real = np.dtype(dtype).type(0).real.dtype
+    table = types.Array(types.int64, 1, "C", readonly=True)
+    coefficients = types.Array(numba.from_dtype(real), 2, "C", readonly=True)
+    signature = (
+        types.Array(numba.from_dtype(np.dtype(dtype)), 2, "C"),
+        table,
+        table,
+        coefficients,
+        coefficients,
+        *(types.literal(v) for v in (k, lanes, schedule.rows, schedule.parts)),
+    )
+    run = group_rows_kernel.compile(signature)
+    return functools.partial(_call_rows, run, (k, lanes, schedule.rows, schedule.parts))
+
+
+def _call_rows(run: Any, literals: tuple, states: Any, holes: Any, offsets: Any, cre: Any, cim: Any) -> None:
+    run(states, holes, offsets, cre, cim, *literals)
+
+
 @dataclass(frozen=True)
 class CompiledGroupKernel:
     """``group_kernel`` compiled for one precision, layout and schedule, called
@@ -398,6 +447,14 @@ def apply_diagonal(state, qubits, values):  # pragma: no cover - compiled
                 h += 1
         for t in range(tile):
             state[_U(base + t)] *= rows[r, t]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def diagonal_rows(states, qubits, values):  # pragma: no cover - compiled
+    """``apply_diagonal`` on every row of ``states`` (rows, 2^n), row r with its own
+    factors ``values[r]`` (rows, 2^k)."""
+    for r in range(states.shape[0]):
+        apply_diagonal(states[r], qubits, values[r])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -717,6 +774,120 @@ def pauli_group(own, src, flip, masks, weights):  # pragma: no cover - compiled
             signed[k] = weights[k] * (1.0 - 2.0 * _parity(s0 & masks[k]))
         total += _pauli_tile(own[t0 : t0 + tile], src[s0 : s0 + tile], low, masks, signed)
     return total
+
+
+# ------------------------------------------------------------------ rows: a batch's readouts
+ROW_SPAN = 1 << 12  # amplitudes per work item of the one-qubit overlap
+ROW_GROUP_AMPLITUDES = 256  # base indices per work item of the k-qubit overlap
+
+
+@numba.njit(nogil=True, cache=True)
+def _spread_index(r, ascending):  # pragma: no cover - compiled
+    """The r-th index whose bits at ``ascending`` (sorted qubits) are zero."""
+    for t in range(ascending.size):
+        q = ascending[t]
+        r = ((r >> q) << (q + 1)) | (r & ((1 << q) - 1))
+    return r
+
+
+@numba.njit(nogil=True, cache=True)
+def _combination_offsets(qubits):  # pragma: no cover - compiled
+    """offsets[j]: the index bits of local combination j (bit t of j -> qubits[t])."""
+    k = qubits.size
+    out = np.zeros(1 << k, dtype=np.int64)
+    for j in range(1 << k):
+        o = 0
+        for t in range(k):
+            if (j >> t) & 1:
+                o |= 1 << qubits[t]
+        out[j] = o
+    return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def overlap_rows(left, right, qubits):  # pragma: no cover - compiled
+    """S[b, j, c] = sum over the other bits of conj(left[b, .. j ..]) right[b, .. c ..]:
+    two batches of states' overlap reduced to ``qubits`` (bit t of j and c ->
+    qubits[t]), from which <left| A |right> = sum_jc A[j, c] S[j, c] for any A on them."""
+    rows, size = left.shape
+    k = qubits.size
+    d = 1 << k
+    out = np.zeros((rows, d, d), dtype=np.complex128)
+    if k == 1:
+        q = qubits[0]
+        step = 1 << q
+        for b in range(rows):
+            s00 = s01 = s10 = s11 = 0j
+            for base in range(0, size, 2 * step):
+                for i in range(base, base + step):
+                    l0 = np.conj(left[b, i])
+                    l1 = np.conj(left[b, i + step])
+                    r0 = right[b, i]
+                    r1 = right[b, i + step]
+                    s00 += l0 * r0
+                    s01 += l0 * r1
+                    s10 += l1 * r0
+                    s11 += l1 * r1
+            out[b, 0, 0] = s00
+            out[b, 0, 1] = s01
+            out[b, 1, 0] = s10
+            out[b, 1, 1] = s11
+        return out
+    offsets = _combination_offsets(qubits)
+    ascending = np.sort(qubits)
+    run = min(1 << ascending[0], size >> k)
+    runs = (size >> k) // run
+    for b in range(rows):
+        for r in range(runs):
+            start = _spread_index(r * run, ascending)
+            for j in range(d):
+                lo = start + offsets[j]
+                for c in range(d):
+                    ro = start + offsets[c]
+                    acc = 0j
+                    for i in range(run):
+                        acc += np.conj(left[b, lo + i]) * right[b, ro + i]
+                    out[b, j, c] += acc
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def add_pauli_rows(out, states, x, z, weight):  # pragma: no cover - compiled
+    """out[b, i ^ x] += weight (-1)^|i & z| states[b, i]: one Pauli term of O|psi>."""
+    rows, size = states.shape
+    for b in range(rows):
+        for i in range(size):
+            v = i & z
+            parity = 0
+            while v:
+                v &= v - 1
+                parity ^= 1
+            term = weight * states[b, i]
+            out[b, i ^ x] += -term if parity else term
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def pauli_rows(states, masks):  # pragma: no cover - compiled
+    """out[b, t] = <states[b]| X^x Z^z |states[b]> for (x, z) = masks[t] (Z first; the
+    caller multiplies in each term's i^(number of Y) and its coefficient)."""
+    rows, size = states.shape
+    terms = masks.shape[0]
+    out = np.zeros((rows, terms), dtype=np.complex128)
+    for b in range(rows):
+        for t in range(terms):
+            x = masks[t, 0]
+            z = masks[t, 1]
+            acc = 0j
+            for i in range(size):
+                a = np.conj(states[b, i ^ x]) * states[b, i]
+                v = i & z
+                parity = 0
+                while v:
+                    v &= v - 1
+                    parity ^= 1
+                acc += -a if parity else a
+            out[b, t] = acc
+    return out
 
 
 COMPILE_NOTE = (

@@ -168,6 +168,16 @@ def mark_slot(op: Any, slot: tuple[int, int]) -> None:
     object.__setattr__(op, SLOT_ATTRIBUTE, slot)
 
 
+def without_slot(op: Any) -> Any:
+    """``op`` with no slot (a copy where it had one): a bound circuit's operation taken
+    as a fixed one by a program that marks its own slots (engine/rows.py)."""
+    if SLOT_ATTRIBUTE not in op.__dict__:
+        return op
+    copy = object.__new__(type(op))
+    copy.__dict__.update({k: v for k, v in op.__dict__.items() if k != SLOT_ATTRIBUTE})
+    return copy
+
+
 def binding_slot(op: Any) -> tuple[int, int] | None:
     return op.__dict__.get(SLOT_ATTRIBUTE)
 

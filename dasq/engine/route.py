@@ -1,6 +1,6 @@
 """The one place that chooses how a run executes.
 
-Why: the path a run takes (its state in a store, compiled in one array, one array
+Why: the path a run takes (its state in a store, one row of the row engine, one array
 with no graph, one program per cluster worker, or a Dask task graph) was decided in
 several modules, each from its own thresholds. Here every choice reads the run's
 specification (spec.py), its plan once there is one, and the thresholds and dask
@@ -9,11 +9,10 @@ config keys of dasq/_config.py; the runners and executors only follow the answer
 - ``mode``: which runner of dasq/api.py takes a ``simulate`` call ("stored" streams
   through a zarr store, engine/stream.py).
 - ``block_qubits``: the width of an in-memory run's blocks, refused when it cannot fit.
-- ``runs_compiled``: a small unitary circuit runs compiled (no plan, no graph).
+- ``runs_on_rows``: a small unitary circuit runs as one row of the row engine.
 - ``executor``: a plan runs on one array ("one-block", oneblock.py), as one program
   per cluster worker ("direct", direct.py) or as a task graph ("graph", memory.py).
 - ``resolve_relayout_method``: how a task graph's relayouts become tasks.
-- ``batch_compiles``: a parameter batch runs compiled, or set by set.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.engine.oneblock import runs_alone
 from dasq.engine.placement import scheduler_client
+from dasq.engine.program import default_cache_qubits
 from dasq.engine.spec import RunOptions, RunSpec
 from dasq.errors import ValidationError
 from dasq.plan.steps import PhysicalPlan
@@ -74,16 +74,18 @@ def block_qubits(spec: RunSpec) -> int:
     return L
 
 
-def runs_compiled(spec: RunSpec, L: int) -> bool:
-    """Whether a statevector run is a small unitary circuit in one block on this
-    machine's CPU, from a basis state, with nothing asked of the plan or the graph: it
-    then runs compiled, with no plan and no graph (a mid-circuit measurement or a very
-    wide gate still sends it to the planned path)."""
+def runs_on_rows(spec: RunSpec, L: int) -> bool:
+    """Whether a statevector run goes to the row engine (``dasq.engine.rows``) as one
+    row: a unitary circuit in one block on this machine's CPU, from a basis state,
+    with nothing asked of the plan or the graph, whose state fits one cache tile (the
+    row engine applies each group to the whole row: a wider one-block state runs
+    cache-blocked on the block runner). Its plan is kept per circuit structure and
+    its parameters are bound late (no circuit rebuilt, no plan rebound per set)."""
     n = spec.circuit.num_qubits
     return (
         spec.noise_model is None
-        and n <= _config.COMPILED_MAX_QUBITS
         and n == L
+        and n <= default_cache_qubits(spec.dtype)
         and (spec.initial is None or v.is_int(spec.initial))
         and spec.method != "per-operation"
         and not (spec.lazy or spec.progress or spec.fusion_size_given)
@@ -93,12 +95,6 @@ def runs_compiled(spec: RunSpec, L: int) -> bool:
         and not array_code_only()  # a fresh process's small run: nothing compiled (cli)
         and scheduler_client(spec.client) is None
     )
-
-
-def batch_compiles(num_qubits: int) -> bool:
-    """Whether a parameter batch of this width runs compiled, a row per set (wider
-    ones run set by set on the planned path)."""
-    return num_qubits <= _config.BATCH_MAX_QUBITS
 
 
 def executor(plan: PhysicalPlan, options: RunOptions, backend: Backend, fresh: bool) -> str:

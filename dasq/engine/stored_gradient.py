@@ -8,7 +8,8 @@ at most k: the 2^k blocks that differ only in those bits meet in one task as one
 (L + k)-qubit vector (the seed paper's pairwise exchange, for k qubits at once),
 and are written back. Forward passes run on psi; one pass makes lambda, each of
 its blocks read from the blocks the Pauli terms map onto; backward passes run the
-reverse sweep (``sweep.undo_with_gradients``) on both states, each task returning
+reverse sweep (``adjoint.undo_with_gradients``, over the pass's steps planned as one
+block by the row engine) on both states, each task returning
 its share of every derivative. At most ``workers`` groups are in memory at once.
 
 Every pass reads one copy of each state and writes the other (a/b), and the
@@ -42,8 +43,8 @@ import dask
 import numpy as np
 
 from dasq import _config
-from dasq.backend import batch_kernels as kernels
-from dasq.engine.sweep import Binding, PauliTerms, Program, undo_with_gradients
+from dasq.engine.adjoint import undo_with_gradients
+from dasq.engine.rows import HOST, PauliTerms, rows_of_template
 from dasq.engine.template import Template
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import store as st
@@ -181,7 +182,6 @@ class PassWork:
     lam: Side
     basis: int = 0  # psi's basis state, before its first pass
     terms: PauliTerms | None = None  # the lambda pass
-    serial: bool = True  # tasks side by side: numba's serial kernels
     reuse: bool = True  # rows from this process's scratch (not on a cluster's workers)
 
     def row(self, slot: str, amplitudes: int) -> np.ndarray:
@@ -244,16 +244,11 @@ class Scratch:
 SCRATCH = Scratch()
 
 
-def _serially(work: PassWork) -> Any:
-    return kernels.serial() if work.serial else contextlib.nullcontext()
-
-
 def forward_task(work: PassWork, blocks: tuple[int, ...]) -> dict[int, np.ndarray]:
     """Run the pass's steps on one group of psi."""
-    with _serially(work):
-        row = work.read(work.psi, blocks, "psi")
-        Program.of(work.template, gathers=False).apply(row, Binding(work.template, work.x))
-        return work.write(work.psi, blocks, row)
+    row = work.read(work.psi, blocks, "psi")
+    row[...] = rows_of_template(work.template).apply(row, work.x)
+    return work.write(work.psi, blocks, row)
 
 
 def lambda_task(work: PassWork, c: int) -> tuple[float, dict[int, np.ndarray]]:
@@ -263,21 +258,19 @@ def lambda_task(work: PassWork, c: int) -> tuple[float, dict[int, np.ndarray]]:
     L = work.L
     low = (1 << L) - 1
     masks, weights = work.terms.masks, work.terms.weights
-    with _serially(work):
-        lam = work.row("lambda", 1 << L)
-        lam[...] = 0
-        add = kernels.pick(kernels.add_pauli, lam.size)
-        for flip in sorted({int(x) >> L for x, _ in masks}):
-            source = c ^ flip
-            psi = work.read(work.psi, (source,), "psi")
-            for (x, z), w in zip(masks, weights):
-                if int(x) >> L != flip:
-                    continue
-                sign = -1.0 if bin(source & (int(z) >> L)).count("1") % 2 else 1.0
-                add(lam, psi, np.int64(int(x) & low), np.int64(int(z) & low), complex(w) * sign)
-        own = work.read(work.psi, (c,), "psi")
-        value = float(np.vdot(own, lam).real)
-        return value, work.write(work.lam, (c,), lam)
+    lam = work.row("lambda", 1 << L)
+    lam[...] = 0
+    for flip in sorted({int(x) >> L for x, _ in masks}):
+        source = c ^ flip
+        psi = work.read(work.psi, (source,), "psi")
+        for (x, z), w in zip(masks, weights):
+            if int(x) >> L != flip:
+                continue
+            sign = -1.0 if bin(source & (int(z) >> L)).count("1") % 2 else 1.0
+            HOST.add_pauli_rows(lam, psi, int(x) & low, int(z) & low, complex(w) * sign)
+    own = work.read(work.psi, (c,), "psi")
+    value = float(np.vdot(own, lam).real)
+    return value, work.write(work.lam, (c,), lam)
 
 
 def backward_task(
@@ -285,13 +278,12 @@ def backward_task(
 ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
     """Undo the pass's steps on one group of psi and lambda; this group's share of
     every derivative."""
-    with _serially(work):
-        psi = work.read(work.psi, blocks, "psi")
-        lam = work.read(work.lam, blocks, "lambda")
-        grads = np.zeros((1, work.x.shape[1]))
-        program = Program.of(work.template, gathers=False)
-        undo_with_gradients(program, Binding(work.template, work.x), psi, lam, grads)
-        return grads[0], work.write(work.psi, blocks, psi), work.write(work.lam, blocks, lam)
+    psi = work.read(work.psi, blocks, "psi")
+    lam = work.read(work.lam, blocks, "lambda")
+    grads = np.zeros((1, work.x.shape[1]))
+    program = rows_of_template(work.template)
+    psi, lam = undo_with_gradients(program, program.tables(work.x), psi, lam, grads)
+    return grads[0], work.write(work.psi, blocks, psi), work.write(work.lam, blocks, lam)
 
 
 # ------------------------------------------------------------------ the run
@@ -585,13 +577,13 @@ def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any
     blocking = run.blocking
     nblocks = 1 << blocking.global_qubits
     if t == F:  # lambda = O psi
-        work = _work(run, progress, None, nblocks > 1 and workers > 1, client)
+        work = _work(run, progress, None, client)
         results = _compute(lambda_task, work, list(range(nblocks)), workers, client)
         lam = _written(progress.lam, [r[1] for r in results], nblocks)
         return replace(progress, done=t + 1, lam=lam, value=sum(r[0] for r in results))
     one = run.passes[t] if t < F else run.passes[2 * F - t]
     blocks = groups(blocking, one.spanned)
-    work = _work(run, progress, one, len(blocks) > 1 and workers > 1, client)
+    work = _work(run, progress, one, client)
     if t < F:
         results = _compute(forward_task, work, blocks, workers, client)
         return replace(progress, done=t + 1, psi=_written(progress.psi, results, nblocks))
@@ -605,9 +597,7 @@ def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any
     )
 
 
-def _work(
-    run: StoredGradient, progress: Progress, one: GradientPass | None, serial: bool, client: Any
-) -> PassWork:
+def _work(run: StoredGradient, progress: Progress, one: GradientPass | None, client: Any) -> PassWork:
     L = run.blocking.L
     template = group_template(run.template, one, L) if one is not None else run.template
     return PassWork(
@@ -619,7 +609,6 @@ def _work(
         progress.lam,
         run.basis,
         run.terms if one is None else None,
-        serial,
         reuse=client is None,
     )
 

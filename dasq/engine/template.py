@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -68,10 +68,6 @@ class Step:
     @property
     def parametric(self) -> bool:
         return self.fixed is None
-
-    @cached_property
-    def qubit_array(self) -> np.ndarray:
-        return np.array(self.qubits, dtype=np.int64)
 
     @cached_property
     def parameters(self) -> tuple[int, ...]:
@@ -132,6 +128,61 @@ class Template:
     @property
     def num_parameters(self) -> int:
         return len(self.parameter_names)
+
+
+# ------------------------------------------------------------------ binding
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """A template's step tables at parameter sets ``x`` (B, P), computed together:
+    the single-argument steps of one table shape in one product, not one each."""
+
+    template: Template
+    x: np.ndarray
+    _derivatives: dict = field(default_factory=dict)
+
+    @cached_property
+    def tables(self) -> list[np.ndarray]:
+        return self._evaluate(None)
+
+    def derivative(self, i: int) -> list[tuple[int, np.ndarray]]:
+        """(parameter, d table / d parameter) of step i, one per parameter it reads."""
+        if not self._derivatives:
+            self._derivatives.update(enumerate(self._evaluate(True)))
+        return self._derivatives[i]
+
+    def _evaluate(self, derivative: bool | None) -> list[Any]:
+        steps = self.template.steps
+        out: list[Any] = [None] * len(steps)
+        families: dict[tuple, list[int]] = {}
+        for i, step in enumerate(steps):
+            if not step.parametric:
+                out[i] = [] if derivative else step.fixed
+            elif len(step.arguments) == 1:
+                families.setdefault(step.series.shape, []).append(i)
+            elif derivative:
+                out[i] = [(p, step.tables(self.x, derivative=p)) for p in step.parameters]
+            else:
+                out[i] = step.tables(self.x)
+        for shape, members in families.items():
+            series = np.stack([steps[i].series.reshape(shape[0], -1) for i in members])  # (S, K, t)
+            forms = [steps[i].arguments[0] for i in members]
+            values = np.array([f.const for f in forms])[None, :] + np.zeros((self.x.shape[0], 1))
+            for s, form in enumerate(forms):
+                for p, w in form.weights:
+                    values[:, s] += w * self.x[:, p]
+            frequencies = np.arange(shape[0]) - shape[0] // 2
+            waves = np.exp(0.5j * values[:, :, None] * frequencies)  # (B, S, K)
+            if derivative:
+                waves = waves * (0.5j * frequencies)
+            tables = np.einsum("bsk,skt->sbt", waves, series).reshape(
+                len(members), self.x.shape[0], *shape[1:]
+            )
+            for s, i in enumerate(members):
+                if derivative:
+                    out[i] = [(p, w * tables[s]) for p, w in forms[s].weights]
+                else:
+                    out[i] = tables[s]
+        return out
 
 
 # ------------------------------------------------------------------ compiling
@@ -198,7 +249,7 @@ def _call(record: Parametric, num_qubits: int, slots: Sequence, values: Sequence
     return [_checked(op) for op in scratch]
 
 
-def _parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int]) -> list[Step]:
+def parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int]) -> list[Step]:
     """The steps of a symbolic builder call, each fitted over the call's arguments."""
     slots = _symbolic_slots(record)
     m = len(slots)
@@ -226,12 +277,12 @@ def _parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int]
         kernel = (kernel[:, :, None] * phases[:, a, None, :]).reshape(len(grid), -1)
     kernel /= len(grid)
     check_point = offsets + np.array([0.77, 1.91, 2.63][:m])
-    check = _call(record, num_qubits, slots, 2 * check_point)
+    check = [op_table(op) for op in _call(record, num_qubits, slots, 2 * check_point)]
     for j, (qubits, diagonal, table) in enumerate(first):
         stacked = np.stack([sample[j][2] for sample in samples]).reshape(len(grid), -1)
         series = (kernel.T @ stacked).reshape((SAMPLES,) * m + table.shape)
         step = Step(qubits, diagonal, arguments=forms, series=series)
-        expected = op_table(check[j])[2]
+        expected = check[j][2]
         got = Step(
             qubits, diagonal, arguments=tuple(ArgumentForm(v, ()) for v in 2 * check_point), series=series
         )
@@ -253,7 +304,7 @@ def compile_template(circuit: Circuit) -> Template:
         if getattr(op, "is_barrier", False):
             continue
         if isinstance(op, Parametric):
-            steps.extend(_parametric_steps(op, body.num_qubits, index))
+            steps.extend(parametric_steps(op, body.num_qubits, index))
         else:
             steps.append(_fixed_step(op))
     return Template(body.num_qubits, names, tuple(steps), float(body.global_phase))
@@ -287,4 +338,4 @@ def _remember(key: Hashable, entry: tuple[Template, tuple]) -> None:
         _templates.popitem(last=False)
 
 
-__all__ = ["Step", "Template", "TemplateError", "compile_template", "op_table", "template_of"]
+__all__ = ["Binding", "Step", "Template", "TemplateError", "compile_template", "op_table", "template_of"]

@@ -400,9 +400,9 @@ class StateVector:
         if obs.num_qubits != self._n:
             raise ValidationError(f"observable acts on {obs.num_qubits} qubits but the state has {self._n}")
         if self._held is not None:
-            from dasq.engine import sweep
+            from dasq.engine.rows import PauliTerms, expectations
 
-            total = complex(sweep.expectations(self._held[None], sweep.PauliTerms.of(obs))[0])
+            total = complex(expectations(self._held[None], PauliTerms.of(obs))[0])
             return float(total.real) if obs.is_hermitian else total
         from dasq.engine import readout
 

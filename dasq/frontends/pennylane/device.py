@@ -72,7 +72,6 @@ except ImportError:  # pragma: no cover - PennyLane before 0.45 names it Transfo
 from dasq.api import simulate, simulate_settings
 from dasq.batch import expectation
 from dasq.circuit.validation import check_dtype, check_per_shot, random_generator
-from dasq.engine import route
 from dasq.frontends.pennylane.measurements import (
     analytic_observable,
     diagonalized,
@@ -357,7 +356,7 @@ class DasqDevice(Device):
                 converted = converted_tape(tapes[0], wires)
             except DeviceError:  # postselection: the general path
                 continue
-            if converted.initial is not None or not route.batch_compiles(converted.circuit.num_qubits):
+            if converted.initial is not None:
                 continue
             observables = [
                 PauliSum(label_terms(pauli_sentence(mp.obs), converted.index, len(wires)))

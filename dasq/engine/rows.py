@@ -1,0 +1,472 @@
+"""The planned engine on a row axis: one block of shape (rows, 2^n), a row per parameter set.
+
+Why: a sweep runs one circuit at many parameter sets. The circuit is planned once (its
+structure, at generic angles: planning reads no angle), so every set shares the
+plan's stages and fused groups; what differs per row is the tables of the operations
+that came from a symbolic call, and those are exact trigonometric series in the
+parameters (``dasq.engine.template``), evaluated for every row at once. A fused group
+is then one (rows, 2^k, 2^k) table, composed from its operations' tables, and one
+kernel call applies it to every row (the backend's ``apply_rows``); a group with no
+parameter is one table for all rows, applied to the rows as one array (the row bits
+are high bits no gate touches). Only one-block plans (stage programs and local
+renamings) run here; anything else (a wide parametrised gate, a measurement) is
+refused with ``TemplateError`` and runs set by set.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from dasq.backend.registry import get_backend
+from dasq.circuit.circuit import Circuit
+from dasq.circuit.kinds import Operation, pauli_masks
+from dasq.circuit.parameters import Parametric, binding_slot, mark_slot, without_slot
+from dasq.engine.oneblock import runs_alone
+from dasq.engine.program import group_diagonal, group_matrix
+from dasq.engine.template import Binding, Step, Template, TemplateError, parametric_steps
+from dasq.plan.fusion import Group
+from dasq.plan.planner import make_plan, with_global_phase
+from dasq.plan.steps import BlockProgram, Permute, PhysicalPlan
+
+SHORT_ROWS_QUBITS = 10  # rows of fewer qubits are short (see ``row_fusion_size``)
+SHORT_ROWS_FUSION_SIZE = 2
+WIDE_MAX_QUBITS = 8  # an unfused operation is held as its matrix up to this width
+HOST = get_backend("cpu")  # rows live in this process's memory, on the CPU backend
+_GENERIC = 0.4123  # parameters at which a plan is made: off every special angle
+_GENERIC_STEP = 0.2311
+
+
+@dataclass(frozen=True, eq=False)
+class Member:
+    """One part of a group's table: a fixed (1, d, d) matrix or (1, d) phases on the
+    whole group (consecutive fixed operations composed when the program is made), or
+    the table of slotted step ``step`` on the group's bits: ``sub`` its local index
+    per group index, ``same`` where a dense one leaves the group's other bits alone."""
+
+    diagonal: bool
+    fixed: np.ndarray | None = None
+    step: int | None = None
+    sub: np.ndarray | None = None
+    same: np.ndarray | None = None
+
+    @cached_property
+    def reader(self) -> np.ndarray:
+        """R with sum(placed * W) = sum(own * (W.reshape(rows, -1) @ R)) for any W on the
+        group's bits: what a derivative of this member's own table is weighed by (a
+        dense member: (d * d, 4^m); a diagonal one: (d, 2^m), on W's diagonal)."""
+        assert self.sub is not None
+        d = self.sub.size
+        m = int(self.sub.max()).bit_length() if d > 1 else 0
+        size = 1 << m
+        if self.diagonal:
+            out = np.zeros((d, size))
+            out[np.arange(d), self.sub] = 1
+            return out
+        out = np.zeros((d, d, size, size))
+        a, b = np.nonzero(self.same)
+        out[a, b, self.sub[a], self.sub[b]] = 1
+        return out.reshape(d * d, size * size)
+
+    def table(self, tables: list[np.ndarray]) -> np.ndarray:
+        """(rows | 1, d) phases or (rows | 1, d, d) matrices on the group's bits."""
+        if self.fixed is not None:
+            return self.fixed
+        assert self.step is not None and self.sub is not None
+        own = tables[self.step]
+        if self.diagonal:
+            return own[:, self.sub]
+        return own[:, self.sub[:, None], self.sub[None, :]] * self.same
+
+
+@dataclass(frozen=True, eq=False)
+class GroupRecipe:
+    """How one fused group's table is made for a batch of parameter sets."""
+
+    qubits: tuple[int, ...]
+    diagonal: bool
+    members: tuple[Member, ...]
+    kernels: dict = field(default_factory=dict)  # dtype -> the compiled kernel of a fixed table
+
+    @cached_property
+    def fixed(self) -> bool:
+        """No member depends on the parameters."""
+        return all(member.step is None for member in self.members)
+
+    def table(self, tables: list[np.ndarray]) -> np.ndarray:
+        """The group's table for every row: (rows | 1, d) phases or (rows | 1, d, d)."""
+        total: np.ndarray | None = None
+        for member in self.members:
+            part = member.table(tables)
+            if total is None:
+                total = part
+            elif self.diagonal:
+                total = part * total
+            elif member.diagonal:
+                total = part[:, :, None] * as_matrix(total)
+            else:
+                total = np.matmul(part, as_matrix(total))
+        assert total is not None
+        return total if self.diagonal else as_matrix(total)
+
+    def apply(self, states: np.ndarray, table: np.ndarray, inverse: bool = False) -> None:
+        """``table`` (this group's, shared or one per row), or its inverse, on every row."""
+        if inverse:
+            table = np.conj(table) if self.diagonal else np.conj(np.swapaxes(table, -1, -2))
+        dtype = states.dtype
+        whole = states.shape[0] & (states.shape[0] - 1) == 0 and states.shape[1] >= 1 << 12
+        if table.shape[0] == 1 and whole:  # the row bits are high bits no gate touches: one call
+            kernel = self.kernels.get((dtype, inverse)) if self.fixed else None
+            if kernel is None:
+                compile_table = HOST.compile_diagonal if self.diagonal else HOST.compile_matrix
+                kernel = compile_table(self.qubits, table[0], dtype)
+                if self.fixed:  # the same table for every binding: compiled once
+                    self.kernels[(dtype, inverse)] = kernel
+            kernel.apply(states.reshape(-1))
+        elif self.diagonal:
+            rows = np.broadcast_to(table, (states.shape[0], table.shape[1]))
+            HOST.apply_diagonal_rows(states, self.qubits, rows)
+        else:
+            HOST.apply_rows(states, self.qubits, table)
+
+
+def as_matrix(table: np.ndarray) -> np.ndarray:
+    """(rows, d) phases as (rows, d, d) diagonal matrices; matrices as they are."""
+    if table.ndim == 3:
+        return table
+    d = table.shape[-1]
+    out = np.zeros((table.shape[0], d, d), dtype=table.dtype)
+    out[:, np.arange(d), np.arange(d)] = table
+    return out
+
+
+def _sub_index(positions: tuple[int, ...], d: int) -> np.ndarray:
+    """For every group index, the operation's local index (bit s: group bit positions[s])."""
+    i = np.arange(d)
+    return sum((((i >> p) & 1) << s for s, p in enumerate(positions)), np.zeros(d, dtype=np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class RowProgram:
+    """A parametrised unitary circuit planned once for batches of parameter sets."""
+
+    num_qubits: int
+    plan: PhysicalPlan
+    steps: Template  # the slotted operations' steps (``Member.step`` indexes them)
+    recipes: dict[int, tuple[GroupRecipe, ...]]  # plan step index -> its groups
+
+    @property
+    def num_parameters(self) -> int:
+        return self.steps.num_parameters
+
+    def tables(self, x: np.ndarray) -> Binding:
+        """Every slotted step's tables (and, when asked, derivatives) at parameter sets ``x``."""
+        return Binding(self.steps, x)
+
+    def start(self, rows: int, dtype: Any, initial: int | np.ndarray | None = None) -> np.ndarray:
+        """(rows, 2^n) copies of |initial> (a basis-state int, or amplitudes in qubit
+        order), in the plan's initial layout."""
+        n = self.num_qubits
+        layout = self.plan.initial_layout
+        states = np.zeros((rows, 1 << n), dtype=dtype)
+        if initial is None or isinstance(initial, int | np.integer):
+            basis = int(initial or 0)
+            states[:, sum(((basis >> q) & 1) << p for q, p in enumerate(layout))] = 1
+            return states
+        states[...] = initial
+        return self.to_start(states)
+
+    def to_start(self, states: np.ndarray) -> np.ndarray:
+        """States with qubit q at bit q in the plan's initial layout."""
+        layout = self.plan.initial_layout
+        if layout == tuple(range(self.num_qubits)):
+            return states
+        return permute_rows(states, tuple(int(q) for q in np.argsort(layout)))
+
+    def apply(self, states: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``states`` (qubit q at bit q) run through the program at parameter sets ``x``
+        (one row, or one per state), qubit q at bit q after."""
+        groups = self.group_tables(self.tables(x))
+        return self.logical(self.forward(self.to_start(states), groups))
+
+    def group_tables(self, binding: Binding) -> dict[int, list[np.ndarray]]:
+        """Every group's table at the binding's parameter sets, per plan step."""
+        tables = binding.tables
+        return {s: [recipe.table(tables) for recipe in recipes] for s, recipes in self.recipes.items()}
+
+    def forward(self, states: np.ndarray, groups: dict[int, list[np.ndarray]]) -> np.ndarray:
+        """``states`` run through the plan with the groups' tables ``groups`` (in place
+        where the plan renames no bits); the result is in the plan's final layout."""
+        for s, step in enumerate(self.plan.steps):
+            states = FORWARD[type(step)](self, s, step, states, groups)
+        return states
+
+    def logical(self, states: np.ndarray) -> np.ndarray:
+        """States in the plan's final layout with qubit q at bit q."""
+        final = self.plan.final_layout
+        return states if final == tuple(range(self.num_qubits)) else permute_rows(states, final)
+
+    def physical(self, states: np.ndarray) -> np.ndarray:
+        """States with qubit q at bit q in the plan's final layout (``logical`` undone)."""
+        final = self.plan.final_layout
+        if final == tuple(range(self.num_qubits)):
+            return states
+        return permute_rows(states, tuple(int(q) for q in np.argsort(final)))
+
+    def from_start(self, states: np.ndarray) -> np.ndarray:
+        """States in the plan's initial layout with qubit q at bit q (``start``'s undone)."""
+        layout = self.plan.initial_layout
+        return states if layout == tuple(range(self.num_qubits)) else permute_rows(states, layout)
+
+    def run(
+        self,
+        x: np.ndarray,
+        dtype: Any,
+        initial: int | np.ndarray | None = None,
+        binding: Binding | None = None,
+    ) -> np.ndarray:
+        """The final states (rows, 2^n) at parameter sets ``x`` (rows, P), qubit q at bit q."""
+        groups = self.group_tables(binding if binding is not None else self.tables(x))
+        return self.logical(self.forward(self.start(x.shape[0], dtype, initial), groups))
+
+
+def _program_forward(
+    program: RowProgram, s: int, step: BlockProgram, states: np.ndarray, groups: dict
+) -> np.ndarray:
+    for recipe, table in zip(program.recipes[s], groups[s]):
+        recipe.apply(states, table)
+    if step.scale != 1:
+        states *= step.scale
+    return states if step.write_order is None else permute_rows(states, step.write_order)
+
+
+def _permute_forward(
+    program: RowProgram, s: int, step: Permute, states: np.ndarray, groups: dict
+) -> np.ndarray:
+    return states if step.local_order is None else permute_rows(states, step.local_order)
+
+
+def permute_rows(states: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
+    """Every row with its bits renamed: new bit q = old bit ``order[q]``."""
+    n = len(order)
+    shaped = states.reshape((states.shape[0],) + (2,) * n)  # axis 1 + n - 1 - b holds bit b
+    axes = [0] + [1 + n - 1 - order[n - 1 - a] for a in range(n)]
+    return np.ascontiguousarray(shaped.transpose(axes)).reshape(states.shape)
+
+
+def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: list[Step]) -> GroupRecipe:
+    """A group as fixed parts (consecutive fixed operations composed) and slotted tables."""
+    if not group.fused:  # one wide operation: its matrix, when it is not too wide to hold
+        if len(group.qubits) > WIDE_MAX_QUBITS:
+            raise TemplateError(f"{group.ops[0].describe()} is too wide for a batch's rows")
+        group = Group(group.qubits, group.ops, diagonal=all(op.is_diagonal for op in group.ops))
+    where = {q: t for t, q in enumerate(group.qubits)}
+    d = 1 << len(group.qubits)
+    members: list[Member] = []
+    run: list = []  # consecutive fixed operations, composed into one part
+
+    def close() -> None:
+        if run:
+            part = Group(group.qubits, tuple(run), diagonal=group.diagonal)
+            table = group_diagonal(part, n, 0) if group.diagonal else group_matrix(part, n, 0)
+            members.append(Member(group.diagonal, fixed=table[None]))
+            run.clear()
+
+    for op in group.ops:
+        slot = binding_slot(op)
+        if slot is None:
+            run.append(op)
+            continue
+        close()
+        step = slot_step[slot]
+        if steps[step].diagonal != op.is_diagonal:
+            raise TemplateError(f"{op.describe()} changes its structure with its angles")
+        positions = tuple(where[q] for q in op.qubits)
+        rest = np.arange(d) & ~sum(1 << p for p in positions)
+        same = rest[:, None] == rest[None, :]
+        members.append(Member(op.is_diagonal, step=step, sub=_sub_index(positions, d), same=same))
+    close()
+    return GroupRecipe(group.qubits, group.diagonal, tuple(members))
+
+
+def compile_rows(circuit: Circuit, fusion_size: int | None = None, method: str = "auto") -> RowProgram:
+    """The circuit (terminal measurements dropped) planned once for batches."""
+    body = circuit.remove_final_measurements()
+    if not isinstance(body.global_phase, float | int):
+        raise TemplateError("a symbolic global phase")
+    n = body.num_qubits
+    names = tuple(body.parameters)
+    position = {name: i for i, name in enumerate(names)}
+    steps: list[Step] = []
+    generic = dict(zip(names, _GENERIC + _GENERIC_STEP * np.arange(len(names))))
+    ops: list[Operation] = []
+    for i, op in enumerate(body):
+        if getattr(op, "is_barrier", False):
+            continue
+        if not isinstance(op, Parametric):
+            if getattr(op, "is_collapse", False) or getattr(op, "is_channel", False):
+                raise TemplateError(f"{op.describe()} is not a unitary gate")
+            ops.append(without_slot(op))  # an earlier binding's slot is no slot here
+            continue
+        call = Circuit(n)
+        args, kwargs = op.bound_call(generic)
+        getattr(call, op.method)(*args, **kwargs)
+        made = list(call)
+        for j, (step, one) in enumerate(zip(parametric_steps(op, n, position), made, strict=True)):
+            mark_slot(one, (i, j))
+            steps.append(step)
+        ops.extend(made)
+    return _program(ops, Template(n, names, tuple(steps)), float(body.global_phase), fusion_size, method)
+
+
+def rows_of_template(template: Template) -> RowProgram:
+    """A template's steps (each one operation on its qubits) planned for rows: what a
+    stored gradient runs on each group of blocks, a pass's steps on its vector. Kept
+    per template object (every task of a pass in a process shares it)."""
+    key = ("template", id(template))
+    hit = _programs.get(key)
+    if hit is None or hit[1] is not template:
+        hit = (_planned_template(template), template)
+        _remember(key, hit)
+    _programs.move_to_end(key)
+    return hit[0]
+
+
+def _planned_template(template: Template) -> RowProgram:
+    n = template.num_qubits
+    generic = _GENERIC + _GENERIC_STEP * np.arange(template.num_parameters)
+    ops = []
+    slotted = []
+    for i, step in enumerate(template.steps):
+        op = _table_operation(step, generic[None], n)
+        if step.parametric:
+            mark_slot(op, (i, 0))
+            slotted.append(step)
+        ops.append(op)
+    steps = Template(n, template.parameter_names, tuple(slotted), template.global_phase)
+    return _program(ops, steps, template.global_phase, None, "auto")
+
+
+def _table_operation(step: Step, x: np.ndarray, n: int) -> Operation:
+    """The step at parameter set ``x`` (1, P) as one operation on its qubits."""
+    table = step.tables(x)[0]
+    made = Circuit(n)
+    if step.diagonal:
+        made.diagonal(table, list(step.qubits))
+    else:
+        made.unitary(table, list(step.qubits))
+    return made[0]
+
+
+def row_fusion_size(num_qubits: int) -> int:
+    """The widest group of a batch's plan: the host's for rows of many amplitudes; two
+    qubits for short rows, where composing each row's tables costs more than the
+    kernels save."""
+    return HOST.preferred_fusion_size() if num_qubits >= SHORT_ROWS_QUBITS else SHORT_ROWS_FUSION_SIZE
+
+
+def _program(
+    ops: list[Operation], steps: Template, global_phase: float, fusion_size: int | None, method: str
+) -> RowProgram:
+    """``ops`` (the slotted ones marked (i, j) in ``steps``' order) planned as one block."""
+    n = steps.num_qubits
+    slot_step: dict[tuple[int, int], int] = {}
+    for op in ops:
+        slot = binding_slot(op)
+        if slot is not None:
+            slot_step[slot] = len(slot_step)
+    size = row_fusion_size(n) if fusion_size is None else fusion_size
+    plan = make_plan(ops, n, n, method=method, initial_layout=None, fusion_size=size)
+    plan = with_global_phase(plan, global_phase)
+    found = {binding_slot(op) for step in plan.steps for op in step.operations} - {None}
+    if found != set(slot_step):
+        raise TemplateError("the planner merged a parametrised operation into another")
+    recipes: dict[int, tuple[GroupRecipe, ...]] = {}
+    if not runs_alone(plan):
+        raise TemplateError("a plan of more than stage programs and renamings does not run on rows")
+    for s, step in enumerate(plan.steps):
+        groups = getattr(step, "groups", ())
+        recipes[s] = tuple(_recipe(g, n, slot_step, list(steps.steps)) for g in groups)
+    return RowProgram(n, plan, steps, recipes)
+
+
+ROW_PROGRAMS = 32  # programs kept (each holds its plan and tables)
+_programs: OrderedDict[Hashable, tuple[RowProgram, Any]] = OrderedDict()
+
+
+def row_program(circuit: Circuit, fusion_size: int | None = None) -> RowProgram:
+    """``compile_rows``, kept per circuit structure: found by the identity of the
+    circuit's (immutable) records first, else by its fingerprint, so an equal circuit
+    built again (converted again from Qiskit, say) is not planned again."""
+    ops = tuple(circuit)
+    fast = (circuit.num_qubits, circuit.global_phase, tuple(map(id, ops)), fusion_size)
+    hit = _programs.get(fast)
+    if hit is None:
+        digest = ("fingerprint", circuit.remove_final_measurements().fingerprint(), fusion_size)
+        hit = _programs.get(digest)
+        if hit is None:
+            hit = (compile_rows(circuit, fusion_size=fusion_size), ops)
+            _remember(digest, hit)
+        _remember(fast, (hit[0], ops))  # the key holds the records: their ids stay theirs
+    _programs.move_to_end(fast)
+    return hit[0]
+
+
+def _remember(key: Hashable, entry: tuple[RowProgram, Any]) -> None:
+    _programs[key] = entry
+    while len(_programs) > ROW_PROGRAMS:
+        _programs.popitem(last=False)
+
+
+# The row engine's table from plan step type to what runs it on rows (a one-block plan
+# holds only these: ``_program`` refuses any other, and a renaming of blocks)
+FORWARD: dict[type, Callable[..., np.ndarray]] = {BlockProgram: _program_forward, Permute: _permute_forward}
+
+
+# ------------------------------------------------------------------ observables
+@dataclass(frozen=True)
+class PauliTerms:
+    """An observable as the row kernels read it: (x, z) masks, coefficient * i^(number of Y)."""
+
+    masks: np.ndarray  # (T, 2) int64
+    weights: np.ndarray  # (T,) complex
+
+    @classmethod
+    def of(cls, observable: Iterable[tuple[str, complex]]) -> PauliTerms:
+        """From (label, coefficient) pairs (a ``PauliSum``)."""
+        masks, weights = [], []
+        for label, coeff in observable:
+            x, y, z = pauli_masks(label, range(len(label)))
+            masks.append((x | y, z | y))
+            weights.append(coeff * 1j ** bin(y).count("1"))
+        return cls(np.array(masks, dtype=np.int64), np.array(weights, dtype=np.complex128))
+
+
+def expectations(states: np.ndarray, terms: PauliTerms) -> np.ndarray:
+    """<psi_b|O|psi_b> for every row (complex; real for a Hermitian O)."""
+    return HOST.pauli_rows(states, terms.masks) @ terms.weights
+
+
+def apply_observable(states: np.ndarray, terms: PauliTerms) -> np.ndarray:
+    """O|psi_b> for every row (a new array)."""
+    out = np.zeros_like(states)
+    for (x, z), w in zip(terms.masks, terms.weights):
+        HOST.add_pauli_rows(out, states, int(x), int(z), complex(w))
+    return out
+
+
+__all__ = [
+    "PauliTerms",
+    "RowProgram",
+    "apply_observable",
+    "compile_rows",
+    "expectations",
+    "permute_rows",
+    "row_program",
+    "rows_of_template",
+]

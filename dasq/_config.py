@@ -48,12 +48,13 @@ def setting(key: str) -> Any:
 
 
 # ---------------------------------------------------------------- thresholds between paths
-# A small unitary circuit in one block on this machine's CPU runs compiled (no plan,
-# no graph) up to this width; past it the planned runs' fused groups in cache tiles win.
-COMPILED_MAX_QUBITS = 14
-# A parameter batch runs compiled (a row per set) up to this width; wider states run
-# set by set, where their planned runs (fused groups in cache tiles) win.
-BATCH_MAX_QUBITS = 16
+# The row engine (engine/rows.py) composes each group's table per row: on rows shorter
+# than 2^SHORT_ROWS_QUBITS amplitudes that costs more than wide groups save, so their
+# plans fuse at most SHORT_ROWS_FUSION_SIZE qubits (the host's fusion size from there).
+SHORT_ROWS_QUBITS = 10
+SHORT_ROWS_FUSION_SIZE = 2
+# An operation too wide to fuse joins a batch's rows as its matrix up to this width.
+ROW_WIDE_MAX_QUBITS = 8
 # On a cluster, Dask's p2p rechunk beats packed relayouts from this many blocks on
 # (benchmarks/README.md, relayout_scale).
 P2P_FROM_BLOCKS = 256

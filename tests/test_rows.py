@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from reference import operator, pauli_matrix
 
 import dasq
-from dasq import batch
+from dasq import _config, batch
 from dasq.backend.cpu import CPU
 from dasq.engine import rows
 from dasq.engine.adjoint import adjoint_gradient
@@ -153,8 +153,8 @@ def test_a_wide_batch_runs_on_rows_not_set_by_set(monkeypatch):
 
 def test_programs_are_kept_per_structure():
     assert row_program(ladder(4)) is row_program(ladder(4))  # rebuilt: found by its fingerprint
-    assert rows.row_fusion_size(4) == rows.SHORT_ROWS_FUSION_SIZE
-    assert rows.row_fusion_size(rows.SHORT_ROWS_QUBITS) == CPU.preferred_fusion_size()
+    assert rows.row_fusion_size(4) == _config.SHORT_ROWS_FUSION_SIZE
+    assert rows.row_fusion_size(_config.SHORT_ROWS_QUBITS) == CPU.preferred_fusion_size()
 
 
 def test_a_bound_circuits_operations_are_fixed_ones():

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import Operation, pauli_masks
@@ -34,9 +35,6 @@ from dasq.plan.fusion import Group
 from dasq.plan.planner import make_plan, with_global_phase
 from dasq.plan.steps import BlockProgram, Permute, PhysicalPlan
 
-SHORT_ROWS_QUBITS = 10  # rows of fewer qubits are short (see ``row_fusion_size``)
-SHORT_ROWS_FUSION_SIZE = 2
-WIDE_MAX_QUBITS = 8  # an unfused operation is held as its matrix up to this width
 HOST = get_backend("cpu")  # rows live in this process's memory, on the CPU backend
 _GENERIC = 0.4123  # parameters at which a plan is made: off every special angle
 _GENERIC_STEP = 0.2311
@@ -262,7 +260,7 @@ def permute_rows(states: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
 def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: list[Step]) -> GroupRecipe:
     """A group as fixed parts (consecutive fixed operations composed) and slotted tables."""
     if not group.fused:  # one wide operation: its matrix, when it is not too wide to hold
-        if len(group.qubits) > WIDE_MAX_QUBITS:
+        if len(group.qubits) > _config.ROW_WIDE_MAX_QUBITS:
             raise TemplateError(f"{group.ops[0].describe()} is too wide for a batch's rows")
         group = Group(group.qubits, group.ops, diagonal=all(op.is_diagonal for op in group.ops))
     where = {q: t for t, q in enumerate(group.qubits)}
@@ -367,7 +365,11 @@ def row_fusion_size(num_qubits: int) -> int:
     """The widest group of a batch's plan: the host's for rows of many amplitudes; two
     qubits for short rows, where composing each row's tables costs more than the
     kernels save."""
-    return HOST.preferred_fusion_size() if num_qubits >= SHORT_ROWS_QUBITS else SHORT_ROWS_FUSION_SIZE
+    return (
+        HOST.preferred_fusion_size()
+        if num_qubits >= _config.SHORT_ROWS_QUBITS
+        else _config.SHORT_ROWS_FUSION_SIZE
+    )
 
 
 def _program(

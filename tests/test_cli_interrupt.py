@@ -1,48 +1,27 @@
 """Ctrl-C on the command line: one line on stderr and exit status 130, never a traceback.
-A stored run stopped that way names the ``dasq resume`` command that finishes it, and
-that command (which takes ``dasq run``'s cluster and memory options) ends in the state
-of a run never stopped."""
+A stored run stopped that way names the ``dasq resume`` command that finishes it (which
+ends in the state of a run never stopped: tests/test_resume.py), and that command takes
+``dasq run``'s cluster and memory options."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-import numpy as np
 import pytest
+from resume import KINDS, RESUME_WITH, Stop, interrupted, layers_qasm
 
 import dasq
 from dasq.cli import _children_ignore_ctrl_c, _parse, _resume_command, main
-from dasq.errors import StoreError
-from dasq.storage.manifest import Manifest
 
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32" or not hasattr(signal, "SIGINT"),
     reason="sends SIGINT to a child process, which Windows cannot",
 )
-
-RESUME_WITH = "resume it with: "
-
-
-def _layers_qasm(n: int, layers: int, seed: int = 7) -> str:
-    """Random one-qubit unitaries, CX bricks and a long-range SWAP per layer: with blocks
-    of 2^(n - 5) amplitudes a stored run takes several stages of a fraction of a second."""
-    rng = np.random.default_rng(seed)
-    lines = ["OPENQASM 2.0;", 'include "qelib1.inc";', f"qreg q[{n}];"]
-    for layer in range(layers):
-        angles = rng.uniform(0, 6.3, (n, 3))
-        lines += [f"u({a:.6f},{b:.6f},{c:.6f}) q[{q}];" for q, (a, b, c) in enumerate(angles)]
-        lines += [f"cx q[{q}],q[{q + 1}];" for q in range(layer % 2, n - 1, 2)]
-        a, b = rng.choice(n, 2, replace=False)
-        lines.append(f"swap q[{a}],q[{b}];")
-    return "\n".join(lines) + "\n"
 
 
 def _dasq(*argv: str, **popen: object) -> subprocess.Popen[str]:
@@ -55,54 +34,9 @@ def _dasq(*argv: str, **popen: object) -> subprocess.Popen[str]:
     )
 
 
-def _after_first_stage(proc: subprocess.Popen[str], store: Path, timeout: float = 120) -> Manifest:
-    """The store's manifest once its first stage is written (the run still going)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the run ended before its first stage was seen: {proc.communicate()}"
-        try:
-            manifest = Manifest.read(store)
-        except StoreError:  # not created yet, or its manifest between two writes
-            manifest = None
-        if manifest is not None and manifest.stages_done >= 1:
-            return manifest
-        time.sleep(0.005)
-    proc.kill()
-    raise AssertionError(f"no stage written in {timeout} s")
-
-
-@pytest.fixture
-def long_circuit(tmp_path: Path) -> Path:
-    qasm = tmp_path / "layers.qasm"
-    qasm.write_text(_layers_qasm(18, 24))
-    return qasm
-
-
-def test_ctrl_c_on_a_stored_run_prints_the_resume_command_which_finishes_it(tmp_path, long_circuit, capsys):
-    store = tmp_path / "run.zarr"
-    run = ["run", str(long_circuit), "--store", str(store), "--chunk-qubits", "13"]
-    given = ["--shots", "50", "--seed", "3", "--top", "0", "--no-progress"]
-    proc = _dasq(*run, *given)
-    manifest = _after_first_stage(proc, store)
-    assert manifest.stages_total >= 4
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    command = err.strip().split(RESUME_WITH)[1]
-    assert command == shlex.join(["dasq", "resume", str(store), *given])
-    assert not Manifest.read(store).complete
-
-    assert main(shlex.split(command)[1:]) == 0
-    counts = [int(n) for n in capsys.readouterr().out.split()[1::2]]
-    assert sum(counts) == 50
-    uninterrupted = dasq.simulate(dasq.Circuit.from_qasm(long_circuit)).to_numpy()
-    np.testing.assert_allclose(dasq.resume(store).to_numpy(), uninterrupted, atol=1e-12)
-
-
 def test_ctrl_c_on_an_in_memory_run_is_one_line(tmp_path):
     qasm = tmp_path / "layers.qasm"
-    qasm.write_text(_layers_qasm(22, 30))
+    qasm.write_text(layers_qasm(22, 30))
     proc = _dasq("run", str(qasm), "--shots", "10", "--progress")
     seen = ""
     while not re.search(r"dasq steps: .*\| [1-9]\d*/", seen):  # a step done: the run is under way
@@ -116,19 +50,16 @@ def test_ctrl_c_on_an_in_memory_run_is_one_line(tmp_path):
     assert "Traceback" not in err and err.endswith("\ndasq: interrupted\n"), err
 
 
-def test_ctrl_c_in_a_terminal_stops_the_workers_of_run_quietly(tmp_path, long_circuit):
+def test_ctrl_c_in_a_terminal_stops_the_workers_of_run_quietly(tmp_path):
     """A terminal's Ctrl-C reaches the whole process group: the local cluster's worker
     processes as well as dasq; only dasq speaks."""
     store = tmp_path / "run.zarr"
-    argv = ["run", str(long_circuit), "--store", str(store), "--chunk-qubits", "13", "--no-progress"]
-    proc = _dasq(*argv, "--workers", "1", "--memory-limit", "64MiB", start_new_session=True)
-    _after_first_stage(proc, store)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=180)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    resume = err.strip().splitlines()[-1].split(RESUME_WITH)[1]
-    assert resume.endswith(" --workers 1 --memory-limit 64MiB --no-progress")
+    argv = [sys.executable, *KINDS["dasq-run"].command(store), "--workers", "1", "--memory-limit", "64MiB"]
+    ended = interrupted(argv, store, Stop(stages=1, signal=signal.SIGINT, group=True))
+    assert ended.returncode == 130, ended.stderr
+    assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr, ended.stderr
+    resume = ended.stderr.strip().splitlines()[-1].split(RESUME_WITH)[1]
+    assert resume.endswith(" --workers 1 --memory-limit 64MiB --top 0 --no-progress")
 
 
 def test_processes_started_for_a_cluster_ignore_ctrl_c():

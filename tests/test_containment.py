@@ -16,6 +16,7 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+from resume import Stop, halted
 from test_outofcore import ooc, random_circuit
 
 import dasq
@@ -46,21 +47,10 @@ def _finished(where: Path, circuit: dasq.Circuit) -> Path:
     return where
 
 
-def _incomplete(where: Path, circuit: dasq.Circuit, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _incomplete(where: Path, circuit: dasq.Circuit) -> Path:
     """A run stopped in its second stage: stage 1 done, array ``b`` to be written next."""
-    real, calls = st.write_amplitudes, [0]
-    blocks = 1 << (N - L)
-
-    def stop_in_stage_two(*args):
-        calls[0] += 1
-        if calls[0] > blocks + 2:
-            raise RuntimeError("stopped in stage 2")
-        return real(*args)
-
-    monkeypatch.setattr(st, "write_amplitudes", stop_in_stage_two)
-    with pytest.raises(RuntimeError, match="stopped in stage 2"):
-        dasq.simulate(circuit, store=where, **ooc(L))
-    monkeypatch.setattr(st, "write_amplitudes", real)
+    stop = Stop(call="dasq.storage.store:write_amplitudes", nth=(1 << (N - L)) + 3, raises=RuntimeError)
+    assert isinstance(halted(lambda: dasq.simulate(circuit, store=where, **ooc(L)), stop), RuntimeError)
     assert Manifest.read(where).stages_done == 1
     return where
 
@@ -150,11 +140,11 @@ def test_a_lock_file_that_is_a_named_pipe_never_waits(tmp_path, circuit, capsys)
 
 @pytest.mark.parametrize("array", ["a", "b"])
 def test_a_chunk_directory_linked_to_another_store_is_refused_before_any_write(
-    tmp_path, circuit, monkeypatch, capsys, array
+    tmp_path, circuit, capsys, array
 ):
     other = _finished(tmp_path / "other.zarr", circuit)
     expected = dasq.StateVector.from_zarr(other).to_numpy()
-    store = _incomplete(tmp_path / "s.zarr", circuit, monkeypatch)
+    store = _incomplete(tmp_path / "s.zarr", circuit)
     # the chunks of ``array`` replaced by a link to the finished store's
     for entry in (store / array / "c").iterdir():
         entry.unlink()
@@ -219,10 +209,8 @@ def test_special_files_in_a_store_are_refused_without_waiting(tmp_path, circuit,
     assert snapshot(store) == before
 
 
-def test_an_incomplete_run_with_a_named_pipe_for_a_chunk_is_refused_untouched(
-    tmp_path, circuit, monkeypatch, capsys
-):
-    store = _incomplete(tmp_path / "s.zarr", circuit, monkeypatch)
+def test_an_incomplete_run_with_a_named_pipe_for_a_chunk_is_refused_untouched(tmp_path, circuit, capsys):
+    store = _incomplete(tmp_path / "s.zarr", circuit)
     chunk = next(p for p in sorted((store / "b" / "c").iterdir()))
     chunk.unlink()
     os.mkfifo(chunk)

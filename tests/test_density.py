@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -386,78 +382,6 @@ def test_density_matrix_out_of_core_equals_in_memory_and_resumes(tmp_path):
     again = dasq.resume(store)
     assert isinstance(again, dasq.DensityMatrix)
     np.testing.assert_allclose(again.to_numpy(), ref, atol=1e-12)
-
-
-KILL_DENSITY = textwrap.dedent(
-    """
-    import os, signal, sys
-    from dask.callbacks import Callback
-    import dasq
-    sys.path.insert(0, sys.argv[2])
-    from test_density import random_noisy_circuit
-
-    done = [0]
-
-    def posttask(key, result, dsk, state, worker_id):
-        if isinstance(key, tuple) and str(key[0]).startswith("dasq-stream-"):
-            done[0] += result.count  # blocks: a task runs a few consecutive ones
-            if done[0] >= int(sys.argv[3]):
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    with Callback(posttask=posttask):
-        dasq.simulate(random_noisy_circuit(int(sys.argv[4]), 3, depth=30), density=True, store=sys.argv[1],
-                      memory_limit=sys.argv[5], chunk_qubits=int(sys.argv[6]))
-    """
-)
-
-
-def kill_and_resume(
-    tmp_path, n: int, after: int, memory_limit: str, chunk_qubits: int, killed_in_stage: int | None = None
-) -> None:
-    from pathlib import Path
-
-    store = tmp_path / "killed.zarr"
-    cmd = [
-        sys.executable,
-        "-c",
-        KILL_DENSITY,
-        str(store),
-        str(Path(__file__).parent),
-        str(after),
-        str(n),
-        memory_limit,
-        str(chunk_qubits),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == -9, proc.stderr
-    assert not dasq.info(store)["complete"]
-    if killed_in_stage is not None:
-        assert dasq.info(store)["stages_done"] == killed_in_stage - 1
-    resumed = dasq.resume(store)
-    assert isinstance(resumed, dasq.DensityMatrix)
-    expected = dasq.simulate(random_noisy_circuit(n, 3, depth=30), density=True)
-    if n <= 6:
-        np.testing.assert_allclose(resumed.to_numpy(), expected.to_numpy(), atol=1e-12)
-    else:  # the Choi vectors, block by block: |a - b|^2 = |a|^2 + |b|^2 - 2 Re<a|b>
-        a2, b2 = resumed.purity(), expected.purity()
-        assert a2 + b2 - 2 * resumed.choi.inner(expected.choi).real < 1e-10 * b2
-        np.testing.assert_allclose(resumed.probabilities(), expected.probabilities(), atol=1e-12)
-
-
-def test_a_killed_density_matrix_run_resumes_to_the_same_state(tmp_path):
-    kill_and_resume(tmp_path, n=5, after=20, memory_limit="64KiB", chunk_qubits=6)
-
-
-def test_a_density_matrix_four_times_its_memory_limit_resumes_after_sigkill(tmp_path):
-    # the heavy test below at 1/256 of its size: 2^20 amplitudes (16 MiB) under a 4 MiB limit,
-    # 64 blocks a stage, killed in the second stage
-    kill_and_resume(tmp_path, n=10, after=80, memory_limit="4MiB", chunk_qubits=14, killed_in_stage=2)
-
-
-@pytest.mark.heavy
-def test_a_14_qubit_density_matrix_out_of_core_under_a_smaller_memory_limit_resumes_after_sigkill(tmp_path):
-    # 2^28 amplitudes (4 GiB in complex128) under a 1 GiB working-memory limit
-    kill_and_resume(tmp_path, n=14, after=100, memory_limit="1GiB", chunk_qubits=22)
 
 
 # ----------------------------------------------------------------- errors

@@ -1,6 +1,6 @@
-"""Fault injection on stores and runs (``pytest -m faults``): two writers, kills at
-start-up and at the manifest write, missing/swapped/stale chunks, edited
-manifests, linked arrays, impossible runs. Each must end in the right state or in
+"""Fault injection on stores and runs (``pytest -m faults``): two writers (kills:
+tests/test_resume.py), missing/swapped/stale chunks, edited manifests, linked arrays,
+impossible runs. Each must end in the right state or in
 one clear error, and the last completed stage must survive."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -333,58 +332,6 @@ def test_the_lock_is_exclusive_within_one_process_too(tmp_path):
     with StoreLock(tmp_path), pytest.raises(dasq.StoreError, match=f"pid {os.getpid()}"):
         StoreLock(tmp_path).acquire()
     StoreLock(tmp_path).acquire().release()
-
-
-# ----------------------------------------------------------------- kills
-KILL_IN = textwrap.dedent(
-    """
-    import os, signal, sys
-    import dask
-    sys.path.insert(0, sys.argv[3])
-    import dasq
-    from dasq.storage import store as st, manifest as mf
-    from test_outofcore import ooc, random_circuit
-
-    where = sys.argv[2]
-    if where == "build":  # while the new store is being prepared
-        real = st.write_run_record
-        def die(*a, **k):
-            real(*a, **k)
-            os.kill(os.getpid(), signal.SIGKILL)
-        st.write_run_record = die
-    else:  # the second manifest write: the end of stage 1, after the temporary file
-        real_replace, calls = os.replace, [0]
-        def die(src, dst, **dir_fds):
-            if str(dst).endswith(mf.MANIFEST):
-                calls[0] += 1
-                if calls[0] == 2:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            real_replace(src, dst, **dir_fds)
-        mf.os.replace = die
-    with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
-        dasq.simulate(random_circuit(9, 4, seed=3), store=sys.argv[1], **ooc(5))
-    """
-)
-
-
-@pytest.mark.parametrize("where", ["build", "manifest"])
-def test_sigkill_at_start_up_or_at_the_manifest_write(tmp_path, circuit, where, monkeypatch):
-    store = tmp_path / "s.zarr"
-    cmd = [sys.executable, "-c", KILL_IN, str(store), where, str(Path(__file__).parent)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    expected = dasq.simulate(circuit).to_numpy()
-    if where == "build":
-        assert not store.exists()  # nothing half-made at the store's path
-        assert len(list(tmp_path.glob(".s.zarr.dasq-new-*"))) == 1
-        monkeypatch.setattr(st, "ABANDONED_AFTER_S", 0.0)
-        state = dasq.simulate(circuit, store=store, **ooc(L))  # run accepts the path
-        assert not list(tmp_path.glob(".s.zarr.dasq-new-*"))  # and clears what the killed run left
-    else:
-        m = Manifest.read(store)
-        assert m.stages_done == 0 and not m.complete  # the stage-1 manifest never landed
-        state = dasq.resume(store)
-    np.testing.assert_allclose(state.to_numpy(), expected, atol=1e-12)
 
 
 # ----------------------------------------------------------------- chunks

@@ -23,6 +23,7 @@ import google_crc32c
 import numpy as np
 import pytest
 from faults import fill_disk_after
+from resume import STOP_AT_PASS, stopped
 from test_outofcore import ooc, random_circuit
 from test_stored_gradient import LIMIT, OBSERVABLE, X, wide_circuit
 
@@ -53,20 +54,9 @@ def gradient(store, **options):
     return dasq.gradient(wide_circuit(), OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store, **options)
 
 
-def interrupted(store: Path, monkeypatch, passes: int = 2) -> None:
+def interrupted(store: Path, passes: int = 2) -> None:
     """A gradient store stopped as its pass ``passes`` + 1 starts."""
-    real, calls = sg._one_pass, []
-
-    def dies(*args):
-        calls.append(1)
-        if len(calls) > passes:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(sg, "_one_pass", dies)
-    with pytest.raises(KeyboardInterrupt):
-        gradient(store)
-    monkeypatch.setattr(sg, "_one_pass", real)
+    assert isinstance(stopped("gradient", store, STOP_AT_PASS[passes], here=True), KeyboardInterrupt)
 
 
 def forged(record: dict) -> str:
@@ -85,9 +75,9 @@ def with_crc(body: bytes) -> bytes:
     "field, value",
     [("crc", 1 << 64), ("crc", 10**400), ("done", 10**400), ("value", 10**400), ("gradient", 10**400)],
 )
-def test_a_gradient_record_with_huge_integers_is_one_store_error(tmp_path, monkeypatch, field, value):
+def test_a_gradient_record_with_huge_integers_is_one_store_error(tmp_path, field, value):
     store = tmp_path / "grad"
-    interrupted(store, monkeypatch)
+    interrupted(store)
     record = json.loads((store / sg.RECORD).read_text())
     if field == "crc":
         record["psi"]["crcs"][0] = value
@@ -100,9 +90,9 @@ def test_a_gradient_record_with_huge_integers_is_one_store_error(tmp_path, monke
         gradient(store)
 
 
-def test_an_edited_gradient_record_is_refused(tmp_path, monkeypatch):
+def test_an_edited_gradient_record_is_refused(tmp_path):
     store = tmp_path / "grad"
-    interrupted(store, monkeypatch, passes=3)
+    interrupted(store, passes=3)
     record = json.loads((store / sg.RECORD).read_text())
     record["done"] = 5  # passes skipped: a wrong gradient, were it believed
     (store / sg.RECORD).write_text(json.dumps(record))
@@ -111,9 +101,9 @@ def test_an_edited_gradient_record_is_refused(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("digest", ["kept", "forged"])
-def test_edited_gradient_array_metadata_is_refused(tmp_path, monkeypatch, digest, reference):
+def test_edited_gradient_array_metadata_is_refused(tmp_path, digest, reference):
     store = tmp_path / "grad"
-    interrupted(store, monkeypatch, passes=3)
+    interrupted(store, passes=3)
     record = json.loads((store / sg.RECORD).read_text())
     metadata = store / "psi" / record["psi"]["array"] / "zarr.json"
     meta = json.loads(metadata.read_text())
@@ -176,9 +166,9 @@ def test_a_chunk_that_decodes_to_anything_but_one_chunk_is_refused_undecoded(tmp
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) - peak < 256 << 20
 
 
-def test_a_gradient_chunk_of_the_wrong_size_is_refused(tmp_path, monkeypatch):
+def test_a_gradient_chunk_of_the_wrong_size_is_refused(tmp_path):
     store = tmp_path / "grad"
-    interrupted(store, monkeypatch, passes=3)
+    interrupted(store, passes=3)
     record = json.loads((store / sg.RECORD).read_text())
     body = bytes(1000)
     (store / "psi" / record["psi"]["array"] / "c" / "0").write_bytes(with_crc(body))
@@ -226,9 +216,9 @@ def test_a_gradient_store_killed_before_its_first_record_is_created_in_the_next_
     np.testing.assert_allclose(gradient(other), reference, atol=1e-12)
 
 
-def test_a_second_writer_of_a_gradient_store_is_told_how_to_go_on(tmp_path, monkeypatch):
+def test_a_second_writer_of_a_gradient_store_is_told_how_to_go_on(tmp_path):
     store = tmp_path / "grad"
-    interrupted(store, monkeypatch)
+    interrupted(store)
     with StoreLock(store), pytest.raises(StoreError, match="being written by another") as refused:
         gradient(store)
     assert "call dasq.gradient again with store=" in str(refused.value)

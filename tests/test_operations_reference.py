@@ -1,15 +1,17 @@
 """Every builder method, with 0, 1 and 2 controls and random control states, with
 targets placed over local and global bits, for every chunking g = 0..N-1, against
-the dense Kronecker reference, on every device (CPU, the GPU code on numpy, and a
-GPU where there is one)."""
+the dense Kronecker reference. Each case runs once, the devices (CPU, the GPU code on
+numpy, and a GPU where there is one) taking turns across the cases."""
 
 from __future__ import annotations
 
 import itertools
 import zlib
 
+import dask
 import numpy as np
 import pytest
+from conftest import DEVICES
 from reference import (
     X,
     Y,
@@ -134,14 +136,27 @@ def _check(build, matrix, targets, controls, states, L, psi, method):
 METHODS = ["per-operation", "auto"]  # auto: the planner wherever blocks are wide enough
 
 
-@pytest.fixture(autouse=True)
-def _every_device(on_device):
-    """Every test here runs on each device of conftest.DEVICES."""
+def _cases(names) -> list:
+    """Each (name, L, method) once, on DEVICES[(name's index + L + method's index) % number
+    of devices]: every device runs each name, each L and each method, across the others."""
+    return [
+        pytest.param(name, L, method, device, id=f"{name}-L{L}-{method}-{device}")
+        for i, name in enumerate(sorted(names))
+        for L in range(1, N + 1)
+        for j, method in enumerate(METHODS)
+        for device in [DEVICES[(i + L + j) % len(DEVICES)]]
+    ]
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("L", range(1, N + 1))
-@pytest.mark.parametrize("name", sorted(ONE_TARGET))
+@pytest.fixture
+def on(device):
+    """The case's device, as dask config ``dasq.device`` (what ``simulate`` uses)."""
+    with dask.config.set({"dasq.device": device}):
+        yield device
+
+
+@pytest.mark.usefixtures("on")
+@pytest.mark.parametrize("name, L, method, device", _cases(ONE_TARGET))
 def test_one_target_operations(name, L, method):
     build, matrix = ONE_TARGET[name]
     rng = np.random.default_rng(_seed(name, L, 0))
@@ -151,9 +166,8 @@ def test_one_target_operations(name, L, method):
         _check(build, matrix, targets, controls, states, L, psi, method)
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("L", range(1, N + 1))
-@pytest.mark.parametrize("name", sorted(MANY_TARGET))
+@pytest.mark.usefixtures("on")
+@pytest.mark.parametrize("name, L, method, device", _cases(MANY_TARGET))
 def test_many_target_operations(name, L, method):
     k, build, matrix = MANY_TARGET[name]
     rng = np.random.default_rng(_seed(name, L, 1))
@@ -178,9 +192,8 @@ NAMED_CONTROLLED = {
 }
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("L", range(1, N + 1))
-@pytest.mark.parametrize("name", sorted(NAMED_CONTROLLED))
+@pytest.mark.usefixtures("on")
+@pytest.mark.parametrize("name, L, method, device", _cases(NAMED_CONTROLLED))
 def test_named_controlled_gates(name, L, method):
     build, nc, matrix = NAMED_CONTROLLED[name]
     k = 2 if name == "cswap" else 1
@@ -197,8 +210,9 @@ def test_named_controlled_gates(name, L, method):
             np.testing.assert_allclose(got, want, atol=1e-10, err_msg=f"{qubits} {st}")
 
 
-def test_chunk_qubits_zero_one_amplitude_blocks():
-    """g = N: every qubit global, blocks of one amplitude (many-target gates merge blocks)."""
+def test_chunk_qubits_zero_one_amplitude_blocks(on_device):
+    """g = N: every qubit global, blocks of one amplitude (many-target gates merge blocks),
+    on every device: the one case of its kind."""
     rng = np.random.default_rng(3)
     psi = random_state(3, rng)
     c = dasq.Circuit(3).h(0).cx(0, 2).unitary(U2, (2, 0)).swap(1, 2).pauli_gadget(TH, "XY", (0, 1))

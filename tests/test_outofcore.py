@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import dask
@@ -230,73 +227,7 @@ def test_peak_memory_stays_under_the_budget_for_a_state_8x_larger(tmp_path):
 
 # --------------------------------------------------------------- crash safety
 KILL_CIRCUIT = {"n": 10, "layers": 6, "seed": 7}
-KILL_L = 6  # 16 blocks per stage
-
-KILL_SCRIPT = textwrap.dedent(
-    """
-    import os, signal, sys
-    from dask.callbacks import Callback
-    import dasq
-    sys.path.insert(0, sys.argv[3])
-    from test_outofcore import KILL_CIRCUIT, KILL_L, ooc, random_circuit
-
-    after = int(sys.argv[2])
-    done = [0]
-
-    def posttask(key, result, dsk, state, worker_id):
-        if isinstance(key, tuple) and str(key[0]).startswith("dasq-stream-"):
-            done[0] += result.count  # a task runs a few consecutive blocks
-            if done[0] >= after:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    with Callback(posttask=posttask):
-        dasq.simulate(random_circuit(**KILL_CIRCUIT), store=sys.argv[1], **ooc(KILL_L))
-    """
-)
-
-
-def _kill_command(store: Path, after_blocks: int) -> list[str]:
-    return [sys.executable, "-c", KILL_SCRIPT, str(store), str(after_blocks), str(Path(__file__).parent)]
-
-
-@pytest.fixture(scope="module")
-def killed_circuit_reference():
-    return reference_state(random_circuit(**KILL_CIRCUIT))
-
-
-@pytest.mark.parametrize("after_blocks", [1, 9, 16, 17, 30, 50])
-def test_sigkill_at_several_points_then_resume_gives_the_same_amplitudes(
-    tmp_path, after_blocks, killed_circuit_reference
-):
-    # 16 blocks per stage: kills land mid-stage 1, at the end of stage 1 (before or
-    # after its manifest), just after stage 2 began, mid-stage 2 and later
-    store = tmp_path / "s.zarr"
-    proc = subprocess.run(_kill_command(store, after_blocks), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    m = Manifest.read(store)
-    assert not m.complete and m.stages_total >= 4
-    assert m.stages_done == (after_blocks - 1) // 16 or m.stages_done == after_blocks // 16
-    np.testing.assert_allclose(dasq.resume(store).to_numpy(), killed_circuit_reference, atol=1e-12)
-
-
-def test_sigkill_at_random_instants_then_resume(tmp_path, killed_circuit_reference):
-    rng = np.random.default_rng(0)
-    resumed = 0
-    for trial in range(3):
-        store = tmp_path / f"s{trial}.zarr"
-        proc = subprocess.Popen(_kill_command(store, 10**9), stderr=subprocess.DEVNULL)
-        # wait until the run has started streaming, then kill at a random instant
-        for _ in range(600):
-            if (store / "dasq-manifest.json").exists() or proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        time.sleep(float(rng.uniform(0, 0.3)))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        if (store / "dasq-manifest.json").exists():
-            np.testing.assert_allclose(dasq.resume(store).to_numpy(), killed_circuit_reference, atol=1e-12)
-            resumed += 1
-    assert resumed >= 1
+KILL_L = 6  # 16 blocks per stage (the "simulate" run of tests/resume.py)
 
 
 def test_disk_full_mid_run_keeps_the_last_stage_and_resume_finishes(tmp_path, monkeypatch):
@@ -350,15 +281,6 @@ def test_resume_refuses_a_different_circuit_or_a_non_store(tmp_path):
     (tmp_path / "bad.zarr" / "dasq-manifest.json").write_text('{"format": "something else"}')
     with pytest.raises(dasq.StoreError, match="not a dasq manifest"):
         dasq.resume(tmp_path / "bad.zarr")
-
-
-def test_incomplete_runs_cannot_be_opened_as_states(tmp_path):
-    store = tmp_path / "s.zarr"
-    proc = subprocess.run(_kill_command(store, 20), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -signal.SIGKILL
-    with pytest.raises(dasq.StoreError, match=r"incomplete \(1/\d+ stages\).*resume"):
-        dasq.StateVector.from_zarr(store)
-    assert dasq.info(store)["stages_done"] == 1
 
 
 def test_refuses_when_disk_space_is_short(tmp_path, monkeypatch):
@@ -454,21 +376,6 @@ def test_a_store_recreated_at_the_same_path_is_not_read_with_stale_metadata(tmp_
     c = random_circuit(9, 3, seed=2)
     got = dasq.simulate(c, store=store, **ooc(6)).to_numpy()
     np.testing.assert_allclose(got, reference_state(c), atol=1e-12)
-
-
-def test_the_out_of_core_example_runs_and_resumes(tmp_path):
-    script = Path(__file__).parent.parent / "examples" / "out_of_core.py"
-    store = tmp_path / "qft.zarr"
-    for _ in range(2):  # the second run finds the finished store and only opens it
-        out = subprocess.run(
-            [sys.executable, str(script), "12", "64KiB", str(store)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stderr
-        match = re.search(r"amplitude \d+: (\S+) \(exact (\S+)\); norm 1\.000000", out.stdout)
-        assert match and match[1] == match[2], out.stdout
 
 
 # --------------------------------------------------------------- chunk files read by byte range

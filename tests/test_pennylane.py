@@ -5,13 +5,7 @@ dasq's own settings, the errors for what the device refuses, and the example scr
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
-import subprocess
-import sys
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +18,6 @@ from pennylane.exceptions import DeviceError, QuantumFunctionError, WireError  #
 from dasq.errors import ValidationError  # noqa: E402
 from dasq.pennylane import DasqDevice  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 WIRES = ["a", 3, "q1", -1, "z"]
 
 
@@ -436,44 +429,3 @@ def test_unsupported_requests_fail_clearly(qfunc, kwargs, shots, error, match):
 def test_a_circuit_on_no_wires_is_refused():
     with pytest.raises(DeviceError, match="at least one wire"):
         qml.QNode(_nothing, qml.device("dasq.qubit"))()
-
-
-# ----------------------------------------------------------------- the example
-EXAMPLE = ROOT / "examples" / "pennylane_qnode.py"
-NUMBER = re.compile(r"-?\d+\.\d+")
-
-
-@pytest.fixture(scope="module")
-def example_output() -> str:
-    """What examples/pennylane_qnode.py prints, run as a user runs it (from the repository root)."""
-    out = subprocess.run(
-        [sys.executable, "examples/pennylane_qnode.py"], capture_output=True, text=True, timeout=300, cwd=ROOT
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def test_the_example_runs(example_output):
-    """The example ("pennylane_qnode.py") runs and prints its labelled results."""
-    assert "device: dasq.qubit" in example_output
-    energies = [float(m) for m in re.findall(r"energy:? (-?\d+\.\d+)", example_output)]
-    assert len(energies) == 4 and energies[-1] < energies[0]  # the optimizer lowered the energy
-    probs = [float(p) for p in NUMBER.findall(example_output.split("final probs:")[1])]
-    assert len(probs) == 4 and abs(sum(probs) - 1) < 1e-8
-
-
-def test_the_example_agrees_with_default_qubit(example_output):
-    """The example's text with only the device name changed, run here on default.qubit,
-    prints the same numbers."""
-    text = EXAMPLE.read_text()
-    assert text.count("qml.device(") == 1 and text.count('qml.device("dasq.qubit"') == 1
-    reference = text.replace('qml.device("dasq.qubit"', 'qml.device("default.qubit"')
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(reference, str(EXAMPLE), "exec"), {"__name__": "__main__"})  # the script as a script
-    expected = printed.getvalue()
-    assert "device: default.qubit" in expected
-    ours = [float(x) for x in NUMBER.findall(example_output)]
-    theirs = [float(x) for x in NUMBER.findall(expected)]
-    assert len(ours) == len(theirs) > 10
-    np.testing.assert_allclose(ours, theirs, atol=1e-9)

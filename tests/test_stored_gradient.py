@@ -1,7 +1,7 @@
 """The adjoint gradient out of core (dasq.engine.stored_gradient): psi and lambda in a
 store, passes over groups of blocks, checked against the in-memory gradient (itself
 checked against parameter shift and a dense reference in test_batch.py); resumed
-after an interruption; foreign and damaged stores refused."""
+after an interruption (tests/test_resume.py); foreign and damaged stores refused."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import dask
 import numpy as np
 import pytest
+from resume import STOP_AT_PASS, stopped
 
 import dasq
 from dasq.engine import stored_gradient as sg
@@ -73,42 +74,13 @@ def test_a_basis_state_and_a_batch_out_of_core():
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
-def interrupted_after(passes: int, circuit, store, monkeypatch) -> None:
-    """A stored run killed (KeyboardInterrupt) as it starts pass ``passes`` + 1."""
-    real, calls = sg._one_pass, []
-
-    def dies(run, progress, workers, client):
-        calls.append(progress.done)
-        if len(calls) > passes:
-            raise KeyboardInterrupt
-        return real(run, progress, workers, client)
-
-    monkeypatch.setattr(sg, "_one_pass", dies)
-    with pytest.raises(KeyboardInterrupt):
-        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    monkeypatch.setattr(sg, "_one_pass", real)
-
-
-def test_an_interrupted_run_resumes_from_its_last_pass(tmp_path, monkeypatch):
-    circuit, store = wide_circuit(), tmp_path / "grad"
-    want = dasq.gradient(circuit, OBSERVABLE, parameters=X)
-    interrupted_after(3, circuit, store, monkeypatch)
-    assert json.loads((store / sg.RECORD).read_text())["done"] == 3
-    got = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    np.testing.assert_allclose(got, want, atol=1e-12)
-    # complete: answered from the record, nothing run
-    monkeypatch.setattr(sg, "_one_pass", None)
-    again = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    np.testing.assert_array_equal(again, got)
-
-
-def test_foreign_and_damaged_stores_are_refused(tmp_path, monkeypatch):
+def test_foreign_and_damaged_stores_are_refused(tmp_path):
     circuit, store = wide_circuit(), tmp_path / "grad"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="not a dasq store"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "other")
-    interrupted_after(2, circuit, store, monkeypatch)
+    assert isinstance(stopped("gradient", store, STOP_AT_PASS[2], here=True), KeyboardInterrupt)
     with pytest.raises(StoreError, match="another gradient run"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X + 1, memory_limit=LIMIT, store=store)
     record = json.loads((store / sg.RECORD).read_text())

@@ -18,13 +18,16 @@ import numpy as np
 
 from dasq.engine.rows import (
     HOST,
+    BoundGroup,
     GroupRecipe,
+    Member,
     PauliTerms,
     RowProgram,
     apply_observable,
     as_matrix,
     expectations,
     permute_rows,
+    then,
 )
 from dasq.engine.template import Binding
 from dasq.plan.steps import BlockProgram, Permute
@@ -32,15 +35,6 @@ from dasq.plan.steps import BlockProgram, Permute
 
 def _inverse_order(order: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(q) for q in np.argsort(order))
-
-
-def _member_tables(recipe: GroupRecipe, tables: list[np.ndarray]) -> list[np.ndarray]:
-    """Each member's table on the group's bits: (rows | 1, d) phases in a diagonal
-    group, else (rows | 1, d, d) matrices."""
-    return [
-        member.table(tables) if recipe.diagonal else as_matrix(member.table(tables))
-        for member in recipe.members
-    ]
 
 
 def _diagonal_overlap(lam: np.ndarray, psi: np.ndarray, qubits: tuple[int, ...]) -> np.ndarray:
@@ -55,25 +49,28 @@ def _diagonal_overlap(lam: np.ndarray, psi: np.ndarray, qubits: tuple[int, ...])
 
 
 def _group_gradients(
-    recipe: GroupRecipe, binding: Binding, lam: np.ndarray, psi: np.ndarray, grads: np.ndarray
+    recipe: GroupRecipe,
+    bound: BoundGroup,
+    binding: Binding,
+    lam: np.ndarray,
+    psi: np.ndarray,
+    grads: np.ndarray,
 ) -> None:
     """Each slotted member's derivative of <O>: 2 Re <lambda_after| after dM before |psi_before>
     = 2 Re sum(dM * W), W = after^T S before^T read onto the member's own bits
     (``Member.reader``), S the states' overlap reduced to the group's qubits."""
-    parts = _member_tables(recipe, binding.tables)
+    parts = bound.parts if recipe.diagonal else [as_matrix(part) for part in bound.parts]
     rows = psi.shape[0]
     if recipe.diagonal:
         overlap = _diagonal_overlap(lam, psi, recipe.qubits)
         for s, member in enumerate(recipe.members):
-            if member.step is None:
+            if not member.steps:
                 continue
             weight = overlap
             for t, part in enumerate(parts):
                 if t != s:
                     weight = weight * part
-            local = weight @ member.reader
-            for p, table in binding.derivative(member.step):
-                grads[:, p] += 2 * (table * local).sum(axis=1).real
+            _member_gradients(member, binding, weight @ member.reader, grads)
         return
     overlap = HOST.overlap_rows(lam, psi, recipe.qubits)
     # W_s = after_s^T S before_s^T, from the last member back (after) and the first on (before)
@@ -83,16 +80,35 @@ def _group_gradients(
     weight = overlap  # after^T S for the last member
     for s in reversed(range(len(parts))):
         member = recipe.members[s]
-        if member.step is not None:
+        if member.steps:
             before = befores[s]
             w = weight if before is None else weight @ np.swapaxes(before, -1, -2)
             if member.diagonal:
                 local = np.diagonal(w, axis1=1, axis2=2) @ member.reader
             else:
                 local = w.reshape(rows, -1) @ member.reader
-            for p, table in binding.derivative(member.step):
-                grads[:, p] += 2 * (table.reshape(table.shape[0], -1) * local).sum(axis=1).real
+            _member_gradients(member, binding, local, grads)
         weight = np.swapaxes(parts[s], -1, -2) @ weight
+
+
+def _member_gradients(member: Member, binding: Binding, local: np.ndarray, grads: np.ndarray) -> None:
+    """Each parameter's share through one member: 2 Re sum(d own * local), d own the
+    derivative of the member's own table (its other steps' tables on either side)."""
+    own = member.own(binding.tables)
+    for k, step in enumerate(member.steps):
+        for p, table in binding.derivative(step):
+            if len(own) > 1:
+                table = _between(own, k, table, member)
+            grads[:, p] += 2 * (table.reshape(table.shape[0], -1) * local).sum(axis=1).real
+
+
+def _between(own: list[np.ndarray], k: int, derivative: np.ndarray, member: Member) -> np.ndarray:
+    """The member's own table with step k's replaced by ``derivative``."""
+    total = member.product(own[:k]) if k else None
+    total = then(total, derivative, member.diagonals[k], member.diagonal)
+    for part, phases in zip(own[k + 1 :], member.diagonals[k + 1 :]):
+        total = then(total, part, phases, member.diagonal)
+    return total
 
 
 def _program_backward(
@@ -112,11 +128,11 @@ def _program_backward(
     if step.scale != 1:
         psi *= np.conj(step.scale)
         lam *= np.conj(step.scale)
-    for recipe, table in zip(reversed(program.recipes[s]), reversed(groups[s])):
-        recipe.apply(psi, table, inverse=True)
+    for recipe, bound in zip(reversed(program.recipes[s]), reversed(groups[s])):
+        recipe.apply(psi, bound.table, inverse=True)
         if not recipe.fixed:
-            _group_gradients(recipe, binding, lam, psi, grads)
-        recipe.apply(lam, table, inverse=True)
+            _group_gradients(recipe, bound, binding, lam, psi, grads)
+        recipe.apply(lam, bound.table, inverse=True)
     return psi, lam
 
 

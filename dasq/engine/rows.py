@@ -44,12 +44,15 @@ _GENERIC_STEP = 0.2311
 class Member:
     """One part of a group's table: a fixed (1, d, d) matrix or (1, d) phases on the
     whole group (consecutive fixed operations composed when the program is made), or
-    the table of slotted step ``step`` on the group's bits: ``sub`` its local index
-    per group index, ``same`` where a dense one leaves the group's other bits alone."""
+    slotted steps ``steps`` (consecutive, on the same bits: a rotation's Euler angles),
+    their product placed on the group's bits: ``sub`` its local index per group index,
+    ``same`` where a dense one leaves the group's other bits alone; ``diagonals``: which
+    steps are phases."""
 
     diagonal: bool
     fixed: np.ndarray | None = None
-    step: int | None = None
+    steps: tuple[int, ...] = ()
+    diagonals: tuple[bool, ...] = ()
     sub: np.ndarray | None = None
     same: np.ndarray | None = None
 
@@ -71,15 +74,46 @@ class Member:
         out[a, b, self.sub[a], self.sub[b]] = 1
         return out.reshape(d * d, size * size)
 
+    def own(self, tables: list[np.ndarray]) -> list[np.ndarray]:
+        """Each step's table on the member's own bits: (rows | 1, 2^m) phases or
+        (rows | 1, 2^m, 2^m) matrices, as ``diagonals`` says."""
+        return [tables[step] for step in self.steps]
+
+    def product(self, own: list[np.ndarray], first: int = 0) -> np.ndarray:
+        """The steps' tables from ``first`` on, composed in the order they apply."""
+        total = None
+        for part, phases in zip(own[first:], self.diagonals[first:]):
+            total = then(total, part, phases, self.diagonal)
+        assert total is not None
+        return total
+
     def table(self, tables: list[np.ndarray]) -> np.ndarray:
         """(rows | 1, d) phases or (rows | 1, d, d) matrices on the group's bits."""
         if self.fixed is not None:
             return self.fixed
-        assert self.step is not None and self.sub is not None
-        own = tables[self.step]
+        assert self.sub is not None
+        own = self.product(self.own(tables))
         if self.diagonal:
             return own[:, self.sub]
         return own[:, self.sub[:, None], self.sub[None, :]] * self.same
+
+
+def then(total: np.ndarray | None, part: np.ndarray, phases: bool, diagonal: bool) -> np.ndarray:
+    """``part`` applied after ``total`` (None: nothing yet): phases as a row scaling, a
+    diagonal member's as an elementwise product, matrices as a product."""
+    if total is None:
+        return as_matrix(part) if phases and not diagonal else part
+    if diagonal:
+        return part * total
+    return part[:, :, None] * total if phases else part @ total
+
+
+@dataclass(frozen=True)
+class BoundGroup:
+    """A group at one binding: its table and its members' (what the adjoint reads)."""
+
+    table: np.ndarray
+    parts: tuple[np.ndarray, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,18 +128,22 @@ class GroupRecipe:
     @cached_property
     def fixed(self) -> bool:
         """No member depends on the parameters."""
-        return all(member.step is None for member in self.members)
+        return all(not member.steps for member in self.members)
 
-    def table(self, tables: list[np.ndarray]) -> np.ndarray:
+    def bind(self, tables: list[np.ndarray]) -> BoundGroup:
+        """The group at a binding: its members' tables and their product."""
+        parts = tuple(member.table(tables) for member in self.members)
+        return BoundGroup(self._product(parts), parts)
+
+    def _product(self, parts: tuple[np.ndarray, ...]) -> np.ndarray:
         """The group's table for every row: (rows | 1, d) phases or (rows | 1, d, d)."""
         total: np.ndarray | None = None
-        for member in self.members:
-            part = member.table(tables)
+        for part in parts:
             if total is None:
                 total = part
             elif self.diagonal:
                 total = part * total
-            elif member.diagonal:
+            elif part.ndim == 2:  # a diagonal member of a dense group
                 total = part[:, :, None] * as_matrix(total)
             else:
                 total = np.matmul(part, as_matrix(total))
@@ -118,13 +156,11 @@ class GroupRecipe:
             table = np.conj(table) if self.diagonal else np.conj(np.swapaxes(table, -1, -2))
         dtype = states.dtype
         whole = states.shape[0] & (states.shape[0] - 1) == 0 and states.shape[1] >= 1 << 12
-        if table.shape[0] == 1 and whole:  # the row bits are high bits no gate touches: one call
-            kernel = self.kernels.get((dtype, inverse)) if self.fixed else None
+        if self.fixed and whole:  # one table, compiled once; the rows' bits are high bits no gate touches
+            kernel = self.kernels.get((dtype, inverse))
             if kernel is None:
                 compile_table = HOST.compile_diagonal if self.diagonal else HOST.compile_matrix
-                kernel = compile_table(self.qubits, table[0], dtype)
-                if self.fixed:  # the same table for every binding: compiled once
-                    self.kernels[(dtype, inverse)] = kernel
+                kernel = self.kernels[(dtype, inverse)] = compile_table(self.qubits, table[0], dtype)
             kernel.apply(states.reshape(-1))
         elif self.diagonal:
             rows = np.broadcast_to(table, (states.shape[0], table.shape[1]))
@@ -192,12 +228,12 @@ class RowProgram:
         groups = self.group_tables(self.tables(x))
         return self.logical(self.forward(self.to_start(states), groups))
 
-    def group_tables(self, binding: Binding) -> dict[int, list[np.ndarray]]:
-        """Every group's table at the binding's parameter sets, per plan step."""
+    def group_tables(self, binding: Binding) -> dict[int, list[BoundGroup]]:
+        """Every group at the binding's parameter sets, per plan step."""
         tables = binding.tables
-        return {s: [recipe.table(tables) for recipe in recipes] for s, recipes in self.recipes.items()}
+        return {s: [recipe.bind(tables) for recipe in recipes] for s, recipes in self.recipes.items()}
 
-    def forward(self, states: np.ndarray, groups: dict[int, list[np.ndarray]]) -> np.ndarray:
+    def forward(self, states: np.ndarray, groups: dict[int, list[BoundGroup]]) -> np.ndarray:
         """``states`` run through the plan with the groups' tables ``groups`` (in place
         where the plan renames no bits); the result is in the plan's final layout."""
         for s, step in enumerate(self.plan.steps):
@@ -236,8 +272,8 @@ class RowProgram:
 def _program_forward(
     program: RowProgram, s: int, step: BlockProgram, states: np.ndarray, groups: dict
 ) -> np.ndarray:
-    for recipe, table in zip(program.recipes[s], groups[s]):
-        recipe.apply(states, table)
+    for recipe, bound in zip(program.recipes[s], groups[s]):
+        recipe.apply(states, bound.table)
     if step.scale != 1:
         states *= step.scale
     return states if step.write_order is None else permute_rows(states, step.write_order)
@@ -275,9 +311,29 @@ def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: 
             members.append(Member(group.diagonal, fixed=table[None]))
             run.clear()
 
+    slotted: list[tuple[tuple[int, ...], int, bool]] = []  # consecutive slotted steps on the same bits
+
+    def close_slotted() -> None:
+        if slotted:
+            positions = slotted[0][0]
+            rest = np.arange(d) & ~sum(1 << p for p in positions)
+            same = rest[:, None] == rest[None, :]
+            kinds = tuple(diagonal for _, _, diagonal in slotted)
+            members.append(
+                Member(
+                    all(kinds),
+                    steps=tuple(k for _, k, _ in slotted),
+                    diagonals=kinds,
+                    sub=_sub_index(positions, d),
+                    same=same,
+                )
+            )
+            slotted.clear()
+
     for op in group.ops:
         slot = binding_slot(op)
         if slot is None:
+            close_slotted()
             run.append(op)
             continue
         close()
@@ -285,9 +341,10 @@ def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: 
         if steps[step].diagonal != op.is_diagonal:
             raise TemplateError(f"{op.describe()} changes its structure with its angles")
         positions = tuple(where[q] for q in op.qubits)
-        rest = np.arange(d) & ~sum(1 << p for p in positions)
-        same = rest[:, None] == rest[None, :]
-        members.append(Member(op.is_diagonal, step=step, sub=_sub_index(positions, d), same=same))
+        if slotted and slotted[0][0] != positions:
+            close_slotted()
+        slotted.append((positions, step, op.is_diagonal))
+    close_slotted()
     close()
     return GroupRecipe(group.qubits, group.diagonal, tuple(members))
 

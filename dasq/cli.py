@@ -689,17 +689,27 @@ class _CtrlC:
 
     def __enter__(self) -> _CtrlC:
         self._previous = None
+        self._unraisable = sys.unraisablehook
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._raise)
+            sys.unraisablehook = self._quiet_if_ctrl_c
         return self
 
     def _raise(self, signum: int, frame: Any) -> None:
         self.pressed = True
         raise KeyboardInterrupt
 
+    def _quiet_if_ctrl_c(self, unraisable: Any) -> None:
+        """Python's report of an ignored exception, less the Ctrl-C this class remembers:
+        the command says it was interrupted once, with no traceback before it."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.pressed:
+            return
+        self._unraisable(unraisable)
+
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+            sys.unraisablehook = self._unraisable
 
 
 def _notes_on_stderr() -> None:

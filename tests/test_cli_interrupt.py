@@ -115,3 +115,25 @@ def test_a_ctrl_c_swallowed_where_it_was_raised_still_stops_the_command(monkeypa
     monkeypatch.setattr(cli, "_dispatch", swallowing)
     assert cli.main(["info", "nowhere.zarr"]) == 130
     assert capsys.readouterr().err.strip() == "dasq: interrupted"
+
+
+def test_a_ctrl_c_in_an_ignored_callback_prints_no_traceback(monkeypatch, capsys):
+    """Python reports an exception it ignores (here a finaliser's) with a traceback on
+    stderr; a Ctrl-C there is remembered, so the report would be noise before the one line."""
+    from dasq import cli
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)
+
+    def interrupted_in_a_finaliser(args):
+        Finalised()  # collected at once: the Ctrl-C is raised inside __del__
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", interrupted_in_a_finaliser)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's, not pytest's
+    hook = sys.unraisablehook
+    assert cli.main(["info", "nowhere.zarr"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "dasq: interrupted", err
+    assert sys.unraisablehook is hook  # Python's report is back for everything after

@@ -167,3 +167,54 @@ def test_a_bound_circuits_operations_are_fixed_ones():
     np.testing.assert_allclose(got, ladder_state(n, x), atol=1e-12)
     counts = dasq.run(bound.copy().measure_all(), shots=50, seed=2).counts
     assert sum(counts.values()) == 50
+
+
+_ONE_QUBIT = ("rx", "ry", "rz", "p")  # each exp(-i t/2 P) up to a global phase: two shifts are exact
+
+
+@st.composite
+def rotation_circuits(draw):
+    """Random circuits of rotations (each parameter used once: the parameter-shift rule
+    is exact), runs of them on one qubit (Euler members, phase members), gadgets on two,
+    fixed gates between."""
+    n = draw(st.integers(2, 5))
+    circuit = dasq.Circuit(n)
+    count = 0
+    for _ in range(draw(st.integers(1, 14))):
+        kind = draw(st.sampled_from((*_ONE_QUBIT, "pauli_gadget", "phase_gadget", "cx", "h")))
+        a, b = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True))
+        if kind in ("cx", "h"):
+            getattr(circuit, kind)(*((a, b) if kind == "cx" else (a,)))
+            continue
+        t = dasq.Parameter(f"t{count:02d}")
+        count += 1
+        if kind == "pauli_gadget":
+            circuit.pauli_gadget(t, draw(st.sampled_from(("XZ", "YY", "ZX", "XY"))), [a, b])
+        elif kind == "phase_gadget":
+            circuit.phase_gadget(t, [a, b])
+        else:
+            getattr(circuit, kind)(t, a)
+    return circuit, draw(st.integers(1, 4)), draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=rotation_circuits())
+def test_adjoint_gradients_of_random_rotation_circuits_are_the_parameter_shift(case):
+    """Every member shape the adjoint stacks (Euler runs, phase runs, dense and diagonal
+    gadgets, at every group width) against the two-term shift rule on a dense observable."""
+    circuit, fusion_size, seed = case
+    count = len(circuit.parameters)
+    if count == 0:
+        return
+    n = circuit.num_qubits
+    program = compile_rows(circuit, fusion_size=fusion_size)
+    label = "".join(np.random.default_rng(seed).choice(list("IXYZ"), n))
+    observable = pauli_matrix(label) + 0.5 * pauli_matrix("Z" * n)
+    terms = PauliTerms.of([(label, 1.0), ("Z" * n, 0.5)])
+    x = np.random.default_rng(seed).uniform(-np.pi, np.pi, size=(2, count))
+    _, grads = adjoint_gradient(program, x, terms)
+    for r in range(2):
+        shifts = x[r] + np.concatenate([np.eye(count), -np.eye(count)]) * (np.pi / 2)
+        states = program.run(shifts, "complex128")
+        energies = np.einsum("bi,ij,bj->b", states.conj(), observable, states).real
+        np.testing.assert_allclose(grads[r], (energies[:count] - energies[count:]) / 2, atol=1e-10)

@@ -777,8 +777,7 @@ def pauli_group(own, src, flip, masks, weights):  # pragma: no cover - compiled
 
 
 # ------------------------------------------------------------------ rows: a batch's readouts
-ROW_SPAN = 1 << 12  # amplitudes per work item of the one-qubit overlap
-ROW_GROUP_AMPLITUDES = 256  # base indices per work item of the k-qubit overlap
+OVERLAP_GATHER = 1 << 10  # amplitude groups the k-qubit overlap gathers per matrix product
 
 
 @numba.njit(nogil=True, cache=True)
@@ -837,17 +836,24 @@ def overlap_rows(left, right, qubits):  # pragma: no cover - compiled
     ascending = np.sort(qubits)
     run = min(1 << ascending[0], size >> k)
     runs = (size >> k) // run
+    # the amplitudes grouped by their bits on ``qubits``, OVERLAP_GATHER at a time (a
+    # bounded buffer however long the rows), each gathered piece one small BLAS product
+    others = runs * run
+    width = min(OVERLAP_GATHER, others)
+    lg = np.empty((d, width), dtype=np.complex128)
+    rg = np.empty((width, d), dtype=np.complex128)
     for b in range(rows):
+        m = 0
         for r in range(runs):
             start = _spread_index(r * run, ascending)
-            for j in range(d):
-                lo = start + offsets[j]
-                for c in range(d):
-                    ro = start + offsets[c]
-                    acc = 0j
-                    for i in range(run):
-                        acc += np.conj(left[b, lo + i]) * right[b, ro + i]
-                    out[b, j, c] += acc
+            for i in range(start, start + run):
+                for j in range(d):
+                    lg[j, m] = np.conj(left[b, i + offsets[j]])
+                    rg[m, j] = right[b, i + offsets[j]]
+                m += 1
+                if m == width:
+                    out[b] += np.dot(lg, rg)
+                    m = 0
     return out
 
 

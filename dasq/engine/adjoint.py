@@ -12,6 +12,7 @@ gradients share one planner, one set of groups and one set of kernels.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,6 @@ from dasq.engine.rows import (
     as_matrix,
     expectations,
     permute_rows,
-    then,
 )
 from dasq.engine.template import Binding
 from dasq.plan.steps import BlockProgram, Permute
@@ -48,17 +48,12 @@ def _diagonal_overlap(lam: np.ndarray, psi: np.ndarray, qubits: tuple[int, ...])
     return reduced.transpose(axes).reshape(psi.shape[0], -1)
 
 
-def _group_gradients(
-    recipe: GroupRecipe,
-    bound: BoundGroup,
-    binding: Binding,
-    lam: np.ndarray,
-    psi: np.ndarray,
-    grads: np.ndarray,
+def _group_reads(
+    recipe: GroupRecipe, bound: BoundGroup, lam: np.ndarray, psi: np.ndarray, reads: list[MemberRead]
 ) -> None:
-    """Each slotted member's derivative of <O>: 2 Re <lambda_after| after dM before |psi_before>
-    = 2 Re sum(dM * W), W = after^T S before^T read onto the member's own bits
-    (``Member.reader``), S the states' overlap reduced to the group's qubits."""
+    """What each slotted member's derivative of <O> is read from: 2 Re <lambda_after|
+    after dM before |psi_before> = 2 Re sum(dM * W), W = after^T S before^T read onto the
+    member's own bits (``Member.reader``), S the states' overlap reduced to the group's qubits."""
     parts = bound.parts if recipe.diagonal else [as_matrix(part) for part in bound.parts]
     rows = psi.shape[0]
     if recipe.diagonal:
@@ -70,7 +65,7 @@ def _group_gradients(
             for t, part in enumerate(parts):
                 if t != s:
                     weight = weight * part
-            _member_gradients(member, binding, weight @ member.reader, grads)
+            reads.append(MemberRead(member, weight @ member.reader))
         return
     overlap = HOST.overlap_rows(lam, psi, recipe.qubits)
     # W_s = after_s^T S before_s^T, from the last member back (after) and the first on (before)
@@ -87,28 +82,95 @@ def _group_gradients(
                 local = np.diagonal(w, axis1=1, axis2=2) @ member.reader
             else:
                 local = w.reshape(rows, -1) @ member.reader
-            _member_gradients(member, binding, local, grads)
+            reads.append(MemberRead(member, local))
         weight = np.swapaxes(parts[s], -1, -2) @ weight
 
 
-def _member_gradients(member: Member, binding: Binding, local: np.ndarray, grads: np.ndarray) -> None:
-    """Each parameter's share through one member: 2 Re sum(d own * local), d own the
-    derivative of the member's own table (its other steps' tables on either side)."""
-    own = member.own(binding.tables)
-    for k, step in enumerate(member.steps):
-        for p, table in binding.derivative(step):
-            if len(own) > 1:
-                table = _between(own, k, table, member)
-            grads[:, p] += 2 * (table.reshape(table.shape[0], -1) * local).sum(axis=1).real
+@dataclass(frozen=True)
+class MemberRead:
+    """A slotted member and the weight its own table's derivatives are summed against:
+    (rows, 2^m) for a diagonal member, (rows, 4^m) for a dense one."""
+
+    member: Member
+    local: np.ndarray
 
 
-def _between(own: list[np.ndarray], k: int, derivative: np.ndarray, member: Member) -> np.ndarray:
-    """The member's own table with step k's replaced by ``derivative``."""
-    total = member.product(own[:k]) if k else None
-    total = then(total, derivative, member.diagonals[k], member.diagonal)
-    for part, phases in zip(own[k + 1 :], member.diagonals[k + 1 :]):
-        total = then(total, part, phases, member.diagonal)
-    return total
+def _member_gradients(reads: list[MemberRead], binding: Binding, grads: np.ndarray) -> None:
+    """Every read member's parameters' shares, 2 Re sum(d own * local), d own the
+    derivative of the member's own table (its other steps' tables on either side),
+    members of one shape (a rotation's Euler angles, say) stacked and done together."""
+    shapes: dict[tuple, list[MemberRead]] = {}
+    for read in reads:
+        key = (read.member.diagonal, read.member.diagonals, read.local.shape)
+        shapes.setdefault(key, []).append(read)
+    for (diagonal, _, shape), same in shapes.items():
+        weights = _step_weights(same, binding, diagonal, shape)
+        for k, weight in enumerate(weights):
+            _add_step_shares(same, k, weight, binding, grads)
+
+
+def _step_weights(
+    reads: list[MemberRead], binding: Binding, diagonal: bool, shape: tuple
+) -> list[np.ndarray]:
+    """W_k (M, rows, ...) per step k of M members of one shape: sum(dO_k * W_k) is the
+    share of step k's derivative dO_k (diagonal members: (M, rows, s) phases; dense:
+    (M, rows, s, s) with W_k = A_k Q_k^T, A_k = O_(k+1)^T ... O_(m-1)^T L, Q_k = O_(k-1) ... O_0)."""
+    rows = shape[0]
+    steps = len(reads[0].member.steps)
+    local = np.stack([read.local for read in reads])
+    own = [_stacked_tables(reads, k, binding, rows, matrices=not diagonal) for k in range(steps)]
+    if diagonal:
+        out = []
+        for k in range(steps):
+            w = local
+            for j in range(steps):
+                if j != k:
+                    w = w * own[j]
+            out.append(w)
+        return out
+    s = reads[0].member.own_size
+    after = local.reshape(len(reads), rows, s, s)
+    befores: list[np.ndarray | None] = [None]
+    for k in range(steps - 1):
+        befores.append(own[k] if befores[-1] is None else own[k] @ befores[-1])
+    out = [None] * steps
+    for k in reversed(range(steps)):
+        before = befores[k]
+        out[k] = after if before is None else after @ np.swapaxes(before, -1, -2)
+        after = np.swapaxes(own[k], -1, -2) @ after
+    return out
+
+
+def _stacked_tables(
+    reads: list[MemberRead], k: int, binding: Binding, rows: int, matrices: bool
+) -> np.ndarray:
+    """Step k's table of every member, (M, rows, ...); ``matrices``: phases as diagonal matrices."""
+    tables = [binding.tables[read.member.steps[k]] for read in reads]
+    stacked = np.stack([np.broadcast_to(t, (rows, *t.shape[1:])) for t in tables])
+    if matrices and stacked.ndim == 3:
+        return as_matrix(stacked.reshape(-1, stacked.shape[-1])).reshape(*stacked.shape, stacked.shape[-1])
+    return stacked
+
+
+def _add_step_shares(
+    reads: list[MemberRead], k: int, weight: np.ndarray, binding: Binding, grads: np.ndarray
+) -> None:
+    """grads[:, p] += 2 Re sum(d table / d p * W_k) for step k of every member, each
+    parameter p its step reads."""
+    phases = reads[0].member.diagonals[k] and not reads[0].member.diagonal
+    if phases:
+        weight = np.diagonal(weight, axis1=-2, axis2=-1)
+    which, parameters, derivatives = [], [], []
+    for i, read in enumerate(reads):
+        for p, table in binding.derivative(read.member.steps[k]):
+            which.append(i)
+            parameters.append(p)
+            derivatives.append(np.broadcast_to(table, weight.shape[1:]))
+    if not derivatives:
+        return
+    stacked = np.stack(derivatives)
+    shares = 2 * (stacked * weight[which]).reshape(len(which), weight.shape[1], -1).sum(axis=2).real
+    np.add.at(grads.T, np.array(parameters), shares)
 
 
 def _program_backward(
@@ -117,11 +179,11 @@ def _program_backward(
     step: BlockProgram,
     psi: np.ndarray,
     lam: np.ndarray,
-    binding: Binding,
     groups: dict,
-    grads: np.ndarray,
+    reads: list[MemberRead],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A stage program undone on both states, its groups' derivatives read between."""
+    """A stage program undone on both states, what its groups' derivatives are read from
+    taken between."""
     if step.write_order is not None:
         back = _inverse_order(step.write_order)
         psi, lam = permute_rows(psi, back), permute_rows(lam, back)
@@ -131,7 +193,7 @@ def _program_backward(
     for recipe, bound in zip(reversed(program.recipes[s]), reversed(groups[s])):
         recipe.apply(psi, bound.table, inverse=True)
         if not recipe.fixed:
-            _group_gradients(recipe, bound, binding, lam, psi, grads)
+            _group_reads(recipe, bound, lam, psi, reads)
         recipe.apply(lam, bound.table, inverse=True)
     return psi, lam
 
@@ -153,17 +215,26 @@ BACKWARD: dict[type, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
 
 
 def undo_with_gradients(
-    program: RowProgram, binding: Binding, psi: np.ndarray, lam: np.ndarray, grads: np.ndarray
+    program: RowProgram,
+    binding: Binding,
+    psi: np.ndarray,
+    lam: np.ndarray,
+    grads: np.ndarray,
+    groups: dict[int, list[BoundGroup]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The reverse sweep: ``program`` undone group by group on psi and lambda (both with
     qubit q at bit q; updated in place where no bits are renamed), each parametrised
-    group's derivatives added to ``grads`` (rows, P). Returns psi and lambda before the
-    program, qubit q at bit q. Also what a stored gradient runs on each group of blocks."""
-    groups = program.group_tables(binding)
+    group's derivatives added to ``grads`` (rows, P). ``groups``: the binding's group
+    tables when the forward run made them. Returns psi and lambda before the program,
+    qubit q at bit q. Also what a stored gradient runs on each group of blocks."""
+    if groups is None:
+        groups = program.group_tables(binding)
     psi, lam = program.physical(psi), program.physical(lam)
     steps = program.plan.steps
+    reads: list[MemberRead] = []
     for s in reversed(range(len(steps))):
-        psi, lam = BACKWARD[type(steps[s])](program, s, steps[s], psi, lam, binding, groups, grads)
+        psi, lam = BACKWARD[type(steps[s])](program, s, steps[s], psi, lam, groups, reads)
+    _member_gradients(reads, binding, grads)
     return program.from_start(psi), program.from_start(lam)
 
 
@@ -179,11 +250,12 @@ def adjoint_gradient(
     forward once, then the program undone group by group on psi and lambda = O psi.
     A global phase cancels throughout."""
     binding = program.tables(x)
-    psi = program.run(x, dtype, initial, binding)
+    groups = program.group_tables(binding)
+    psi = program.logical(program.forward(program.start(x.shape[0], dtype, initial), groups))
     values = expectations(psi, terms).real
     lam = apply_observable(psi, terms)
     grads = np.zeros((x.shape[0], program.num_parameters))
-    undo_with_gradients(program, binding, psi, lam, grads)
+    undo_with_gradients(program, binding, psi, lam, grads, groups)
     return values, grads
 
 

@@ -57,14 +57,19 @@ class Member:
     same: np.ndarray | None = None
 
     @cached_property
+    def own_size(self) -> int:
+        """2^m: the side of the member's own table (m: the bits its steps act on)."""
+        assert self.sub is not None
+        return 1 << (int(self.sub.max()).bit_length() if self.sub.size > 1 else 0)
+
+    @cached_property
     def reader(self) -> np.ndarray:
         """R with sum(placed * W) = sum(own * (W.reshape(rows, -1) @ R)) for any W on the
         group's bits: what a derivative of this member's own table is weighed by (a
         dense member: (d * d, 4^m); a diagonal one: (d, 2^m), on W's diagonal)."""
         assert self.sub is not None
         d = self.sub.size
-        m = int(self.sub.max()).bit_length() if d > 1 else 0
-        size = 1 << m
+        size = self.own_size
         if self.diagonal:
             out = np.zeros((d, size))
             out[np.arange(d), self.sub] = 1

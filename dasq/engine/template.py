@@ -129,6 +129,32 @@ class Template:
     def num_parameters(self) -> int:
         return len(self.parameter_names)
 
+    @cached_property
+    def families(self) -> tuple[Family, ...]:
+        """The single-argument parametrised steps grouped by series shape."""
+        grouped: dict[tuple, list[int]] = {}
+        for i, step in enumerate(self.steps):
+            if step.parametric and len(step.arguments) == 1:
+                assert step.series is not None
+                grouped.setdefault(step.series.shape, []).append(i)
+        out = []
+        for shape, members in grouped.items():
+            forms = [self.steps[i].arguments[0] for i in members]
+            edges = [(p, s, w) for s, form in enumerate(forms) for p, w in form.weights]
+            parameter, member, weight = (np.array(column) for column in zip(*edges)) if edges else ([],) * 3
+            out.append(
+                Family(
+                    tuple(members),
+                    np.stack([self.steps[i].series.reshape(shape[0], -1) for i in members]),
+                    shape[1:],
+                    np.array([form.const for form in forms], dtype=float),
+                    np.asarray(parameter, dtype=np.int64),
+                    np.asarray(member, dtype=np.int64),
+                    np.asarray(weight, dtype=float),
+                )
+            )
+        return tuple(out)
+
 
 # ------------------------------------------------------------------ binding
 @dataclass(frozen=True, eq=False)
@@ -153,36 +179,50 @@ class Binding:
     def _evaluate(self, derivative: bool | None) -> list[Any]:
         steps = self.template.steps
         out: list[Any] = [None] * len(steps)
-        families: dict[tuple, list[int]] = {}
         for i, step in enumerate(steps):
             if not step.parametric:
                 out[i] = [] if derivative else step.fixed
-            elif len(step.arguments) == 1:
-                families.setdefault(step.series.shape, []).append(i)
-            elif derivative:
-                out[i] = [(p, step.tables(self.x, derivative=p)) for p in step.parameters]
-            else:
-                out[i] = step.tables(self.x)
-        for shape, members in families.items():
-            series = np.stack([steps[i].series.reshape(shape[0], -1) for i in members])  # (S, K, t)
-            forms = [steps[i].arguments[0] for i in members]
-            values = np.array([f.const for f in forms])[None, :] + np.zeros((self.x.shape[0], 1))
-            for s, form in enumerate(forms):
-                for p, w in form.weights:
-                    values[:, s] += w * self.x[:, p]
-            frequencies = np.arange(shape[0]) - shape[0] // 2
-            waves = np.exp(0.5j * values[:, :, None] * frequencies)  # (B, S, K)
-            if derivative:
-                waves = waves * (0.5j * frequencies)
-            tables = np.einsum("bsk,skt->sbt", waves, series).reshape(
-                len(members), self.x.shape[0], *shape[1:]
-            )
-            for s, i in enumerate(members):
+            elif len(step.arguments) > 1:
                 if derivative:
-                    out[i] = [(p, w * tables[s]) for p, w in forms[s].weights]
+                    out[i] = [(p, step.tables(self.x, derivative=p)) for p in step.parameters]
+                else:
+                    out[i] = step.tables(self.x)
+        for family in self.template.families:
+            tables = family.tables(self.x, derivative=bool(derivative))
+            for s, i in enumerate(family.members):
+                if derivative:
+                    out[i] = [
+                        (p, tables[s] if w == 1 else w * tables[s]) for p, w in steps[i].arguments[0].weights
+                    ]
                 else:
                     out[i] = tables[s]
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class Family:
+    """The single-argument steps of one series shape, evaluated as one product: the
+    arguments' values (a sparse map from parameters), their waves, the stacked series."""
+
+    members: tuple[int, ...]  # step indices
+    series: np.ndarray  # (S, K, t)
+    table_shape: tuple[int, ...]
+    const: np.ndarray  # (S,)
+    parameter: np.ndarray  # (E,) the parameter of each weight
+    member: np.ndarray  # (E,) the member it weighs into
+    weight: np.ndarray  # (E,)
+
+    def tables(self, x: np.ndarray, derivative: bool) -> np.ndarray:
+        """(S, B, ...) tables at parameter sets ``x`` (B, P), or their derivatives in
+        each step's argument."""
+        values = np.zeros((len(self.members), x.shape[0]))
+        np.add.at(values, self.member, (x[:, self.parameter] * self.weight).T)
+        values += self.const[:, None]
+        frequencies = np.arange(self.series.shape[1]) - self.series.shape[1] // 2
+        waves = np.exp(0.5j * values[:, :, None] * frequencies)  # (S, B, K)
+        if derivative:
+            waves = waves * (0.5j * frequencies)
+        return np.matmul(waves, self.series).reshape(len(self.members), x.shape[0], *self.table_shape)
 
 
 # ------------------------------------------------------------------ compiling

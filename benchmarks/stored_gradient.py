@@ -48,12 +48,11 @@ def child(args: argparse.Namespace) -> None:
     import dasq
     from benchmarks.measure import peak_rss, threads, vm
     from dasq.engine import stored_gradient
-    from dasq.engine.template import template_of
+    from dasq.engine.rows import slotted
 
     n = args.qubits
     circuit, label = sweeps.dasq_circuit(n), sweeps.observable_label(n)
     x = sweeps.parameter_sets(n, 1)[0]
-    template_of(circuit)  # compiled before the timing, like the kernels and imports below
     small = sweeps.dasq_circuit(10), sweeps.observable_label(10)
     with tempfile.TemporaryDirectory(dir=Path(args.save).parent) as warm:
         dasq.gradient(*small, parameters=sweeps.parameter_sets(10, 1)[0], store=Path(warm) / "g")
@@ -61,8 +60,8 @@ def child(args: argparse.Namespace) -> None:
     with dask.config.set(num_workers=threads(), **{"temporary-directory": str(Path(args.save).parent)}):
         if args.memory_limit is not None:  # the blocking and passes the run will use
             limit = dasq.circuit.validation.check_memory_limit(args.memory_limit)
-            blocking = stored_gradient.choose_blocking(template_of(circuit), "complex128", limit, threads())
-            passes = stored_gradient.plan_passes(template_of(circuit), blocking)
+            blocking = stored_gradient.choose_blocking(slotted(circuit), "complex128", limit, threads())
+            passes = stored_gradient.plan_passes(slotted(circuit), blocking)
             shape = {"block_qubits": blocking.L, "spanned": blocking.k, "passes": 2 * len(passes) + 1}
         before = vm("VmRSS")
         t = time.perf_counter()

@@ -323,13 +323,13 @@ def _one_row(spec: RunSpec, circuit: Circuit, L: int) -> StateVector | None:
     ``state.plan`` is read). None where the row engine does not hold the circuit (a
     mid-circuit measurement, a very wide gate)."""
     from dasq.engine.rows import row_program
-    from dasq.engine.template import TemplateError
+    from dasq.engine.series import RowError
 
     n = circuit.num_qubits
     basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
     try:
         program = row_program(spec.circuit)
-    except TemplateError:
+    except RowError:
         return None
     x = parameter_batch(spec.circuit.parameters, spec.parameters).values
     vector = program.run(x[:1], spec.dtype, basis)[0]

@@ -36,8 +36,15 @@ from dasq.circuit.circuit import Circuit
 from dasq.circuit.parameters import ParameterBatch, parameter_batch
 from dasq.engine import stored_gradient
 from dasq.engine.adjoint import adjoint_gradient
-from dasq.engine.rows import PauliTerms, RowProgram, expectations, row_program
-from dasq.engine.template import Template, TemplateError, template_of
+from dasq.engine.rows import (
+    PauliTerms,
+    RowError,
+    RowProgram,
+    SlottedCircuit,
+    expectations,
+    row_program,
+    slotted,
+)
 from dasq.errors import ValidationError
 from dasq.state.observables import PauliSum
 from dasq.storage.store import state_bytes
@@ -183,7 +190,7 @@ def _program(circuit: Circuit) -> RowProgram | None:
     (a mid-circuit measurement, a channel, a wide parametrised gate)."""
     try:
         return row_program(circuit)
-    except TemplateError:
+    except RowError:
         return None
 
 
@@ -334,7 +341,7 @@ def gradient(
         raise ValidationError("gradient() needs a Hermitian observable (real coefficients)")
     try:
         program = row_program(circuit)
-    except TemplateError as error:
+    except RowError as error:
         raise ValidationError(
             f"the adjoint gradient needs a unitary circuit of gates: {error} "
             "(remove measurements, resets, channels and conditioned blocks)"
@@ -343,7 +350,7 @@ def gradient(
     limit = _memory_limit(memory_limit)
     if store is not None or 3 * state_bytes(circuit.num_qubits, dtype) > limit:
         return _stored_gradient(
-            circuit, template_of(circuit), batch, terms, dtype, initial, limit, store, client, return_value
+            circuit, slotted(circuit), batch, terms, dtype, initial, limit, store, client, return_value
         )
     start = _initial_vector(initial, circuit.num_qubits, dtype)
     out = _over_batch(
@@ -375,7 +382,7 @@ def _memory_limit(memory_limit: Any) -> int:
 
 def _stored_gradient(
     circuit: Circuit,
-    template: Template,
+    body: SlottedCircuit,
     batch: ParameterBatch,
     terms: PauliTerms,
     dtype: str,
@@ -398,10 +405,10 @@ def _stored_gradient(
     else:
         workers = dask.config.get("num_workers", None) or _config.cores(None)
     values = np.empty(batch.size)
-    grads = np.empty((batch.size, template.num_parameters))
+    grads = np.empty((batch.size, len(body.parameter_names)))
     for row in range(batch.size):
         run = stored_gradient.describe_run(
-            template,
+            body,
             batch.values[row],
             terms,
             dtype=dtype,
@@ -413,7 +420,7 @@ def _stored_gradient(
         values[row], grads[row] = stored_gradient.run_stored_gradient(
             run, store, workers=workers, client=client
         )
-    shaped = _shaped(grads, batch.shape, (template.num_parameters,))
+    shaped = _shaped(grads, batch.shape, (len(body.parameter_names),))
     if not return_value:
         return shaped
     return shaped, (float(values[0]) if not batch.shape else _shaped(values, batch.shape, ()))

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from reference import operator, pauli_matrix
 
 import dasq
-from dasq.engine.rows import row_program
-from dasq.engine.template import TemplateError
+from dasq.engine.rows import RowError, row_program
 from dasq.errors import ValidationError
 
 RX = lambda t: np.array([[np.cos(t / 2), -1j * np.sin(t / 2)], [-1j * np.sin(t / 2), np.cos(t / 2)]])  # noqa: E731
@@ -241,7 +240,7 @@ def test_gradient_refuses_what_it_cannot_differentiate(make, observable, match):
 
 def test_what_the_row_engine_does_not_hold_runs_the_general_way():
     circuit = dasq.Circuit(2, num_clbits=1).h(0).measure(0, 0).cx(0, 1)
-    with pytest.raises(TemplateError):
+    with pytest.raises(RowError):
         row_program(circuit)
     state = dasq.simulate(circuit, seed=4)  # a mid-circuit measurement collapses, as before
     assert state._held is None

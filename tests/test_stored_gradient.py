@@ -14,7 +14,7 @@ from resume import STOP_AT_PASS, stopped
 
 import dasq
 from dasq.engine import stored_gradient as sg
-from dasq.engine.template import template_of  # the stored gradient plans its passes over its steps
+from dasq.engine.rows import slotted  # the stored gradient plans its passes over its operations
 from dasq.errors import StoreError, ValidationError
 
 N = 12
@@ -62,7 +62,7 @@ def test_the_stored_gradient_is_the_in_memory_one(monkeypatch):
     assert (run.blocking.L, run.blocking.k) == (8, 2)
     assert len(run.passes) > 1
     assert all(len(p.spanned) <= 2 for p in run.passes)
-    assert sorted(i for p in run.passes for i in p.steps) == list(range(len(template_of(circuit).steps)))
+    assert sorted(i for p in run.passes for i in p.steps) == list(range(len(slotted(circuit).operations)))
 
 
 def test_a_basis_state_and_a_batch_out_of_core():

@@ -29,7 +29,7 @@ from dasq.engine.rows import (
     expectations,
     permute_rows,
 )
-from dasq.engine.template import Binding
+from dasq.engine.series import Binding
 from dasq.plan.steps import BlockProgram, Permute
 
 

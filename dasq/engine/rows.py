@@ -4,13 +4,13 @@ Why: a sweep runs one circuit at many parameter sets. The circuit is planned onc
 structure, at generic angles: planning reads no angle), so every set shares the
 plan's stages and fused groups; what differs per row is the tables of the operations
 that came from a symbolic call, and those are exact trigonometric series in the
-parameters (``dasq.engine.template``), evaluated for every row at once. A fused group
+parameters (``dasq.engine.series``), evaluated for every row at once. A fused group
 is then one (rows, 2^k, 2^k) table, composed from its operations' tables, and one
 kernel call applies it to every row (the backend's ``apply_rows``); a group with no
 parameter is one table for all rows, applied to the rows as one array (the row bits
 are high bits no gate touches). Only one-block plans (stage programs and local
 renamings) run here; anything else (a wide parametrised gate, a measurement) is
-refused with ``TemplateError`` and runs set by set.
+refused with ``RowError`` and runs the general way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dasq.circuit.kinds import Operation, pauli_masks
 from dasq.circuit.parameters import Parametric, binding_slot, mark_slot, without_slot
 from dasq.engine.oneblock import runs_alone
 from dasq.engine.program import group_diagonal, group_matrix
-from dasq.engine.template import Binding, Step, Template, TemplateError, parametric_steps
+from dasq.engine.series import Binding, RowError, SlotSeries, Step, parametric_steps
 from dasq.plan.fusion import Group
 from dasq.plan.planner import make_plan, with_global_phase
 from dasq.plan.steps import BlockProgram, Permute, PhysicalPlan
@@ -196,7 +196,7 @@ class RowProgram:
 
     num_qubits: int
     plan: PhysicalPlan
-    steps: Template  # the slotted operations' steps (``Member.step`` indexes them)
+    steps: SlotSeries  # the slotted operations' series (``Member.steps`` index them)
     recipes: dict[int, tuple[GroupRecipe, ...]]  # plan step index -> its groups
 
     @property
@@ -302,7 +302,7 @@ def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: 
     """A group as fixed parts (consecutive fixed operations composed) and slotted tables."""
     if not group.fused:  # one wide operation: its matrix, when it is not too wide to hold
         if len(group.qubits) > _config.ROW_WIDE_MAX_QUBITS:
-            raise TemplateError(f"{group.ops[0].describe()} is too wide for a batch's rows")
+            raise RowError(f"{group.ops[0].describe()} is too wide for a batch's rows")
         group = Group(group.qubits, group.ops, diagonal=all(op.is_diagonal for op in group.ops))
     where = {q: t for t, q in enumerate(group.qubits)}
     d = 1 << len(group.qubits)
@@ -344,7 +344,7 @@ def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: 
         close()
         step = slot_step[slot]
         if steps[step].diagonal != op.is_diagonal:
-            raise TemplateError(f"{op.describe()} changes its structure with its angles")
+            raise RowError(f"{op.describe()} changes its structure with its angles")
         positions = tuple(where[q] for q in op.qubits)
         if slotted and slotted[0][0] != positions:
             close_slotted()
@@ -354,11 +354,31 @@ def _recipe(group: Group, n: int, slot_step: dict[tuple[int, int], int], steps: 
     return GroupRecipe(group.qubits, group.diagonal, tuple(members))
 
 
-def compile_rows(circuit: Circuit, fusion_size: int | None = None, method: str = "auto") -> RowProgram:
-    """The circuit (terminal measurements dropped) planned once for batches."""
+@dataclass(frozen=True, eq=False)
+class SlottedCircuit:
+    """A unitary circuit as the row engine plans it: its operations, each parametrised
+    one made at generic angles and marked with its slot, and the slotted ones' series
+    in slot order (a whole circuit, or the part of it a stored-gradient pass runs)."""
+
+    num_qubits: int
+    parameter_names: tuple[str, ...]
+    operations: tuple[Operation, ...]
+    steps: tuple[Step, ...]
+    global_phase: float = 0.0
+
+    @cached_property
+    def step_of(self) -> dict[tuple[int, int], int]:
+        """Slot -> its series' index in ``steps``."""
+        slots = (binding_slot(op) for op in self.operations)
+        return {slot: i for i, slot in enumerate(slot for slot in slots if slot is not None)}
+
+
+def slotted(circuit: Circuit) -> SlottedCircuit:
+    """The circuit (terminal measurements dropped, barriers skipped) as operations with
+    slots: every symbolic builder call made at generic angles, its series fitted."""
     body = circuit.remove_final_measurements()
     if not isinstance(body.global_phase, float | int):
-        raise TemplateError("a symbolic global phase")
+        raise RowError("a symbolic global phase")
     n = body.num_qubits
     names = tuple(body.parameters)
     position = {name: i for i, name in enumerate(names)}
@@ -370,7 +390,7 @@ def compile_rows(circuit: Circuit, fusion_size: int | None = None, method: str =
             continue
         if not isinstance(op, Parametric):
             if getattr(op, "is_collapse", False) or getattr(op, "is_channel", False):
-                raise TemplateError(f"{op.describe()} is not a unitary gate")
+                raise RowError(f"{op.describe()} is not a unitary gate")
             ops.append(without_slot(op))  # an earlier binding's slot is no slot here
             continue
         call = Circuit(n)
@@ -381,46 +401,24 @@ def compile_rows(circuit: Circuit, fusion_size: int | None = None, method: str =
             mark_slot(one, (i, j))
             steps.append(step)
         ops.extend(made)
-    return _program(ops, Template(n, names, tuple(steps)), float(body.global_phase), fusion_size, method)
+    return SlottedCircuit(n, names, tuple(ops), tuple(steps), float(body.global_phase))
 
 
-def rows_of_template(template: Template) -> RowProgram:
-    """A template's steps (each one operation on its qubits) planned for rows: what a
-    stored gradient runs on each group of blocks, a pass's steps on its vector. Kept
-    per template object (every task of a pass in a process shares it)."""
-    key = ("template", id(template))
+def compile_rows(circuit: Circuit, fusion_size: int | None = None, method: str = "auto") -> RowProgram:
+    """The circuit (terminal measurements dropped) planned once for batches."""
+    return program_of(slotted(circuit), fusion_size, method)
+
+
+def rows_of_part(part: SlottedCircuit) -> RowProgram:
+    """``program_of(part)``, kept per part object: what a stored gradient runs on each
+    group of blocks (every task of a pass in a process shares it)."""
+    key = ("part", id(part))
     hit = _programs.get(key)
-    if hit is None or hit[1] is not template:
-        hit = (_planned_template(template), template)
+    if hit is None or hit[1] is not part:
+        hit = (program_of(part), part)
         _remember(key, hit)
     _programs.move_to_end(key)
     return hit[0]
-
-
-def _planned_template(template: Template) -> RowProgram:
-    n = template.num_qubits
-    generic = _GENERIC + _GENERIC_STEP * np.arange(template.num_parameters)
-    ops = []
-    slotted = []
-    for i, step in enumerate(template.steps):
-        op = _table_operation(step, generic[None], n)
-        if step.parametric:
-            mark_slot(op, (i, 0))
-            slotted.append(step)
-        ops.append(op)
-    steps = Template(n, template.parameter_names, tuple(slotted), template.global_phase)
-    return _program(ops, steps, template.global_phase, None, "auto")
-
-
-def _table_operation(step: Step, x: np.ndarray, n: int) -> Operation:
-    """The step at parameter set ``x`` (1, P) as one operation on its qubits."""
-    table = step.tables(x)[0]
-    made = Circuit(n)
-    if step.diagonal:
-        made.diagonal(table, list(step.qubits))
-    else:
-        made.unitary(table, list(step.qubits))
-    return made[0]
 
 
 def row_fusion_size(num_qubits: int) -> int:
@@ -434,29 +432,23 @@ def row_fusion_size(num_qubits: int) -> int:
     )
 
 
-def _program(
-    ops: list[Operation], steps: Template, global_phase: float, fusion_size: int | None, method: str
-) -> RowProgram:
-    """``ops`` (the slotted ones marked (i, j) in ``steps``' order) planned as one block."""
-    n = steps.num_qubits
-    slot_step: dict[tuple[int, int], int] = {}
-    for op in ops:
-        slot = binding_slot(op)
-        if slot is not None:
-            slot_step[slot] = len(slot_step)
+def program_of(part: SlottedCircuit, fusion_size: int | None = None, method: str = "auto") -> RowProgram:
+    """``part``'s operations planned as one block, its slotted ones bound per row."""
+    n = part.num_qubits
+    slot_step = part.step_of
     size = row_fusion_size(n) if fusion_size is None else fusion_size
-    plan = make_plan(ops, n, n, method=method, initial_layout=None, fusion_size=size)
-    plan = with_global_phase(plan, global_phase)
+    plan = make_plan(list(part.operations), n, n, method=method, initial_layout=None, fusion_size=size)
+    plan = with_global_phase(plan, part.global_phase)
     found = {binding_slot(op) for step in plan.steps for op in step.operations} - {None}
     if found != set(slot_step):
-        raise TemplateError("the planner merged a parametrised operation into another")
+        raise RowError("the planner merged a parametrised operation into another")
     recipes: dict[int, tuple[GroupRecipe, ...]] = {}
     if not runs_alone(plan):
-        raise TemplateError("a plan of more than stage programs and renamings does not run on rows")
+        raise RowError("a plan of more than stage programs and renamings does not run on rows")
     for s, step in enumerate(plan.steps):
         groups = getattr(step, "groups", ())
-        recipes[s] = tuple(_recipe(g, n, slot_step, list(steps.steps)) for g in groups)
-    return RowProgram(n, plan, steps, recipes)
+        recipes[s] = tuple(_recipe(g, n, slot_step, list(part.steps)) for g in groups)
+    return RowProgram(n, plan, SlotSeries(part.parameter_names, part.steps), recipes)
 
 
 ROW_PROGRAMS = 32  # programs kept (each holds its plan and tables)
@@ -526,11 +518,15 @@ def apply_observable(states: np.ndarray, terms: PauliTerms) -> np.ndarray:
 
 __all__ = [
     "PauliTerms",
+    "RowError",
     "RowProgram",
+    "SlottedCircuit",
     "apply_observable",
     "compile_rows",
     "expectations",
     "permute_rows",
+    "program_of",
     "row_program",
-    "rows_of_template",
+    "rows_of_part",
+    "slotted",
 ]

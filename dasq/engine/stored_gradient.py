@@ -3,7 +3,7 @@
 Why: at 26 qubits and more, psi, lambda = O psi and a working copy do not fit the
 memory a run is given. Both states live in a zarr store in blocks of 2^L
 amplitudes, in the natural order (the bits of a block's index are the global
-qubits). A pass runs a stretch of the template's steps whose global qubits number
+qubits). A pass runs a stretch of the circuit's operations whose global qubits number
 at most k: the 2^k blocks that differ only in those bits meet in one task as one
 (L + k)-qubit vector (the seed paper's pairwise exchange, for k qubits at once),
 and are written back. Forward passes run on psi; one pass makes lambda, each of
@@ -43,9 +43,9 @@ import dask
 import numpy as np
 
 from dasq import _config
+from dasq.circuit.parameters import binding_slot
 from dasq.engine.adjoint import undo_with_gradients
-from dasq.engine.rows import HOST, PauliTerms, rows_of_template
-from dasq.engine.template import Template
+from dasq.engine.rows import HOST, PauliTerms, SlottedCircuit, rows_of_part
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import store as st
 from dasq.storage.location import Location, WriterLock, check_creatable, location
@@ -62,8 +62,8 @@ STORAGE_QUBITS = 20  # chunks of at most 2^20 amplitudes
 
 @dataclass(frozen=True)
 class GradientPass:
-    """Steps (template indices, in order) that run in one pass, and the global
-    qubits they touch: the bits in which the blocks of one group differ."""
+    """Operations (indices in the slotted circuit, in order) that run in one pass, and
+    the global qubits they touch: the bits in which the blocks of one group differ."""
 
     steps: tuple[int, ...]
     spanned: tuple[int, ...]
@@ -82,10 +82,10 @@ class Blocking:
         return self.num_qubits - self.L
 
 
-def choose_blocking(template: Template, dtype: str, memory_limit: int, workers: int) -> Blocking:
+def choose_blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: int) -> Blocking:
     """The largest blocks such that ``workers`` groups in flight fit ``memory_limit``;
-    k grows to the widest step's global qubits when a step spans more."""
-    n = template.num_qubits
+    k grows to the widest operation's global qubits when one spans more."""
+    n = circuit.num_qubits
     itemsize = np.dtype(dtype).itemsize
     k = MIN_SPANNED
     while True:
@@ -98,18 +98,18 @@ def choose_blocking(template: Template, dtype: str, memory_limit: int, workers: 
                 f"{workers} group(s) of 2^{k} blocks of 2^{min(n, _config.MIN_BLOCK_QUBITS)} amplitudes, "
                 f"{GROUP_COPIES} copies each, need {smallest} bytes"
             )
-        widest = max((sum(q >= L for q in s.qubits) for s in template.steps), default=0)
+        widest = max((sum(q >= L for q in op.qubits) for op in circuit.operations), default=0)
         if widest <= k:
             return Blocking(n, L, min(k, n - L))
         k = widest
 
 
-def plan_passes(template: Template, blocking: Blocking) -> tuple[GradientPass, ...]:
-    """Passes of at most k global qubits each. A pass takes, in order, every step it
-    can hold that shares no qubit with a step left for later (so it commutes with
+def plan_passes(circuit: SlottedCircuit, blocking: Blocking) -> tuple[GradientPass, ...]:
+    """Passes of at most k global qubits each. A pass takes, in order, every operation
+    it can hold that shares no qubit with one left for later (so it commutes with
     those): fewer passes than cutting the list where it first overflows."""
     L, k = blocking.L, blocking.k
-    left = list(range(len(template.steps)))
+    left = list(range(len(circuit.operations)))
     passes: list[GradientPass] = []
     while left:
         taken: list[int] = []
@@ -117,7 +117,7 @@ def plan_passes(template: Template, blocking: Blocking) -> tuple[GradientPass, .
         blocked: set[int] = set()
         later: list[int] = []
         for i in left:
-            qubits = set(template.steps[i].qubits)
+            qubits = set(circuit.operations[i].qubits)
             touched = {q for q in qubits if q >= L}
             if qubits & blocked or len(spanned | touched) > k:
                 blocked |= qubits
@@ -130,14 +130,17 @@ def plan_passes(template: Template, blocking: Blocking) -> tuple[GradientPass, .
     return tuple(passes) or (GradientPass((), ()),)
 
 
-def group_template(template: Template, one: GradientPass, L: int) -> Template:
-    """The pass's steps on a group's vector: local qubits stay, spanned qubit j -> L + j."""
-    where = {q: L + j for j, q in enumerate(one.spanned)}
-    steps = tuple(
-        replace(template.steps[i], qubits=tuple(where.get(q, q) for q in template.steps[i].qubits))
-        for i in one.steps
-    )
-    return Template(L + len(one.spanned), template.parameter_names, steps)
+def pass_part(circuit: SlottedCircuit, one: GradientPass, L: int) -> SlottedCircuit:
+    """The pass's operations on a group's vector: local qubits stay, spanned qubit j ->
+    L + j; their slots and series kept, so one binding of the circuit binds them."""
+    width = L + len(one.spanned)
+    where = list(range(circuit.num_qubits))
+    for j, q in enumerate(one.spanned):
+        where[q] = L + j
+    ops = tuple(circuit.operations[i].remap(where) for i in one.steps)
+    slots = (binding_slot(op) for op in ops)
+    steps = tuple(circuit.steps[circuit.step_of[slot]] for slot in slots if slot is not None)
+    return SlottedCircuit(width, circuit.parameter_names, ops, steps)
 
 
 def groups(blocking: Blocking, spanned: Sequence[int]) -> list[tuple[int, ...]]:
@@ -176,7 +179,7 @@ class PassWork:
 
     L: int
     dtype: str
-    template: Template  # the pass's steps on a group's vector (group_template)
+    part: SlottedCircuit  # the pass's operations on a group's vector (pass_part)
     x: np.ndarray  # (1, P)
     psi: Side
     lam: Side
@@ -247,7 +250,7 @@ SCRATCH = Scratch()
 def forward_task(work: PassWork, blocks: tuple[int, ...]) -> dict[int, np.ndarray]:
     """Run the pass's steps on one group of psi."""
     row = work.read(work.psi, blocks, "psi")
-    row[...] = rows_of_template(work.template).apply(row, work.x)
+    row[...] = rows_of_part(work.part).apply(row, work.x)
     return work.write(work.psi, blocks, row)
 
 
@@ -281,7 +284,7 @@ def backward_task(
     psi = work.read(work.psi, blocks, "psi")
     lam = work.read(work.lam, blocks, "lambda")
     grads = np.zeros((1, work.x.shape[1]))
-    program = rows_of_template(work.template)
+    program = rows_of_part(work.part)
     psi, lam = undo_with_gradients(program, program.tables(work.x), psi, lam, grads)
     return grads[0], work.write(work.psi, blocks, psi), work.write(work.lam, blocks, lam)
 
@@ -291,7 +294,7 @@ def backward_task(
 class StoredGradient:
     """The run's constants: what it computes (``key``) and how it is blocked."""
 
-    template: Template
+    circuit: SlottedCircuit
     x: np.ndarray  # (1, P)
     terms: PauliTerms
     dtype: str
@@ -306,7 +309,7 @@ class StoredGradient:
 
 
 def describe_run(
-    template: Template,
+    circuit: SlottedCircuit,
     x: np.ndarray,
     terms: PauliTerms,
     *,
@@ -316,7 +319,7 @@ def describe_run(
     workers: int,
     circuit_key: str,
 ) -> StoredGradient:
-    blocking = choose_blocking(template, dtype, memory_limit, workers)
+    blocking = choose_blocking(circuit, dtype, memory_limit, workers)
     digest = hashlib.sha256()
     for part in (circuit_key, dtype, str(basis), str((blocking.L, blocking.k))):
         digest.update(part.encode() + b"\0")
@@ -324,7 +327,7 @@ def describe_run(
         digest.update(np.ascontiguousarray(array).tobytes())
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
     return StoredGradient(
-        template, x, terms, dtype, basis, blocking, plan_passes(template, blocking), digest.hexdigest()
+        circuit, x, terms, dtype, basis, blocking, plan_passes(circuit, blocking), digest.hexdigest()
     )
 
 
@@ -599,11 +602,11 @@ def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any
 
 def _work(run: StoredGradient, progress: Progress, one: GradientPass | None, client: Any) -> PassWork:
     L = run.blocking.L
-    template = group_template(run.template, one, L) if one is not None else run.template
+    part = pass_part(run.circuit, one, L) if one is not None else run.circuit
     return PassWork(
         L,
         run.dtype,
-        template,
+        part,
         run.x,
         progress.psi,
         progress.lam,
@@ -624,7 +627,7 @@ def _written(side: Side, pieces: Sequence[dict[int, np.ndarray]], nblocks: int) 
 
 def _compute(task: Callable, work: PassWork, items: Sequence[Any], workers: int, client: Any) -> list[Any]:
     """``task(work, item)`` for every item, as one graph; ``work`` enters it once and
-    is not searched for collections (its template and checksums are plain data)."""
+    is not searched for collections (its operations and checksums are plain data)."""
     shared = dask.delayed(work, traverse=False)
     tasks = [dask.delayed(task, pure=True)(shared, item) for item in items]
     if client is not None:
@@ -638,8 +641,8 @@ __all__ = [
     "StoredGradient",
     "choose_blocking",
     "describe_run",
-    "group_template",
     "groups",
+    "pass_part",
     "plan_passes",
     "run_stored_gradient",
 ]

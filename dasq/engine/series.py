@@ -1,24 +1,21 @@
-"""A circuit compiled once per structure, its parameters bound late.
+"""The exact series of a parametrised operation's table in its angles, bound late.
 
 Why: a sweep runs one circuit on many parameter sets. Planning and building gate
 matrices are the costly part of a small circuit, and neither depends on the angles
 in any way that cannot be written down once: every gate dasq builds is, in each of
 its symbolic arguments a, a trigonometric polynomial of a/2 of degree at most 2
-(rotations e^{+-ia/2}, phases e^{ia}). So a gate's matrix is fitted once, exactly,
-by five samples per argument (a discrete Fourier transform), and the matrices of
-any batch of parameter sets are then ``exp(i k a/2) @ coefficients``: one small
-matrix product, no builder call, no planning. The same series gives the exact
-derivative in each argument, which the adjoint gradient needs.
-
-A template is pure data (steps with their tables), kept per circuit structure; the
-sweep executor (``dasq.engine.sweep``) applies it to a batch of states.
+(rotations e^{+-ia/2}, phases e^{ia}). So a gate's table is fitted once, exactly,
+by five samples per argument (a discrete Fourier transform), and the tables of any
+batch of parameter sets are then ``exp(i k a/2) @ coefficients``: one small matrix
+product, no builder call. The same series gives the exact derivative in each
+argument, which the adjoint gradient needs. The row engine (``dasq.engine.rows``)
+binds these tables into its fused groups.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -32,17 +29,17 @@ from dasq.circuit.parameters import ParameterExpression, Parametric
 from dasq.engine.actions import apply_action
 from dasq.plan import lowering
 
-MAX_STEP_QUBITS = 6  # an operation on more qubits (controls included) is not templated
-MAX_SYMBOLIC_ARGS = 3  # a builder call with more symbolic arguments is not templated
+MAX_STEP_QUBITS = 6  # an operation on more qubits (controls included) has no series
+MAX_SYMBOLIC_ARGS = 3  # a builder call with more symbolic arguments has no series
 DEGREE = 2  # |k| <= 2 in exp(i k a / 2)
 SAMPLES = 2 * DEGREE + 1
 _FREQUENCIES = np.arange(-DEGREE, DEGREE + 1)
 _FIT_TOLERANCE = 1e-9
 
 
-class TemplateError(Exception):
-    """The circuit has something a template does not hold (a measurement, a channel,
-    a conditioned block, a very wide gate): run it the general way."""
+class RowError(Exception):
+    """The circuit has something the row engine does not hold (a measurement, a
+    channel, a conditioned block, a very wide gate): run it the general way."""
 
 
 @dataclass(frozen=True)
@@ -117,13 +114,12 @@ class Step:
 
 
 @dataclass(frozen=True, eq=False)
-class Template:
-    """A unitary circuit as steps over its n qubits, for any binding of its parameters."""
+class SlotSeries:
+    """The slotted operations' series of a row program, in slot order, over its
+    parameters: what a ``Binding`` evaluates."""
 
-    num_qubits: int
     parameter_names: tuple[str, ...]
     steps: tuple[Step, ...]
-    global_phase: float = 0.0
 
     @property
     def num_parameters(self) -> int:
@@ -159,10 +155,10 @@ class Template:
 # ------------------------------------------------------------------ binding
 @dataclass(frozen=True, eq=False)
 class Binding:
-    """A template's step tables at parameter sets ``x`` (B, P), computed together:
-    the single-argument steps of one table shape in one product, not one each."""
+    """The series' step tables at parameter sets ``x`` (B, P), computed together: the
+    single-argument steps of one table shape in one product, not one each."""
 
-    template: Template
+    series: SlotSeries
     x: np.ndarray
     _derivatives: dict = field(default_factory=dict)
 
@@ -177,7 +173,7 @@ class Binding:
         return self._derivatives[i]
 
     def _evaluate(self, derivative: bool | None) -> list[Any]:
-        steps = self.template.steps
+        steps = self.series.steps
         out: list[Any] = [None] * len(steps)
         for i, step in enumerate(steps):
             if not step.parametric:
@@ -187,7 +183,7 @@ class Binding:
                     out[i] = [(p, step.tables(self.x, derivative=p)) for p in step.parameters]
                 else:
                     out[i] = step.tables(self.x)
-        for family in self.template.families:
+        for family in self.series.families:
             tables = family.tables(self.x, derivative=bool(derivative))
             for s, i in enumerate(family.members):
                 if derivative:
@@ -233,7 +229,7 @@ def op_table(op: Operation) -> tuple[tuple[int, ...], bool, np.ndarray]:
     qubits = tuple(op.qubits)
     k = len(qubits)
     if k > MAX_STEP_QUBITS:
-        raise TemplateError(f"{op.describe()} acts on {k} qubits")
+        raise RowError(f"{op.describe()} acts on {k} qubits")
     mapping = {q: i for i, q in enumerate(qubits)}
     local = op.remap([mapping.get(q, 0) for q in range(max(qubits) + 1)])
     host = get_backend("cpu")
@@ -252,13 +248,8 @@ def op_table(op: Operation) -> tuple[tuple[int, ...], bool, np.ndarray]:
 def _checked(op: Any) -> Operation:
     if not isinstance(op, Operation) or op.is_collapse or op.is_channel:
         what = op.describe() if hasattr(op, "describe") else type(op).__name__
-        raise TemplateError(f"{what} is not a unitary gate")
+        raise RowError(f"{what} is not a unitary gate")
     return op
-
-
-def _fixed_step(op: Operation) -> Step:
-    qubits, diagonal, table = op_table(_checked(op))
-    return Step(qubits, diagonal, fixed=table[None])
 
 
 def _symbolic_slots(record: Parametric) -> list[tuple[str | int, ParameterExpression]]:
@@ -267,7 +258,7 @@ def _symbolic_slots(record: Parametric) -> list[tuple[str | int, ParameterExpres
         if isinstance(value, ParameterExpression):
             slots.append((i, value))
         elif isinstance(value, tuple) and any(isinstance(v, ParameterExpression) for v in value):
-            raise TemplateError(f"{record.describe()} has parameters inside a nested argument")
+            raise RowError(f"{record.describe()} has parameters inside a nested argument")
     for key, value in record.kwargs:
         if isinstance(value, ParameterExpression):
             slots.append((key, value))
@@ -285,7 +276,7 @@ def _call(record: Parametric, num_qubits: int, slots: Sequence, values: Sequence
     scratch = Circuit(num_qubits)
     getattr(scratch, record.method)(*args, **kwargs)
     if scratch.global_phase:
-        raise TemplateError(f"{record.describe()} changes the global phase")
+        raise RowError(f"{record.describe()} changes the global phase")
     return [_checked(op) for op in scratch]
 
 
@@ -294,7 +285,7 @@ def parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int])
     slots = _symbolic_slots(record)
     m = len(slots)
     if m > MAX_SYMBOLIC_ARGS:
-        raise TemplateError(f"{record.describe()} has {m} symbolic arguments")
+        raise RowError(f"{record.describe()} has {m} symbolic arguments")
     forms = tuple(
         ArgumentForm(float(expr.const), tuple((index[name], float(c)) for name, c in expr.terms))
         for _, expr in slots
@@ -309,7 +300,7 @@ def parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int])
         if len(other) != len(first) or any(
             (a[0], a[1], a[2].shape) != (b[0], b[1], b[2].shape) for a, b in zip(first, other)
         ):
-            raise TemplateError(f"{record.describe()} changes its structure with its angles")
+            raise RowError(f"{record.describe()} changes its structure with its angles")
     steps = []
     phases = np.exp(-1j * grid[:, :, None] * _FREQUENCIES[None, None, :])  # (S^m, m, SAMPLES)
     kernel = np.ones((len(grid), 1), dtype=np.complex128)
@@ -327,55 +318,9 @@ def parametric_steps(record: Parametric, num_qubits: int, index: dict[str, int])
             qubits, diagonal, arguments=tuple(ArgumentForm(v, ()) for v in 2 * check_point), series=series
         )
         if np.max(np.abs(got.tables(np.zeros((1, 0)))[0] - expected)) > _FIT_TOLERANCE:
-            raise TemplateError(f"{record.describe()} is not a trigonometric gate of its angles")
+            raise RowError(f"{record.describe()} is not a trigonometric gate of its angles")
         steps.append(step)
     return steps
 
 
-def compile_template(circuit: Circuit) -> Template:
-    """The circuit's template (terminal measurements dropped, barriers skipped)."""
-    body = circuit.remove_final_measurements()
-    if not isinstance(body.global_phase, float | int):
-        raise TemplateError("a symbolic global phase")
-    names = tuple(circuit.parameters)
-    index = {name: i for i, name in enumerate(names)}
-    steps: list[Step] = []
-    for op in body:
-        if getattr(op, "is_barrier", False):
-            continue
-        if isinstance(op, Parametric):
-            steps.extend(parametric_steps(op, body.num_qubits, index))
-        else:
-            steps.append(_fixed_step(op))
-    return Template(body.num_qubits, names, tuple(steps), float(body.global_phase))
-
-
-TEMPLATE_CACHE_SIZE = 32
-_templates: OrderedDict[Hashable, tuple[Template, tuple]] = OrderedDict()
-
-
-def template_of(circuit: Circuit) -> Template:
-    """``compile_template``, kept per circuit structure: found by the identity of the
-    circuit's (immutable) records first, else by its fingerprint, so an equal circuit
-    built again (converted again from Qiskit, say) is not compiled again."""
-    ops = tuple(circuit)
-    fast = (circuit.num_qubits, circuit.global_phase, tuple(map(id, ops)))
-    hit = _templates.get(fast)
-    if hit is None:
-        digest = ("fingerprint", circuit.remove_final_measurements().fingerprint())
-        hit = _templates.get(digest)
-        if hit is None:
-            hit = (compile_template(circuit), ops)
-            _remember(digest, hit)
-        _remember(fast, (hit[0], ops))  # the key holds the records: their ids stay theirs
-    _templates.move_to_end(fast)
-    return hit[0]
-
-
-def _remember(key: Hashable, entry: tuple[Template, tuple]) -> None:
-    _templates[key] = entry
-    while len(_templates) > TEMPLATE_CACHE_SIZE:
-        _templates.popitem(last=False)
-
-
-__all__ = ["Binding", "Step", "Template", "TemplateError", "compile_template", "op_table", "template_of"]
+__all__ = ["Binding", "RowError", "SlotSeries", "Step", "op_table", "parametric_steps"]

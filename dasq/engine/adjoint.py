@@ -48,6 +48,15 @@ def _diagonal_overlap(lam: np.ndarray, psi: np.ndarray, qubits: tuple[int, ...])
     return reduced.transpose(axes).reshape(psi.shape[0], -1)
 
 
+@dataclass(frozen=True)
+class MemberRead:
+    """A slotted member and the weight its own table's derivatives are summed against:
+    (rows, 2^m) for a diagonal member, (rows, 4^m) for a dense one."""
+
+    member: Member
+    local: np.ndarray
+
+
 def _group_reads(
     recipe: GroupRecipe, bound: BoundGroup, lam: np.ndarray, psi: np.ndarray, reads: list[MemberRead]
 ) -> None:
@@ -84,15 +93,6 @@ def _group_reads(
                 local = w.reshape(rows, -1) @ member.reader
             reads.append(MemberRead(member, local))
         weight = np.swapaxes(parts[s], -1, -2) @ weight
-
-
-@dataclass(frozen=True)
-class MemberRead:
-    """A slotted member and the weight its own table's derivatives are summed against:
-    (rows, 2^m) for a diagonal member, (rows, 4^m) for a dense one."""
-
-    member: Member
-    local: np.ndarray
 
 
 def _member_gradients(reads: list[MemberRead], binding: Binding, grads: np.ndarray) -> None:

@@ -531,12 +531,12 @@ def test_a_finished_store_refuses_other_options(finished, circuit):
 
 # ----------------------------------------------------------------- impossible runs
 def test_a_60_qubit_in_memory_run_is_refused_at_once_with_the_bytes():
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU: the other test processes do not count
     with pytest.raises(dasq.ValidationError, match=r"needs about 32 EiB \(36893488147419103232 bytes"):
         dasq.simulate(dasq.Circuit(60).h(0))
     with pytest.raises(dasq.ValidationError, match=r"needs about .* but this machine has"):
         dasq.simulate(dasq.Circuit(40).h(0), lazy=True)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_a_graph_of_absurdly_many_blocks_is_refused():
@@ -564,10 +564,10 @@ def test_a_billion_shots_are_sampled_in_bounded_memory():
 
 
 def test_a_qasm_register_beyond_any_machine_is_refused_before_parsing():
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU: the other test processes do not count
     with pytest.raises(dasq.ValidationError, match="line 3: the program declares more than 62 qubits"):
         dasq.Circuit.from_qasm('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1000000000];\n')
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_unnormalised_dask_initial_amplitudes_are_refused():

@@ -112,9 +112,11 @@ def test_a_shaped_link_carries_its_rate_and_an_unshaped_one_much_more(cluster, c
         f"1 gbit: raw {gbit / one_way:.3f} Gbit/s, both ways {gbit / max(both):.3f},"
         f" Dask {gbit / dask_one_way:.3f}; unshaped raw {gbit / unshaped:.2f}"
     )
-    assert 0.75 <= gbit / one_way <= 1.25  # payload: 0.95 of it at most (1448 of every 1514 bytes)
-    assert all(0.75 <= gbit / s <= 1.25 for s in both)  # a link shaped both ways carries both at once
-    assert 0.5 <= gbit / dask_one_way <= 1.25
+    # the cap is the claim (payload: 0.95 of the rate at most, 1448 of every 1514 bytes); the
+    # floor leaves room for a loaded 2-core machine (the other test processes) to fall behind
+    assert 0.6 <= gbit / one_way <= 1.25
+    assert all(0.6 <= gbit / s <= 1.25 for s in both)  # a link shaped both ways carries both at once
+    assert 0.4 <= gbit / dask_one_way <= 1.25
     assert 64 * MiB <= crossed <= 1.1 * 64 * MiB  # the counters saw it cross w0's link
     assert unshaped < one_way / 2
 

@@ -111,8 +111,7 @@ TASKS_PER_WORKER = 8
 # Stored blocks under 2^15 amplitudes run on fewer threads, each block larger: their
 # per-block and per-piece Python holds the GIL, so a second thread added only
 # contention, while a doubled block halves the blocks, the relayout's reads and the
-# kernel calls (benchmarks ooc: 20 qubits at a 64th of the state, 2 threads of 2^11
-# blocks 2.7 s, one thread of 2^12 0.8 s; even from 2^15).
+# kernel calls (benchmarks ooc: the small budgets' rows; from 2^15 the two are even).
 THREADED_FROM_QUBITS = 15
 # From blocks of 2^16 amplitudes a task reads its next block and writes its last one in
 # a helper thread while it computes (double buffering); below that handing a block

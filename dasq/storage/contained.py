@@ -433,28 +433,6 @@ def overwrite_in(
         os.close(fd)
 
 
-def create_in(
-    dfd: int, name: str, data: tuple[bytes | memoryview, ...], writeback: bool = False
-) -> int | None:
-    """Write file ``name`` of the directory open as ``dfd`` when nothing is there (made
-    exclusively, never through a link); None (nothing written) when something is. Only
-    for a stage's target chunks, as ``overwrite_in``: no one reads them before a flush
-    and the manifest name them, so they need not appear whole, and a temporary file
-    renamed into place cost a rename and ext4's wait for its data (auto_da_alloc) per
-    chunk, the first two passes' chunks the slowest of a small-block run."""
-    try:
-        fd = os.open(name, _NEW_FLAGS, 0o644, dir_fd=dfd)
-    except FileExistsError:
-        return None
-    try:
-        written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
-        if writeback:
-            start_writeback(fd)
-        return written
-    finally:
-        os.close(fd)
-
-
 def _write_all(fd: int, data: memoryview) -> int:
     done = 0
     while done < len(data):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import stat
 import threading
@@ -32,7 +31,7 @@ import numpy as np
 
 from dasq.errors import StoreError
 from dasq.storage import chunks
-from dasq.storage.contained import READ_FLAGS, Contained, create_in, overwrite_in, split_key
+from dasq.storage.contained import READ_FLAGS, Contained, overwrite_in, split_key
 from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
@@ -106,8 +105,13 @@ class ChunkFiles:
         if verifies:
             rest = list(zip(starts, outs))
         elif outs:  # the common case first: pieces inside chunks already open
-            rest = _read_open(opened.fds, starts, outs, size)
-            done = (len(outs) - len(rest)) * outs[0].nbytes
+            nbytes, itemsize, fds, preadv = outs[0].nbytes, outs[0].itemsize, opened.fds, os.preadv
+            for start, out in zip(starts, outs):
+                ci, offset = divmod(start * itemsize, size)
+                fd = fds.get(ci)
+                if fd is None or offset + nbytes > size or preadv(fd, [out], offset) != nbytes:
+                    rest.append((start, out))
+            done = (len(outs) - len(rest)) * nbytes
         if not rest:
             return done
         with self._chunk_directory() as dfd:
@@ -228,9 +232,7 @@ class ChunkFiles:
             crc = google_crc32c.value(body)
             out[i] = crc
             parts = (body, crc.to_bytes(CRC_BYTES, "little"))
-            name = str(first + i)
-            if overwrite_in(dfd, name, parts, early) is None and create_in(dfd, name, parts, early) is None:
-                # neither a chunk of this size nor nothing: replaced whole, or refused
+            if overwrite_in(dfd, str(first + i), parts, early) is None:  # a new chunk, or not one
                 self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out
 
@@ -294,25 +296,6 @@ def _open_files(key: tuple) -> _OpenFiles:
             opened.close()
         opened = _THREAD.opened = _OpenFiles(key)
     return opened
-
-
-def _read_open(
-    fds: dict[int, int], starts: Sequence[int], outs: Sequence[np.ndarray], size: int
-) -> list[tuple[int, np.ndarray]]:
-    """Read each piece (``outs[i]`` from amplitude ``starts[i]``, all of one size) that
-    lies inside a chunk open in ``fds``; returns the rest (a chunk not open, a piece
-    across a chunk's end, a short read). A relayout's block is hundreds of pieces of a
-    few hundred bytes, so the places are found at once and the reads issued by one
-    ``map``: a Python loop per piece cost three times the read itself."""
-    nbytes, itemsize = outs[0].nbytes, outs[0].itemsize
-    chunk, offset = np.divmod(np.asarray(starts, dtype=np.int64) * itemsize, size)
-    fd_of = np.array(list(map(fds.get, chunk.tolist(), itertools.repeat(-1))), dtype=np.int64)
-    picked = np.flatnonzero((fd_of >= 0) & (offset + nbytes <= size))
-    buffers = [[outs[i]] for i in picked.tolist()]
-    got = list(map(os.preadv, fd_of[picked].tolist(), buffers, offset[picked].tolist()))
-    read = np.zeros(len(outs), dtype=bool)
-    read[picked] = np.equal(got, nbytes)
-    return [(starts[i], outs[i]) for i in np.flatnonzero(~read).tolist()]
 
 
 def _open_regular(dfd: int, name: str) -> int | None:

@@ -541,29 +541,10 @@ def test_small_blocks_run_on_fewer_threads_each_block_larger_within_the_budget()
     assert (L, workers) == (15, 2)
 
 
-def test_new_chunk_files_are_made_where_they_belong_and_nothing_is_followed(tmp_path):
-    from dasq.storage.contained import create_in
-
-    (tmp_path / "there").write_bytes(b"old")
-    (tmp_path / "outside").write_bytes(b"kept")
-    (tmp_path / "link").symlink_to(tmp_path / "outside")
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        assert create_in(fd, "new", (b"abcd", b"efgh")) == 8
-        assert create_in(fd, "there", (b"abcd",)) is None
-        assert create_in(fd, "link", (b"abcd",)) is None
-    finally:
-        os.close(fd)
-    assert (tmp_path / "new").read_bytes() == b"abcdefgh"
-    assert (tmp_path / "there").read_bytes() == b"old" and (tmp_path / "outside").read_bytes() == b"kept"
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
-
-
 @pytest.mark.usefixtures("_one_file_per_block")
 def test_a_chunk_left_half_written_in_a_new_array_is_replaced_when_the_pass_runs_again(tmp_path, monkeypatch):
-    """A pass's chunks of a new array are made in place, not renamed into it: one cut
-    short by a kill is a file of the wrong size under its name, which the pass run
-    again on resume replaces whole (the manifest never named it)."""
+    """A chunk of the pass a kill cut short, left under its name at the wrong size, is
+    replaced whole when resume runs the pass again (the manifest never named it)."""
     from dasq.storage import store as st
 
     store = tmp_path / "s.zarr"
@@ -581,26 +562,3 @@ def test_a_chunk_left_half_written_in_a_new_array_is_replaced_when_the_pass_runs
     np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
     assert half.stat().st_size == (ITEM["complex128"] << KILL_L) + 4
     assert st.verify_store(store)["state"] == "intact"
-
-
-def test_pieces_in_open_chunks_are_read_at_once_and_the_rest_handed_back(tmp_path):
-    """The read of a block's pieces: those inside chunks a thread holds open are read;
-    a piece of a chunk not open, or one cut short (a file that shrank), is handed back
-    for the careful path, which names the damage."""
-    from dasq.storage.direct import _read_open
-
-    size = 64
-    fds = {}
-    for ci in range(3):
-        (tmp_path / str(ci)).write_bytes(bytes(range(ci * size, (ci + 1) * size)))
-        fds[ci] = os.open(tmp_path / str(ci), os.O_RDONLY)
-    try:
-        os.truncate(tmp_path / "2", 6)  # piece 2 (bytes 4..7) is cut short
-        outs = list(np.zeros((4, 4), dtype=np.uint8))
-        starts = [4, 68, 132, 196]  # one piece in each of chunks 0..3; 3 is not open
-        rest = _read_open({ci: fd for ci, fd in fds.items()}, starts, outs, size)
-    finally:
-        for fd in fds.values():
-            os.close(fd)
-    assert [start for start, _ in rest] == [132, 196]
-    assert outs[0].tolist() == [4, 5, 6, 7] and outs[1].tolist() == [68, 69, 70, 71]

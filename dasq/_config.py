@@ -108,6 +108,11 @@ MIN_STORAGE_QUBITS = 16
 # A pass's blocks run as this many tasks per worker, each a run of consecutive blocks:
 # enough to balance the threads, few enough that a task's cost per block vanishes.
 TASKS_PER_WORKER = 8
+# Stored blocks under 2^15 amplitudes run on fewer threads, each block larger: their
+# per-block and per-piece Python holds the GIL, so a second thread added only
+# contention, while a doubled block halves the blocks, the relayout's reads and the
+# kernel calls (benchmarks ooc: the small budgets' rows; from 2^15 the two are even).
+THREADED_FROM_QUBITS = 15
 # From blocks of 2^16 amplitudes a task reads its next block and writes its last one in
 # a helper thread while it computes (double buffering); below that handing a block
 # to the thread costs more than the overlap saves.

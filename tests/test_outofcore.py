@@ -518,3 +518,47 @@ def test_a_failed_write_in_a_double_buffered_task_fails_only_its_pass(tmp_path, 
     assert Manifest.read(store).stages_done == 1
     free_disk()
     np.testing.assert_allclose(dasq.resume(store).to_numpy(), reference_state(c), atol=1e-12)
+
+
+def test_small_blocks_run_on_fewer_threads_each_block_larger_within_the_budget():
+    """Blocks under 2^THREADED_FROM_QUBITS amplitudes hold the GIL for their Python: a
+    small budget gives fewer workers with larger blocks, never more memory than it has;
+    blocks large enough for threads keep the workers."""
+    from dasq import _config
+    from dasq.engine.stream import block_copies, choose_blocks
+
+    def need(L: int, workers: int) -> int:
+        return workers * block_copies(L, True) * ITEM["complex128"] << L
+
+    state = ITEM["complex128"] << 20
+    for fraction, cores in ((64, 2), (16, 2), (4, 16)):
+        limit = state // fraction
+        L, workers = choose_blocks(20, "complex128", limit, None, cores, 2, direct=True)
+        assert need(L, workers) <= limit < need(L + 1, workers)  # the largest blocks that fit
+        assert L >= _config.THREADED_FROM_QUBITS or workers == 1
+        assert workers < cores
+    L, workers = choose_blocks(22, "complex128", (ITEM["complex128"] << 22) // 16, None, 2, 2, direct=True)
+    assert (L, workers) == (15, 2)
+
+
+@pytest.mark.usefixtures("_one_file_per_block")
+def test_a_chunk_left_half_written_in_a_new_array_is_replaced_when_the_pass_runs_again(tmp_path, monkeypatch):
+    """A chunk of the pass a kill cut short, left under its name at the wrong size, is
+    replaced whole when resume runs the pass again (the manifest never named it)."""
+    from dasq.storage import store as st
+
+    store = tmp_path / "s.zarr"
+    c = random_circuit(**KILL_CIRCUIT)
+    free_disk = fill_disk_after(monkeypatch, 16)  # stage 1 (16 blocks) completes, stage 2 fails
+    with pytest.raises(dasq.StoreError, match="disk is full"):
+        dasq.simulate(c, store=store, **ooc(KILL_L))
+    free_disk()
+    m = Manifest.read(store)
+    assert m.stages_done == 1 and m.current == "a"
+    half = store / "b" / "c" / "3"
+    half.parent.mkdir(parents=True, exist_ok=True)
+    half.write_bytes(b"\x01" * 100)  # a chunk cut short
+    state = dasq.resume(store)
+    np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
+    assert half.stat().st_size == (ITEM["complex128"] << KILL_L) + 4
+    assert st.verify_store(store)["state"] == "intact"

@@ -99,7 +99,9 @@ def choose_blocks(
     direct: bool = False,
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding ``block_copies(L, direct)`` blocks, stay within ``memory_limit``."""
+    holding ``block_copies(L, direct)`` blocks, stay within ``memory_limit``; fewer
+    workers where that makes the blocks large enough for a wide gate, a task, or
+    threads (``_config.THREADED_FROM_QUBITS``)."""
     itemsize = np.dtype(dtype).itemsize
 
     def fit(w: int, copies: int) -> int:
@@ -115,8 +117,9 @@ def choose_blocks(
     smallest_useful = min(num_qubits, _config.MIN_BLOCK_QUBITS)
     if chunk_qubits is None:
         L = largest(workers)
-        # fewer, larger blocks in flight for a wide gate, or for blocks worth a task
-        while max(min_local, smallest_useful) > L and workers > 1:
+        # fewer, larger blocks in flight for a wide gate, for blocks worth a task, or
+        # for blocks too small for threads to share (THREADED_FROM_QUBITS)
+        while max(min_local, smallest_useful, _config.THREADED_FROM_QUBITS) > L and workers > 1:
             workers -= 1
             L = largest(workers)
     else:

@@ -375,7 +375,7 @@ def test_density_matrix_out_of_core_equals_in_memory_and_resumes(tmp_path):
     c = random_noisy_circuit(5, 3, depth=20)
     ref = dasq.simulate(c, density=True).to_numpy()
     store = tmp_path / "dm.zarr"
-    dm = dasq.simulate(c, density=True, store=store, memory_limit="64KiB")
+    dm = dasq.simulate(c, density=True, store=store, memory_limit="32KiB")  # in more than one block
     assert isinstance(dm, dasq.DensityMatrix) and dm.chunk_qubits < 10
     np.testing.assert_allclose(dm.to_numpy(), ref, atol=1e-12)
     assert dasq.info(store)["density_qubits"] == 5

@@ -72,20 +72,59 @@ def _bits(mask: int) -> list[int]:
     return [w for w in range(mask.bit_length()) if mask >> w & 1]
 
 
-def _executed(m: _Masks, done: list[bool], local: int) -> list[int]:
+@dataclass(frozen=True)
+class _Pending:
+    """The operations not run yet, as the replay reads them: their indices and masks,
+    and the union of their wires (once every one is blocked, nothing after runs)."""
+
+    index: tuple[int, ...]
+    wires: tuple[int, ...]
+    needs: tuple[int, ...]
+    union: int
+
+    @classmethod
+    def of(cls, m: _Masks, done: list[bool]) -> _Pending:
+        index = tuple(i for i, ran in enumerate(done) if not ran)
+        wires = tuple(m.wires[i] for i in index)
+        union = 0
+        for w in wires:
+            union |= w
+        if not all(wires):  # an operation on no wire is never blocked: no early stop
+            union = -1
+        return cls(index, wires, tuple(m.needs[i] for i in index), union)
+
+
+def _runnable(p: _Pending, local: int) -> list[int]:
     """The operations a stage with ``local`` runs: in order, unless a wire is blocked."""
     blocked = 0
     out = []
-    for i, (w, need) in enumerate(zip(m.wires, m.needs)):
-        if done[i]:
-            continue
+    for i, w, need in zip(p.index, p.wires, p.needs):
         if not w & blocked and not need & ~local:
             out.append(i)
         else:
             blocked |= w
-            if blocked == m.everyone:
+            if blocked & p.union == p.union:
                 break
     return out
+
+
+def _count_runnable(p: _Pending, local: int) -> int:
+    """``len(_runnable(p, local))``, without the list: what a trial of the climb weighs."""
+    blocked = 0
+    count = 0
+    union = p.union
+    for w, need in zip(p.wires, p.needs):
+        if not w & blocked and not need & ~local:
+            count += 1
+        else:
+            blocked |= w
+            if blocked & union == union:
+                break
+    return count
+
+
+def _executed(m: _Masks, done: list[bool], local: int) -> list[int]:
+    return _runnable(_Pending.of(m, done), local)
 
 
 def searched_stages(
@@ -199,26 +238,24 @@ def _filled(chosen: int, pools: Sequence[int], L: int) -> int:
 def _climb(m: _Masks, done: list[bool], local: int, current: int | None) -> tuple[int, list[int]]:
     """Swap a local wire for a needed one while that runs more operations (or as many,
     moving fewer wires); first improvement, in wire order."""
+    pending = _Pending.of(m, done)
     needed = 0
-    for i, need in enumerate(m.needs):
-        if not done[i]:
-            needed |= need
-    ops = _executed(m, done, local)
-    score = (len(ops), -_entering(local, current))
+    for need in pending.needs:
+        needed |= need
+    score = (_count_runnable(pending, local), -_entering(local, current))
     improved = True
     while improved:
         improved = False
         for out_wire in _bits(local):
             for in_wire in _bits(needed & ~local):
                 trial = local ^ (1 << out_wire) ^ (1 << in_wire)
-                trial_ops = _executed(m, done, trial)
-                trial_score = (len(trial_ops), -_entering(trial, current))
+                trial_score = (_count_runnable(pending, trial), -_entering(trial, current))
                 if trial_score > score:
-                    local, ops, score, improved = trial, trial_ops, trial_score, True
+                    local, score, improved = trial, trial_score, True
                     break
             if improved:
                 break
-    return local, ops
+    return local, _runnable(pending, local)
 
 
 def _solved(footprints: Footprints, m: _Masks, L: int, nodes: int, found: int) -> Staging | None:

@@ -32,6 +32,7 @@ QUICK = [(n, "complex128", f, 0) for n in (20, 22) for f in (4, 16, 64)] + [
     (26, "complex128", 4, 0),
 ]
 CHECK_QUBITS = 22  # up to here the stored state is compared with the in-memory one
+BOUND_SECONDS = 10  # the plan's solver budget for the lower bound on passes
 
 
 def _circuit(name: str, n: int):
@@ -102,6 +103,7 @@ def child(args: argparse.Namespace) -> None:
             "seconds": seconds,
             "disk": disk,
             "passes": info["stages_total"],
+            "passes_lower_bound": _pass_bound(circuit, info["chunk_qubits"]),
             "stage_seconds": info["stage_seconds"],
             "chunk_qubits": info["chunk_qubits"],
             "storage_chunk_qubits": info["storage_chunk_qubits"],
@@ -111,6 +113,22 @@ def child(args: argparse.Namespace) -> None:
             "check": _check(state, args, circuit),
         }
     )
+
+
+def _pass_bound(circuit, L: int) -> dict:
+    """The fewest passes any staging of ``circuit`` at blocks of 2^L could have, as the
+    plan reports it (its solver given BOUND_SECONDS), beside the stages it planned."""
+    import dask
+
+    import dasq
+
+    with dask.config.set({"dasq.plan-search": True, "dasq.plan-bound-seconds": BOUND_SECONDS}):
+        summary = dasq.plan(circuit, chunk_qubits=L).summary()
+    return {
+        "stages": summary["stages_lower_bound"],
+        "method": summary["stages_bound_method"],
+        "planned": summary["stages"],
+    }
 
 
 def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: int) -> dict:

@@ -433,8 +433,9 @@ def gpucluster(d: dict) -> str:
 
 def ooc(d: dict) -> str:
     """One line per size, precision, budget and threads, its circuits side by side
-    (random layers, QFT): blocks and chunk files, passes, the floor of the passes at the
-    disk rates measured in the run, dasq's seconds and the ratio, peak over the budget."""
+    (random layers, QFT): blocks and chunk files, passes (the plan's lower bound), the
+    floor of the passes at the disk rates measured in the run, dasq's seconds and the
+    ratio, peak over the budget."""
     out = [
         "| qubits | dtype | budget | threads | block, file | passes | floor s | dasq s | / floor "
         "| peak over start MiB / budget |",
@@ -452,11 +453,21 @@ def ooc(d: dict) -> str:
         peaks = ", ".join(f"{r['peak_over_start'] / 2**20:.0f}" for r in rows)
         out.append(
             f"| {n} | {dtype} | 1/{fraction} | {threads} "
-            f"| 2^{first['chunk_qubits']}, 2^{first['storage_chunk_qubits']} | {cells('d', 'passes')} "
+            f"| 2^{first['chunk_qubits']}, 2^{first['storage_chunk_qubits']} | {_passes(rows)} "
             f"| {cells('.2f', 'floor_s')} | {cells('.2f', 'seconds')} | {cells('.1f', 'ratio')}x "
             f"| {peaks} / {first['memory_limit'] / 2**20:.2f} |"
         )
     return "\n".join(out)
+
+
+def _passes(rows: list) -> str:
+    """Each row's passes, and the plan's lower bound on them where the row has it: 5 (4)."""
+    return ", ".join(
+        f"{r['passes']} ({r['passes_lower_bound']['stages']})"
+        if r.get("passes_lower_bound")
+        else str(r["passes"])
+        for r in rows
+    )
 
 
 def diskfloor(d: dict) -> str:

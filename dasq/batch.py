@@ -42,6 +42,7 @@ from dasq.engine.rows import (
     RowProgram,
     SlottedCircuit,
     expectations,
+    pass_buffer,
     row_program,
     slotted,
 )
@@ -83,8 +84,9 @@ def _expectation_piece(x: np.ndarray, program: RowProgram, terms: list, dtype: s
     """(rows, observables) for one piece of a batch, in cache-sized passes."""
     out = np.empty((x.shape[0], len(terms)), dtype=np.complex128)
     step = _rows_per_pass(program.num_qubits, dtype)
+    buffer = pass_buffer(min(step, x.shape[0]), program.num_qubits, dtype)
     for start in range(0, x.shape[0], step):
-        states = program.run(x[start : start + step], dtype)
+        states = program.run(x[start : start + step], dtype, out=buffer)
         for k, t in enumerate(terms):
             out[start : start + step, k] = expectations(states, t)
     return out
@@ -96,9 +98,11 @@ def _gradient_piece(
     """(rows, 1 + P): each row's value, then its gradient."""
     out = np.empty((x.shape[0], 1 + program.num_parameters))
     step = _rows_per_pass(program.num_qubits, dtype)
+    rows = min(step, x.shape[0])
+    buffers = (pass_buffer(rows, program.num_qubits, dtype), pass_buffer(rows, program.num_qubits, dtype))
     for start in range(0, x.shape[0], step):
         values, grads = adjoint_gradient(
-            program, x[start : start + step], terms, dtype=dtype, initial=initial
+            program, x[start : start + step], terms, dtype=dtype, initial=initial, buffers=buffers
         )
         out[start : start + step, 0] = values
         out[start : start + step, 1:] = grads

@@ -245,15 +245,18 @@ def adjoint_gradient(
     *,
     dtype: Any = np.complex128,
     initial: int | np.ndarray | None = None,
+    buffers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(values (rows,), gradients (rows, P)) of <O> at parameter sets ``x`` (rows, P):
     forward once, then the program undone group by group on psi and lambda = O psi.
-    A global phase cancels throughout."""
+    A global phase cancels throughout. ``buffers``: arrays of at least x's rows that psi
+    and lambda start in (a batch's passes reuse them: ``rows.pass_buffer``)."""
     binding = program.tables(x)
     groups = program.group_tables(binding)
-    psi = program.logical(program.forward(program.start(x.shape[0], dtype, initial), groups))
+    psi_out, lam_out = buffers if buffers is not None else (None, None)
+    psi = program.logical(program.forward(program.start(x.shape[0], dtype, initial, psi_out), groups))
     values = expectations(psi, terms).real
-    lam = apply_observable(psi, terms)
+    lam = apply_observable(psi, terms, lam_out)
     grads = np.zeros((x.shape[0], program.num_parameters))
     undo_with_gradients(program, binding, psi, lam, grads, groups)
     return values, grads

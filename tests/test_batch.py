@@ -260,3 +260,19 @@ def test_a_batch_fans_out_over_a_clients_workers_and_comes_back_as_a_dask_array(
         here = dasq.expectation(circuit, "ZZII", parameters=x)
         np.testing.assert_allclose(values.compute(), here, atol=1e-13)
         np.testing.assert_allclose(grads.compute(), dasq.gradient(circuit, "ZZII", parameters=x), atol=1e-13)
+
+
+def test_passes_that_reuse_one_array_give_each_sets_own_values_and_gradients(monkeypatch):
+    """A piece of a batch runs its passes in one array (rows.pass_buffer): passes of 3
+    rows over 7 sets, the last one short, give what each set gives alone."""
+    from dasq import batch
+
+    circuit = shift_circuit(4, 2)
+    x = np.random.default_rng(5).uniform(-2, 2, size=(7, len(circuit.parameters)))
+    alone = [dasq.gradient(circuit, "ZIXZ", parameters=row, return_value=True) for row in x]
+    monkeypatch.setattr(batch, "PASS_BYTES", 3 * 16 << 4)  # 3 rows of 2^4 complex128 amplitudes
+    values = dasq.expectation(circuit, "ZIXZ", parameters=x)
+    grads, again = dasq.gradient(circuit, "ZIXZ", parameters=x, return_value=True)
+    np.testing.assert_allclose(values, [v for _, v in alone], atol=1e-13)
+    np.testing.assert_allclose(again, [v for _, v in alone], atol=1e-13)
+    np.testing.assert_allclose(grads, [g for g, _ in alone], atol=1e-13)

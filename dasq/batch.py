@@ -421,9 +421,7 @@ def _stored_gradient(
             workers=workers,
             circuit_key=circuit.fingerprint(),
         )
-        values[row], grads[row] = stored_gradient.run_stored_gradient(
-            run, store, workers=workers, client=client
-        )
+        values[row], grads[row] = stored_gradient.run_stored_gradient(run, store, client=client)
     shaped = _shaped(grads, batch.shape, (len(body.parameter_names),))
     if not return_value:
         return shaped

@@ -25,7 +25,6 @@ from dasq.plan.planner import make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
-from dasq.storage import chunks
 from dasq.storage import store as st
 from dasq.storage.location import LocalDir, Location, StoreName, WriterLock, location
 from dasq.storage.manifest import MANIFEST, Manifest
@@ -209,13 +208,7 @@ def _resume_locked(
             "(run the circuit again into a new store)"
         )
     if not manifest.complete:
-        st.remove_partial_files(path)
-        st.check_disk_space(
-            path, st.disk_needed(manifest.num_qubits, manifest.dtype, manifest.storage_qubits)
-        )
-        crcs = st.current_crcs(manifest)
-        if crcs is not None:  # the stage to resume from is whole, before any work is spent
-            chunks.check_crcs(path, manifest.current, 0, crcs, manifest.stages_done)
+        st.check_resumable(path, manifest)
     return _execute(path, lock, manifest, plan, client, progress, device)
 
 

@@ -369,13 +369,11 @@ def _stored_gradient(store: Path) -> np.ndarray:
 
 
 def _passes(store: Path) -> int:
-    from dasq.engine import stored_gradient as sg
-
-    return json.loads((store / sg.RECORD).read_text())["done"]
+    return json.loads((store / MANIFEST).read_text())["stages_done"]
 
 
 def _resumed_gradient(store: Path, said: str) -> np.ndarray:
-    """Resumed; then, complete, answered from its record with no pass run."""
+    """Resumed; then, complete, answered from its manifest with no pass run."""
     got = _stored_gradient(store)
     with armed(Stop(call="dasq.engine.stored_gradient:_one_pass"), _raise(Stop())):
         np.testing.assert_array_equal(_stored_gradient(store), got)

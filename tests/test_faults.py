@@ -277,11 +277,11 @@ def test_a_run_whose_lock_file_is_replaced_stops_before_writing_and_resumes(tmp_
     store = tmp_path / "s.zarr"
     real, other = stream.StreamExecutor._run_pass, StoreLock(store)
 
-    def replace_lock_in_stage_two(self, work, nblocks, workers, label, s):
+    def replace_lock_in_stage_two(self, one, s):
         if s == 1:  # another process deletes the lock file and locks a new one
             (store / LOCK_FILE).unlink()
             other.acquire()
-        return real(self, work, nblocks, workers, label, s)
+        return real(self, one, s)
 
     monkeypatch.setattr(stream.StreamExecutor, "_run_pass", replace_lock_in_stage_two)
     with pytest.raises(dasq.StoreError, match=r"write lock of .* was lost.*dasq resume"):

@@ -73,29 +73,28 @@ def with_crc(body: bytes) -> bytes:
 # ------------------------------------------------------------------ hostile records
 @pytest.mark.parametrize(
     "field, value",
-    [("crc", 1 << 64), ("crc", 10**400), ("done", 10**400), ("value", 10**400), ("gradient", 10**400)],
+    [("stages_done", 10**400), ("rows", 10**400), ("sums", 10**400), ("num_qubits", 10**400)],
 )
-def test_a_gradient_record_with_huge_integers_is_one_store_error(tmp_path, field, value):
+def test_a_gradient_manifest_with_huge_integers_is_one_store_error(tmp_path, field, value):
+    """A gradient store's manifest is a run's: the same schema refuses the same fields."""
     store = tmp_path / "grad"
     interrupted(store)
-    record = json.loads((store / sg.RECORD).read_text())
-    if field == "crc":
-        record["psi"]["crcs"][0] = value
-    elif field == "gradient":
-        record["gradient"][0] = value
+    record = json.loads((store / MANIFEST).read_text())
+    if field == "sums":
+        record["sums"][0] = value
     else:
         record[field] = value
-    (store / sg.RECORD).write_text(forged(record))
-    with pytest.raises(StoreError, match="gradient record"):
+    (store / MANIFEST).write_text(forged(record))
+    with pytest.raises(StoreError, match="not a valid dasq manifest"):
         gradient(store)
 
 
-def test_an_edited_gradient_record_is_refused(tmp_path):
+def test_an_edited_gradient_manifest_is_refused(tmp_path):
     store = tmp_path / "grad"
     interrupted(store, passes=3)
-    record = json.loads((store / sg.RECORD).read_text())
-    record["done"] = 5  # passes skipped: a wrong gradient, were it believed
-    (store / sg.RECORD).write_text(json.dumps(record))
+    record = json.loads((store / MANIFEST).read_text())
+    record["stages_done"] = 5  # passes skipped: a wrong gradient, were it believed
+    (store / MANIFEST).write_text(json.dumps(record))
     with pytest.raises(StoreError, match="edited or damaged"):
         gradient(store)
 
@@ -104,15 +103,15 @@ def test_an_edited_gradient_record_is_refused(tmp_path):
 def test_edited_gradient_array_metadata_is_refused(tmp_path, digest, reference):
     store = tmp_path / "grad"
     interrupted(store, passes=3)
-    record = json.loads((store / sg.RECORD).read_text())
-    metadata = store / "psi" / record["psi"]["array"] / "zarr.json"
+    record = json.loads((store / MANIFEST).read_text())
+    metadata = store / record["current"] / "zarr.json"
     meta = json.loads(metadata.read_text())
     (codec,) = [c for c in meta["codecs"] if c["name"] == "bytes"]
     codec["configuration"]["endian"] = "big"  # every amplitude read byte-swapped: NaN and noise
     metadata.write_text(json.dumps(meta))
     if digest == "forged":
-        record["arrays"][f"psi/{record['psi']['array']}"] = hashlib.sha256(metadata.read_bytes()).hexdigest()
-        (store / sg.RECORD).write_text(forged(record))
+        record["array_metadata"][record["current"]] = hashlib.sha256(metadata.read_bytes()).hexdigest()
+        (store / MANIFEST).write_text(forged(record))
     st._open.cache_clear()  # opened as a new process opens it, not from this one's cache
     with pytest.raises(StoreError, match=r"array metadata this store was created with|not encoded as dasq"):
         gradient(store)
@@ -169,11 +168,14 @@ def test_a_chunk_that_decodes_to_anything_but_one_chunk_is_refused_undecoded(tmp
 def test_a_gradient_chunk_of_the_wrong_size_is_refused(tmp_path):
     store = tmp_path / "grad"
     interrupted(store, passes=3)
-    record = json.loads((store / sg.RECORD).read_text())
+    record = json.loads((store / MANIFEST).read_text())
     body = bytes(1000)
-    (store / "psi" / record["psi"]["array"] / "c" / "0").write_bytes(with_crc(body))
-    record["psi"]["crcs"][0] = google_crc32c.value(body)
-    (store / sg.RECORD).write_text(forged(record))
+    (store / record["current"] / "c" / "0").write_bytes(with_crc(body))
+    m = Manifest(**record)
+    crcs = chunks.decode_crcs(m.chunk_crc32c, m.num_chunks)
+    crcs[0] = google_crc32c.value(body)
+    record["chunk_crc32c"] = chunks.encode_crcs(crcs)
+    (store / MANIFEST).write_text(forged(record))
     with pytest.raises(StoreError, match=r"would decode to 1000 bytes, not the 4096"):
         gradient(store)
 
@@ -275,7 +277,9 @@ def test_a_store_less_gradient_leaves_no_temporary_directory_even_killed(tmp_pat
         np.testing.assert_allclose(
             dasq.gradient(wide_circuit(), OBSERVABLE, parameters=X, memory_limit=LIMIT), reference, atol=1e-12
         )
-        monkeypatch.setattr(sg, "_one_pass", lambda *args: (_ for _ in ()).throw(OSError(errno.EIO, "I/O")))
+        monkeypatch.setattr(
+            st, "write_amplitudes", lambda *args: (_ for _ in ()).throw(OSError(errno.EIO, "I/O"))
+        )
         with pytest.raises(StoreError, match="could not be written"):
             dasq.gradient(wide_circuit(), OBSERVABLE, parameters=X, memory_limit=LIMIT)
     assert scratch_dirs(tmp_path) == [mine.name]  # the killed run's removed, and each of these

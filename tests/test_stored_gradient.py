@@ -16,6 +16,8 @@ import dasq
 from dasq.engine import stored_gradient as sg
 from dasq.engine.rows import slotted  # the stored gradient plans its passes over its operations
 from dasq.errors import StoreError, ValidationError
+from dasq.storage import store as st
+from dasq.storage.manifest import MANIFEST, Manifest
 
 N = 12
 # two groups in flight of 2^2 blocks, three copies each: blocks of 2^8 amplitudes, so 4
@@ -83,23 +85,39 @@ def test_foreign_and_damaged_stores_are_refused(tmp_path):
     assert isinstance(stopped("gradient", store, STOP_AT_PASS[2], here=True), KeyboardInterrupt)
     with pytest.raises(StoreError, match="another gradient run"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X + 1, memory_limit=LIMIT, store=store)
-    record = json.loads((store / sg.RECORD).read_text())
-    chunk = next(
-        p for p in (store / "psi" / record["psi"]["array"]).rglob("*") if p.is_file() and p.parent.name == "c"
-    )
+    record = json.loads((store / MANIFEST).read_text())
+    assert (record["kind"], record["rows"], record["stages_done"]) == ("gradient", 2, 2)
+    chunk = next(p for p in (store / record["current"]).rglob("*") if p.is_file() and p.parent.name == "c")
     data = bytearray(chunk.read_bytes())
     data[100] ^= 0xFF
     chunk.write_bytes(bytes(data))
     with pytest.raises(StoreError, match=r"checksum|changed"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    record["gradient"] = ["nan"] * 4
-    (store / sg.RECORD).write_text(json.dumps(record))
+    record["sums"] = [5.0] * 5
+    (store / MANIFEST).write_text(json.dumps(record))
     with pytest.raises(StoreError, match="edited or damaged"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
-    record["digest"] = sg._digest({k: v for k, v in record.items() if k != "digest"})  # forged
-    (store / sg.RECORD).write_text(json.dumps(record))
-    with pytest.raises(StoreError, match="not a valid dasq gradient record"):
+    record["sums"] = ["nan"] * 5
+    record["digest"] = Manifest(**record).fields_digest()  # forged
+    (store / MANIFEST).write_text(json.dumps(record))
+    with pytest.raises(StoreError, match=r"not a valid dasq manifest.*sums"):
         dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+
+
+def test_a_gradient_store_and_a_state_store_are_one_kind_of_store(tmp_path):
+    """One store format, one set of rules: each kind opened as itself only, both described."""
+    circuit, grad, state = wide_circuit(), tmp_path / "grad", tmp_path / "state"
+    assert isinstance(stopped("gradient", grad, STOP_AT_PASS[2], here=True), KeyboardInterrupt)
+    dasq.simulate(dasq.Circuit(N).h(0), store=state, memory_limit=LIMIT)
+    for refused in (dasq.StateVector.from_zarr, dasq.resume, lambda s: dasq.info(s, verify=True)):
+        with pytest.raises(StoreError, match=r"holds a dasq\.gradient run.*dasq\.gradient again"):
+            refused(grad)
+    with pytest.raises(StoreError, match="holds a state, not a gradient run"):
+        dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=state)
+    info = dasq.info(grad)
+    assert (info["kind"], info["num_qubits"], info["stages_done"]) == ("gradient", N, 2)
+    assert info["disk_needed"] == st.disk_needed(N + 1, "complex128", info["storage_chunk_qubits"])  # 2 rows
+    assert dasq.info(state)["kind"] == "state"
 
 
 def test_bad_requests_get_one_clear_error(tmp_path):
@@ -123,4 +141,5 @@ def test_a_clients_workers_run_the_passes(tmp_path, shared_cluster):
             circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=tmp_path / "g", client=client
         )
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert json.loads((tmp_path / "g" / sg.RECORD).read_text())["done"] > 3
+    stored = Manifest.read(tmp_path / "g")
+    assert stored.complete and stored.stages_done > 3

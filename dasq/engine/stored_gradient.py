@@ -1,60 +1,56 @@
 """The adjoint gradient of a state larger than memory: psi and lambda in a store.
 
 Why: at 26 qubits and more, psi, lambda = O psi and a working copy do not fit the
-memory a run is given. Both states live in a zarr store in blocks of 2^L
-amplitudes, in the natural order (the bits of a block's index are the global
-qubits). A pass runs a stretch of the circuit's operations whose global qubits number
-at most k: the 2^k blocks that differ only in those bits meet in one task as one
-(L + k)-qubit vector (the seed paper's pairwise exchange, for k qubits at once),
-and are written back. Forward passes run on psi; one pass makes lambda, each of
-its blocks read from the blocks the Pauli terms map onto; backward passes run the
-reverse sweep (``adjoint.undo_with_gradients``, over the pass's steps planned as one
-block by the row engine) on both states, each task returning
-its share of every derivative. At most ``workers`` groups are in memory at once.
+memory a run is given. Both states live in one store, as a run's state does, two
+rows of each array (psi from 0, lambda from 2^n), in blocks of 2^L amplitudes in
+the natural order (the bits of a block's index are the global qubits). A pass runs
+a stretch of the circuit's operations whose global qubits number at most k: the 2^k
+blocks that differ only in those bits meet in one task as one (L + k)-qubit vector
+(the seed paper's pairwise exchange, for k qubits at once), and are written back.
+Forward passes run on psi; one pass makes lambda, each of its blocks read from the
+blocks the Pauli terms map onto; backward passes run the reverse sweep
+(``adjoint.undo_with_gradients``, over the pass's steps planned as one block by the
+row engine) on both states, each task returning its share of every derivative.
 
-Every pass reads one copy of each state and writes the other (a/b), and the
-record (``dasq-gradient.json``: the pass reached, the checksums of every chunk,
-the sums so far) is replaced atomically after each pass: a run interrupted at any
-instant resumes from its last completed pass. The store is what a run's is
-(dasq.storage.store): created whole or not at all, one writer under its lock,
-every file read through the same checks; the record carries a digest of its own
-fields and of its arrays' metadata, as a run's manifest does. Without a store the
-states live in a temporary directory named after its process, removed when the
-call ends, or by the next call once that process is gone.
+The passes run through the streaming executor (``stream.StreamExecutor.advance``)
+that runs a circuit's: every pass reads one array and writes the other (a/b), the
+chunks it wrote are flushed, and the manifest (the pass reached, the checksum of
+every chunk, the sums so far, its digest) is replaced atomically. The store is
+created, locked, opened, checked and resumed by the rules of a run's store
+(dasq.storage.store); only the manifest's ``kind`` tells them apart. Without a
+store the states live in a temporary directory named after its process, removed
+when the call ends, or by the next call once that process is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import math
 import os
 import shutil
 import socket
 import tempfile
 import threading
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask
 import numpy as np
 
 from dasq import _config
+from dasq.backend.registry import get_backend
 from dasq.circuit.parameters import binding_slot
 from dasq.engine.adjoint import undo_with_gradients
 from dasq.engine.rows import HOST, PauliTerms, SlottedCircuit, rows_of_part
+from dasq.engine.stream import BlockResult, PassResult, StoredPass, StreamExecutor
 from dasq.errors import StoreError, ValidationError
 from dasq.storage import store as st
 from dasq.storage.location import Location, WriterLock, check_creatable, location
-from dasq.storage.manifest import GRADIENT_RECORD
+from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST, Manifest
 
-RECORD = GRADIENT_RECORD
-RECORD_FORMAT = 2  # 1: no digest, no store_id, no array metadata
 SCRATCH_PREFIX = "dasq-gradient-"  # a store-less run's directory: dasq-gradient-PID@HOST-XXXXXXXX
-STATES = ("psi", "lambda")
+PSI, LAMBDA = 0, 1  # rows of the store's arrays
 GROUP_COPIES = 3  # amplitudes held per group amplitude in a backward task: psi, lambda, a block read
 MIN_SPANNED = 2  # global qubits a pass may span at least (fewer passes, larger groups)
 STORAGE_QUBITS = 20  # chunks of at most 2^20 amplitudes
@@ -159,30 +155,21 @@ def groups(blocking: Blocking, spanned: Sequence[int]) -> list[tuple[int, ...]]:
 
 # ------------------------------------------------------------------ tasks
 @dataclass(frozen=True)
-class Side:
-    """One state's current copy: its group in the store, the array holding it ("a"
-    or "b"; None: not written yet) and the checksum of each of its chunks."""
-
-    group: str
-    array: str | None
-    crcs: np.ndarray | None = None
-    store_id: str = ""  # the store's, so that a store made again at its path is not read stale
-
-    @property
-    def target(self) -> str:
-        return "b" if self.array == "a" else "a"
-
-
-@dataclass(frozen=True)
 class PassWork:
     """What every task of one pass needs; enters the graph once."""
 
+    store: str
+    store_id: str
+    num_qubits: int
     L: int
+    storage_qubits: int
     dtype: str
+    source: str | None  # the array holding both states (None: psi is still its basis state)
+    target: str  # the array this pass writes
+    crcs: np.ndarray | None  # the manifest's checksum of every chunk of ``source``
+    stage: int  # passes done: the one that wrote ``source``
     part: SlottedCircuit  # the pass's operations on a group's vector (pass_part)
     x: np.ndarray  # (1, P)
-    psi: Side
-    lam: Side
     basis: int = 0  # psi's basis state, before its first pass
     terms: PauliTerms | None = None  # the lambda pass
     reuse: bool = True  # rows from this process's scratch (not on a cluster's workers)
@@ -192,29 +179,52 @@ class PassWork:
             return np.empty((1, amplitudes), dtype=self.dtype)
         return SCRATCH.row(slot, amplitudes, self.dtype)
 
-    def read(self, side: Side, blocks: Sequence[int], slot: str) -> np.ndarray:
+    def start(self, state: int, c: int) -> int:
+        """Where block ``c`` of ``state`` (PSI, LAMBDA) begins in an array."""
+        return (state << self.num_qubits) + (c << self.L)
+
+    def read(self, state: int, blocks: Sequence[int], slot: str) -> np.ndarray:
         size = 1 << self.L
         row = self.row(slot, len(blocks) * size)
-        if side.array is None:
+        if self.source is None:
             row[...] = 0
         for j, c in enumerate(blocks):
-            if side.array is None:
+            if self.source is None:
                 if self.basis >> self.L == c:
                     row[0, j * size + (self.basis & (size - 1))] = 1
                 continue
             row[0, j * size : (j + 1) * size] = st.read_amplitudes(
-                side.group, side.array, c * size, size, self.dtype, side.store_id, crcs=side.crcs
+                self.store,
+                self.source,
+                self.start(state, c),
+                size,
+                self.dtype,
+                self.store_id,
+                self.crcs,
+                self.stage,
             )
         return row
 
-    def write(self, side: Side, blocks: Sequence[int], row: np.ndarray) -> dict[int, np.ndarray]:
+    def write(self, state: int, blocks: Sequence[int], row: np.ndarray) -> tuple[tuple[int, np.ndarray], ...]:
+        """Write ``row`` as ``state``'s ``blocks``; (first chunk, checksums) of each."""
         size = 1 << self.L
-        return {
-            c: st.write_amplitudes(
-                side.group, side.target, c * size, row[0, j * size : (j + 1) * size], side.store_id
+        return tuple(
+            (
+                self.start(state, c) >> self.storage_qubits,
+                st.write_amplitudes(
+                    self.store,
+                    self.target,
+                    self.start(state, c),
+                    row[0, j * size : (j + 1) * size],
+                    self.store_id,
+                ),
             )
             for j, c in enumerate(blocks)
-        }
+        )
+
+    def result(self, sums: np.ndarray, writes: tuple, blocks: int, moved: int) -> BlockResult:
+        """A task's result: ``moved`` blocks read and written in all."""
+        return BlockResult(sums, writes, (), blocks, float(moved * np.dtype(self.dtype).itemsize << self.L))
 
 
 class Scratch:
@@ -247,46 +257,49 @@ class Scratch:
 SCRATCH = Scratch()
 
 
-def forward_task(work: PassWork, blocks: tuple[int, ...]) -> dict[int, np.ndarray]:
+def forward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
     """Run the pass's steps on one group of psi."""
-    row = work.read(work.psi, blocks, "psi")
+    row = work.read(PSI, blocks, "psi")
     row[...] = rows_of_part(work.part).apply(row, work.x)
-    return work.write(work.psi, blocks, row)
+    sums = np.zeros(1 + work.x.shape[1])
+    return work.result(sums, work.write(PSI, blocks, row), len(blocks), 2 * len(blocks))
 
 
-def lambda_task(work: PassWork, c: int) -> tuple[float, dict[int, np.ndarray]]:
+def lambda_task(work: PassWork, c: int) -> BlockResult:
     """Block c of lambda = O psi, from the blocks c ^ x (x: a term's global flips),
-    and block c's share of <psi|O|psi>."""
+    and block c's share of <psi|O|psi>; psi's block c goes on to the new array."""
     assert work.terms is not None
     L = work.L
     low = (1 << L) - 1
     masks, weights = work.terms.masks, work.terms.weights
     lam = work.row("lambda", 1 << L)
     lam[...] = 0
-    for flip in sorted({int(x) >> L for x, _ in masks}):
+    flips = sorted({int(x) >> L for x, _ in masks})
+    for flip in flips:
         source = c ^ flip
-        psi = work.read(work.psi, (source,), "psi")
+        psi = work.read(PSI, (source,), "psi")
         for (x, z), w in zip(masks, weights):
             if int(x) >> L != flip:
                 continue
             sign = -1.0 if bin(source & (int(z) >> L)).count("1") % 2 else 1.0
             HOST.add_pauli_rows(lam, psi, int(x) & low, int(z) & low, complex(w) * sign)
-    own = work.read(work.psi, (c,), "psi")
-    value = float(np.vdot(own, lam).real)
-    return value, work.write(work.lam, (c,), lam)
+    own = work.read(PSI, (c,), "psi")
+    sums = np.zeros(1 + work.x.shape[1])
+    sums[0] = float(np.vdot(own, lam).real)
+    writes = work.write(PSI, (c,), own) + work.write(LAMBDA, (c,), lam)
+    return work.result(sums, writes, 1, len(flips) + 3)
 
 
-def backward_task(
-    work: PassWork, blocks: tuple[int, ...]
-) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+def backward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
     """Undo the pass's steps on one group of psi and lambda; this group's share of
     every derivative."""
-    psi = work.read(work.psi, blocks, "psi")
-    lam = work.read(work.lam, blocks, "lambda")
+    psi = work.read(PSI, blocks, "psi")
+    lam = work.read(LAMBDA, blocks, "lambda")
     grads = np.zeros((1, work.x.shape[1]))
     program = rows_of_part(work.part)
     psi, lam = undo_with_gradients(program, program.tables(work.x), psi, lam, grads)
-    return grads[0], work.write(work.psi, blocks, psi), work.write(work.lam, blocks, lam)
+    writes = work.write(PSI, blocks, psi) + work.write(LAMBDA, blocks, lam)
+    return work.result(np.concatenate([[0.0], grads[0]]), writes, len(blocks), 4 * len(blocks))
 
 
 # ------------------------------------------------------------------ the run
@@ -302,10 +315,16 @@ class StoredGradient:
     blocking: Blocking
     passes: tuple[GradientPass, ...]
     key: str
+    memory_limit: int  # what sized the blocks; recorded in the manifest, as a run's is
+    workers: int
 
     @property
     def total(self) -> int:
         return 2 * len(self.passes) + 1
+
+    @property
+    def storage_qubits(self) -> int:
+        return min(self.blocking.L, STORAGE_QUBITS)
 
 
 def describe_run(
@@ -326,161 +345,38 @@ def describe_run(
     for array in (np.asarray(x, dtype=np.float64), terms.masks, terms.weights):
         digest.update(np.ascontiguousarray(array).tobytes())
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
+    passes = plan_passes(circuit, blocking)
     return StoredGradient(
-        circuit, x, terms, dtype, basis, blocking, plan_passes(circuit, blocking), digest.hexdigest()
+        circuit, x, terms, dtype, basis, blocking, passes, digest.hexdigest(), memory_limit, workers
     )
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What the record holds: passes done, both states' copies, the sums so far, and
-    the store's identity (its id, the digest of each array's metadata)."""
-
-    done: int
-    psi: Side
-    lam: Side
-    value: float
-    grads: np.ndarray
-    store_id: str = ""
-    arrays: dict[str, str] | None = None
-
-
-def _fields(run: StoredGradient, progress: Progress) -> dict:
-    def side(s: Side) -> dict:
-        return {"array": s.array, "crcs": None if s.crcs is None else [int(v) for v in s.crcs]}
-
-    return {
-        "dasq-gradient": RECORD_FORMAT,
-        "key": run.key,
-        "passes": run.total,
-        "done": progress.done,
-        "psi": side(progress.psi),
-        "lambda": side(progress.lam),
-        "value": progress.value,
-        "gradient": [float(g) for g in progress.grads],
-        "store_id": progress.store_id,
-        "arrays": progress.arrays,
-    }
-
-
-def _digest(fields: dict) -> str:
-    """sha256 of the record's fields but ``digest`` (as a run's manifest's)."""
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-
-
-def _record_bytes(run: StoredGradient, progress: Progress) -> bytes:
-    fields = _fields(run, progress)
-    return json.dumps({**fields, "digest": _digest(fields)}).encode()
-
-
-def _read_record(where: Location, run: StoredGradient, chunks_per_state: int) -> Progress:
-    """The record of this run, checked (digest, schema, arrays) before anything uses
-    it; anything else in it is one StoreError."""
-    path = where / RECORD
-    try:
-        data = json.loads(where.read_bytes(RECORD))
-    except StoreError:
-        raise
-    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
-        raise StoreError(f"{path} is not a readable dasq gradient record: {exc}") from None
-    if not isinstance(data, dict) or data.get("dasq-gradient") not in (1, RECORD_FORMAT):
-        raise StoreError(f"{path} is not a dasq gradient record")
-    if data["dasq-gradient"] != RECORD_FORMAT:
-        raise StoreError(
-            f"{where} was written by an earlier development version of dasq (a gradient record without a "
-            "digest); give a new store, or delete this one"
-        )
-    if data.get("digest") != _digest({k: v for k, v in data.items() if k != "digest"}):
-        raise StoreError(
-            f"{path} was edited or damaged: its fields do not match its digest; a dasq gradient record is "
-            "written only by dasq"
-        )
-    if data.get("key") != run.key:
-        raise StoreError(
-            f"{where} holds another gradient run (another circuit, parameters, observable, "
-            "dtype, or blocks: memory_limit and the number of threads size them); give a new store"
-        )
-    try:
-        progress = _progress(where, data, run, chunks_per_state)
-    except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as exc:
-        raise StoreError(f"{path} is not a valid dasq gradient record: {exc}") from None
-    sizes = (run.blocking.num_qubits, min(run.blocking.L, STORAGE_QUBITS), run.dtype)
-    for name in STATES:
-        for array in st.ARRAYS:
-            digest = (progress.arrays or {}).get(f"{name}/{array}")
-            st.check_array(where / name, array, digest, progress.store_id, sizes)
-    return progress
-
-
-def _progress(where: Location, data: dict, run: StoredGradient, chunks_per_state: int) -> Progress:
-    """The record's fields as a Progress; ValueError (and kin) for anything outside
-    what dasq writes: checked before numbers reach numpy (a 400-digit integer)."""
-    done = data["done"]
-    if not (_is_int(done) and 0 <= done <= run.total and data["passes"] == run.total):
-        raise ValueError("pass counts out of range")
-    store_id, arrays = data["store_id"], data["arrays"]
-    names = {f"{name}/{array}" for name in STATES for array in st.ARRAYS}
-    if not (isinstance(store_id, str) and isinstance(arrays, dict) and set(arrays) == names):
-        raise ValueError("bad store_id or arrays")
-    if not all(isinstance(v, str) for v in arrays.values()):
-        raise ValueError("bad arrays")
-    sides = []
-    for name in STATES:
-        entry = data[name]
-        array, crcs = entry["array"], entry["crcs"]
-        if array not in (None, *st.ARRAYS) or (array is None) != (crcs is None):
-            raise ValueError(f"bad {name} entry")
-        if crcs is not None:
-            if not (isinstance(crcs, list) and len(crcs) == chunks_per_state):
-                raise ValueError(f"bad {name} checksums")
-            if not all(_is_int(v) and 0 <= v < 1 << 32 for v in crcs):
-                raise ValueError(f"bad {name} checksums")
-            crcs = np.array(crcs, dtype=np.uint32)
-        sides.append(Side(str(where / name), array, crcs, store_id))
-    gradient = data["gradient"]
-    if not (isinstance(gradient, list) and len(gradient) == run.x.shape[1]):
-        raise ValueError("bad gradient")
-    numbers = [*gradient, data["value"]]
-    if not all(isinstance(g, (int, float)) and not isinstance(g, bool) for g in numbers):
-        raise ValueError("bad gradient or value")
-    grads = np.array([float(g) for g in gradient], dtype=np.float64)  # OverflowError past a float
-    value = float(data["value"])
-    if not (np.all(np.isfinite(grads)) and math.isfinite(value)):
-        raise ValueError("bad gradient or value")
-    return Progress(done, sides[0], sides[1], value, grads, store_id, dict(arrays))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def run_stored_gradient(
     run: StoredGradient,
     store: str | os.PathLike[str] | None,
     *,
-    workers: int,
     client: Any = None,
 ) -> tuple[float, np.ndarray]:
     """(value, gradient) of the run, its states in ``store`` (None: a temporary
     directory, removed after). A store holding this run resumes where it stopped,
-    or answers from its record when complete; a new store is created as a run's is
+    or answers from its manifest when complete; a new store is created as a run's is
     (dasq.storage.store.create_store: whole or not at all, its lock held)."""
     if store is None:
-        return _in_scratch(run, workers, client)
+        return _in_scratch(run, client)
     where = location(store)
     where.check()
     resume = f"call dasq.gradient again with store={str(where)!r}"
-    if where.exists(RECORD):
+    if where.exists(MANIFEST) or where.exists(GRADIENT_RECORD):
         with where.writer(resume=resume) as lock:
-            return _run(run, where, lock, workers, client, resume)
+            return _run(run, where, lock, client, resume)
     where = st.new_store_path(where)
     check_creatable(where)  # an unwritable directory (/proc, /sys) says so, before the free space
-    st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(run.blocking.num_qubits, run.dtype))
+    st.check_disk_space(where, st.disk_needed(run.blocking.num_qubits + 1, run.dtype, run.storage_qubits))
     with st.create_store(where, lambda staging: _build(run, location(staging)), resume) as lock:
-        return _run(run, where, lock, workers, client, resume)
+        return _run(run, where, lock, client, resume)
 
 
-def _in_scratch(run: StoredGradient, workers: int, client: Any) -> tuple[float, np.ndarray]:
+def _in_scratch(run: StoredGradient, client: Any) -> tuple[float, np.ndarray]:
     """The run in a temporary directory named after this process, removed when the
     run ends however it ends; ones a killed process left are removed first."""
     base = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
@@ -492,13 +388,13 @@ def _in_scratch(run: StoredGradient, workers: int, client: Any) -> tuple[float, 
         raise StoreError(f"cannot create a temporary directory in {base}: {st.write_failure(exc)}") from None
     try:
         where = location(scratch)
-        st.check_disk_space(where, 2 * len(STATES) * st.state_bytes(run.blocking.num_qubits, run.dtype))
+        st.check_disk_space(where, st.disk_needed(run.blocking.num_qubits + 1, run.dtype, run.storage_qubits))
         with where.writer() as lock:
             try:
                 _build(run, where)
             except OSError as exc:
                 raise StoreError(f"cannot create {where}: {st.write_failure(exc)}") from None
-            return _run(run, where, lock, workers, client, None)
+            return _run(run, where, lock, client, None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -528,111 +424,103 @@ def _alive(pid: int) -> bool:
 
 
 def _build(run: StoredGradient, where: Location) -> None:
-    """A new store's arrays and its first record (nothing done yet), written last."""
-    n, storage = run.blocking.num_qubits, min(run.blocking.L, STORAGE_QUBITS)
-    st.create_group(where, {"gradient": RECORD})
-    arrays: dict[str, str] = {}
-    for name in STATES:
-        made = st.create_arrays(where / name, n, run.dtype, storage, st.Codec(None, None))
-        arrays.update({f"{name}/{array}": digest for array, digest in made.items()})
-    store_id = uuid.uuid4().hex
-    progress = Progress(
-        0,
-        Side(str(where / "psi"), None, store_id=store_id),
-        Side(str(where / "lambda"), None, store_id=store_id),
-        0.0,
-        np.zeros(run.x.shape[1]),
-        store_id,
-        arrays,
+    """A new store's arrays (psi and lambda, two rows of each) and its manifest, nothing
+    done yet, written last."""
+    n = run.blocking.num_qubits
+    manifest = Manifest(
+        num_qubits=n,
+        dtype=run.dtype,
+        chunk_qubits=run.blocking.L,
+        storage_qubits=run.storage_qubits,
+        layout=list(range(n)),
+        circuit_hash=run.key,
+        stages_total=run.total,
+        memory_limit=run.memory_limit,
+        workers=run.workers,
+        basis=run.basis,
+        kind="gradient",
+        rows=2,
+        sums=[0.0] * (1 + run.x.shape[1]),
     )
-    where.publish(RECORD, _record_bytes(run, progress))
+    manifest.array_metadata = st.create_arrays(
+        where, n + 1, run.dtype, run.storage_qubits, st.Codec(None, None)
+    )
+    manifest.write(where)
+
+
+def _opened(run: StoredGradient, where: Location) -> Manifest:
+    """The store's manifest, opened and checked as a run's is; refused unless it holds
+    this very run."""
+    m = st.open_store(where, kind="gradient")
+    if m.circuit_hash != run.key:
+        raise StoreError(
+            f"{where} holds another gradient run (another circuit, parameters, observable, "
+            "dtype, or blocks: memory_limit and the number of threads size them); give a new store"
+        )
+    found = (m.num_qubits, m.chunk_qubits, m.storage_qubits, m.stages_total, len(m.sums))
+    wanted = (run.blocking.num_qubits, run.blocking.L, run.storage_qubits, run.total, 1 + run.x.shape[1])
+    if found != wanted:  # only a manifest forged with a valid digest gets here
+        raise StoreError(f"{where / MANIFEST} is not a valid dasq manifest of this gradient run: {found}")
+    if not m.complete:
+        st.check_resumable(where, m)
+    return m
 
 
 def _run(
-    run: StoredGradient, where: Location, lock: WriterLock, workers: int, client: Any, resume: str | None
+    run: StoredGradient, where: Location, lock: WriterLock, client: Any, resume: str | None
 ) -> tuple[float, np.ndarray]:
-    """The passes left, under ``lock`` (verified before every pass and record write);
-    a write that fails (a full disk) is one StoreError, the passes done kept."""
-    n, L = run.blocking.num_qubits, run.blocking.L
-    progress = _read_record(where, run, 1 << (n - min(L, STORAGE_QUBITS)))
+    """The passes left, under ``lock``, through the streaming executor; a write that
+    fails (a full disk) is one StoreError, the passes done kept."""
+    m = _opened(run, where)
+    executor = StreamExecutor(where, m, get_backend("cpu"), lock, client, resume=resume or "", unit="pass")
     try:
-        while progress.done < run.total:
-            lock.verify()
-            try:
-                progress = _one_pass(run, progress, workers, client)
-                lock.verify()
-                where.publish(RECORD, _record_bytes(run, progress))
-            except OSError as exc:
-                kept = (
-                    f"; the passes before it are intact: {resume} once the problem is fixed" if resume else ""
-                )
-                raise StoreError(
-                    f"pass {progress.done + 1} of {run.total} could not be written to {where}: "
-                    f"{st.write_failure(exc)}{kept}"
-                ) from None
+        while m.stages_done < run.total:
+            _one_pass(run, executor)
     finally:
         SCRATCH.clear()
-    return progress.value, progress.grads
+    return float(m.sums[0]), np.array(m.sums[1:], dtype=np.float64)
 
 
-def _one_pass(run: StoredGradient, progress: Progress, workers: int, client: Any) -> Progress:
-    t, F = progress.done, len(run.passes)
-    blocking = run.blocking
-    nblocks = 1 << blocking.global_qubits
-    if t == F:  # lambda = O psi
-        work = _work(run, progress, None, client)
-        results = _compute(lambda_task, work, list(range(nblocks)), workers, client)
-        lam = _written(progress.lam, [r[1] for r in results], nblocks)
-        return replace(progress, done=t + 1, lam=lam, value=sum(r[0] for r in results))
-    one = run.passes[t] if t < F else run.passes[2 * F - t]
-    blocks = groups(blocking, one.spanned)
-    work = _work(run, progress, one, client)
-    if t < F:
-        results = _compute(forward_task, work, blocks, workers, client)
-        return replace(progress, done=t + 1, psi=_written(progress.psi, results, nblocks))
-    results = _compute(backward_task, work, blocks, workers, client)
-    return replace(
-        progress,
-        done=t + 1,
-        psi=_written(progress.psi, [r[1] for r in results], nblocks),
-        lam=_written(progress.lam, [r[2] for r in results], nblocks),
-        grads=progress.grads + sum(r[0] for r in results),
-    )
+def _one_pass(run: StoredGradient, executor: StreamExecutor) -> PassResult:
+    """The next pass: forward on psi, lambda = O psi, or backward on both."""
+    t, F = executor.manifest.stages_done, len(run.passes)
+    nblocks = 1 << run.blocking.global_qubits
+    if t == F:
+        task, items, one = lambda_task, [(c,) for c in range(nblocks)], None
+    else:
+        one = run.passes[t] if t < F else run.passes[2 * F - t]
+        task = forward_task if t < F else backward_task
+        items = [(group,) for group in groups(run.blocking, one.spanned)]
+    work = _work(run, executor, one)
+    token = hashlib.sha256(f"{run.key}-{executor.manifest.store_id}-{t}".encode()).hexdigest()[:16]
+    moved = (4 if t > F else 2) * nblocks * np.dtype(run.dtype).itemsize << run.blocking.L
+    stored = StoredPass(work, task, tuple(items), work.target, token, moved, nblocks)
+    return executor.advance(stored, _add_sums)
 
 
-def _work(run: StoredGradient, progress: Progress, one: GradientPass | None, client: Any) -> PassWork:
-    L = run.blocking.L
-    part = pass_part(run.circuit, one, L) if one is not None else run.circuit
+def _add_sums(m: Manifest, done: PassResult) -> None:
+    m.sums = [float(a + b) for a, b in zip(m.sums, done.stats)]
+
+
+def _work(run: StoredGradient, executor: StreamExecutor, one: GradientPass | None) -> PassWork:
+    m, L = executor.manifest, run.blocking.L
     return PassWork(
-        L,
-        run.dtype,
-        part,
-        run.x,
-        progress.psi,
-        progress.lam,
-        run.basis,
-        run.terms if one is None else None,
-        reuse=client is None,
+        store=str(executor.path),
+        store_id=m.store_id,
+        num_qubits=m.num_qubits,
+        L=L,
+        storage_qubits=m.storage_qubits,
+        dtype=run.dtype,
+        source=m.current,
+        target=executor.target(),
+        crcs=st.current_crcs(m),
+        stage=m.stages_done,
+        part=pass_part(run.circuit, one, L) if one is not None else run.circuit,
+        x=run.x,
+        basis=run.basis,
+        terms=run.terms if one is None else None,
+        reuse=executor.client is None,
     )
-
-
-def _written(side: Side, pieces: Sequence[dict[int, np.ndarray]], nblocks: int) -> Side:
-    """The side's new copy: the other array, with the checksums its tasks wrote."""
-    by_block: dict[int, np.ndarray] = {}
-    for piece in pieces:
-        by_block.update(piece)
-    crcs = np.concatenate([by_block[c] for c in range(nblocks)]).astype(np.uint32)
-    return replace(side, array=side.target, crcs=crcs)
-
-
-def _compute(task: Callable, work: PassWork, items: Sequence[Any], workers: int, client: Any) -> list[Any]:
-    """``task(work, item)`` for every item, as one graph; ``work`` enters it once and
-    is not searched for collections (its operations and checksums are plain data)."""
-    shared = dask.delayed(work, traverse=False)
-    tasks = [dask.delayed(task, pure=True)(shared, item) for item in items]
-    if client is not None:
-        return client.gather(client.compute(tasks))
-    return list(dask.compute(*tasks, scheduler="threads", num_workers=workers))
 
 
 __all__ = [

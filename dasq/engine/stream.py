@@ -40,10 +40,10 @@ from dasq.plan import relayout as algebra
 from dasq.plan.steps import BlockProgram, PhysicalPlan, Relayout, Traffic
 from dasq.storage import chunks
 from dasq.storage import store as st
-from dasq.storage.location import WriterLock
+from dasq.storage.location import Location, WriterLock
 from dasq.storage.manifest import Manifest
 
-STATS = 6  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2; bytes read, written
+STATS = 4  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2
 # Blocks' worth of memory per task, measured (tests/test_outofcore.py, benchmarks ooc):
 # chunks that zarr encodes or moves need its buffers beside the block (BLOCK_COPIES);
 # raw local chunk files (dasq.storage.direct) only the block, the whole chunk its first
@@ -208,14 +208,15 @@ class BlockWork:
 
 @dataclass(frozen=True)
 class BlockResult:
-    """What a block (or a task's run of blocks from ``block``) returns: its statistics
-    (STATS floats) and the checksums of the chunks it wrote (for the manifest)."""
+    """What a task returns: its sums (STATS floats for a circuit's pass), the checksums of
+    the chunks it wrote (``writes``: (first chunk, their checksums) per contiguous run, for
+    the manifest), the blocks it wrote as zeros, and the bytes it read and wrote."""
 
-    block: int
     stats: np.ndarray
-    crcs: np.ndarray
+    writes: tuple[tuple[int, np.ndarray], ...]
     zeros: tuple[int, ...] = ()  # the blocks written as zeros, gathered only from zero blocks
-    count: int = 1  # blocks run: ``block`` and the ones after it
+    count: int = 1  # blocks run
+    nbytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,24 @@ class PassResult:
     and the blocks it wrote as zeros (the next pass skips reading them)."""
 
     stats: np.ndarray
-    crcs: np.ndarray
+    writes: tuple[tuple[int, np.ndarray], ...]
     zeros: frozenset[int]
+
+
+@dataclass(frozen=True)
+class StoredPass:
+    """One pass over a store as independent tasks, ``task(work, *item)`` for each of
+    ``items``, each returning a BlockResult; ``work`` enters the graph once. Every
+    chunk the pass writes goes to array ``target``. A circuit's passes (``run_blocks``
+    over runs of blocks) and a gradient's (over groups of blocks) alike."""
+
+    work: Any
+    task: Callable[..., BlockResult]
+    items: tuple[tuple, ...]
+    target: str
+    token: str  # what makes the pass's graph keys its own
+    nbytes: int  # read and written, for the progress bar
+    blocks: int  # for the progress bar
 
 
 def run_blocks(work: BlockWork, first: int, count: int) -> BlockResult:
@@ -240,7 +257,8 @@ def run_blocks(work: BlockWork, first: int, count: int) -> BlockResult:
         results = [run_block(work, c) for c in blocks]
     stats = np.sum([r.stats for r in results], axis=0)
     zeros = tuple(c for r in results for c in r.zeros)
-    return BlockResult(first, stats, np.concatenate([r.crcs for r in results]), zeros, count)
+    writes = tuple(w for r in results for w in r.writes)
+    return BlockResult(stats, writes, zeros, count, sum(r.nbytes for r in results))
 
 
 def _overlapped(work: BlockWork, blocks: range) -> list[BlockResult]:
@@ -258,11 +276,11 @@ def _overlapped(work: BlockWork, blocks: range) -> list[BlockResult]:
                 if c + 1 < blocks.stop:
                     reading = io.submit(gather_block, work, c + 1)
                 out, stats = compute_block(work, c, gathered)
-                zeros = gathered.only_zeros
+                zeros, nbytes = gathered.only_zeros, gathered.nbytes
                 del gathered
                 if writing is not None:
                     results.append(writing.result())
-                writing = io.submit(write_block, work, c, out, stats, zeros)
+                writing = io.submit(write_block, work, c, out, stats, zeros, nbytes)
                 del out
             if writing is not None:
                 results.append(writing.result())
@@ -319,7 +337,6 @@ def gather_block(work: BlockWork, c: int) -> Gathered:
 def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarray, np.ndarray]:
     """(block ``c`` after the pass's program, on the host; its statistics so far)."""
     stats = np.zeros(STATS)
-    stats[4] = gathered.nbytes
     backend = work.runner.backend
     if gathered.host is None:
         size, position = 1 << work.L, work.basis_position
@@ -340,11 +357,14 @@ def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarr
     return out, stats
 
 
-def write_block(work: BlockWork, c: int, out: np.ndarray, stats: np.ndarray, zeros: bool) -> BlockResult:
-    """Write block ``c`` to the pass's target array (``zeros``: it holds only zeros)."""
+def write_block(
+    work: BlockWork, c: int, out: np.ndarray, stats: np.ndarray, zeros: bool, nbytes: int = 0
+) -> BlockResult:
+    """Write block ``c`` to the pass's target array (``zeros``: it holds only zeros;
+    ``nbytes``: what its gather read)."""
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
-    stats[5] = out.nbytes
-    return BlockResult(c, stats, crcs, (c,) if zeros else ())
+    first = c << (work.L - work.storage_qubits)
+    return BlockResult(stats, ((first, crcs),), (c,) if zeros else (), 1, nbytes + out.nbytes)
 
 
 def blocks_per_task(nblocks: int, workers: int) -> int:
@@ -357,9 +377,9 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
     """Run the pass on block ``c`` and write it."""
     gathered = gather_block(work, c)
     out, stats = compute_block(work, c, gathered)
-    zeros = gathered.only_zeros
+    zeros, nbytes = gathered.only_zeros, gathered.nbytes
     del gathered
-    return write_block(work, c, out, stats, zeros)
+    return write_block(work, c, out, stats, zeros, nbytes)
 
 
 @lru_cache(maxsize=64)
@@ -379,18 +399,21 @@ def rounded_copy(block: np.ndarray, keep_bits: int) -> np.ndarray:
 
 @dataclass
 class StreamExecutor:
-    """Runs the passes of a plan through the store at ``path``, resuming after
-    ``manifest.stages_done`` passes; the manifest is rewritten after each pass. The
-    write lock is verified before each pass and each manifest write: a run whose
-    lock file was taken away stops before writing."""
+    """Runs stored passes through the store at ``path``: a circuit's plan (``run``),
+    resuming after ``manifest.stages_done`` passes, or any user's passes one by one
+    (``advance``: a stored gradient's). After each pass its chunks are flushed and the
+    manifest rewritten. The write lock is verified before each pass and each manifest
+    write: a run whose lock file was taken away stops before writing."""
 
-    path: Path
+    path: Path | Location
     manifest: Manifest
     backend: Backend
     lock: WriterLock  # the store's writer (flock or lease), held here and verified before every write
     client: Any = None
     progress: bool = False
     cache_qubits: int | None = None  # None: a tile of CACHE_TILE_BYTES
+    resume: str | None = None  # how a stopped run goes on (None: `dasq resume PATH`; "": it cannot)
+    unit: str = "stage"  # what its passes are called in errors
 
     def run(self, plan: PhysicalPlan) -> list[StepRecord]:
         with self.backend.kernel_threads():
@@ -408,7 +431,7 @@ class StreamExecutor:
         zero: frozenset[int] = frozenset()
         for s in range(m.stages_done, len(passes)):
             one = passes[s]
-            target = st.ARRAYS[0] if s == 0 else next(a for a in st.ARRAYS if a != m.current)
+            target = self.target()
             work = BlockWork(
                 store=str(self.path),
                 L=L,
@@ -425,65 +448,80 @@ class StreamExecutor:
                 zero_sources=zero if s else _basis_zeros(m.basis, plan.initial_layout, L, nblocks),
                 storage_qubits=m.storage_qubits,
             )
-            start = time.perf_counter()
-            self.lock.verify()
-            try:
-                done = self._run_pass(work, nblocks, m.workers, f"stage {s + 1}/{len(passes)}", s)
-            except Exception as exc:
-                lost = _lost_cluster(exc, self.client)
-                if lost:
-                    raise StoreError(
-                        f"stage {s + 1} of {self.path} {lost} ({exc}); the state after stage {s} is intact, "
-                        f"run `dasq resume {self.path}` (or dasq.resume) once the cluster is healthy"
-                    ) from exc
-                if not isinstance(exc, OSError):
-                    raise
-                raise StoreError(
-                    f"stage {s + 1} could not be written to {self.path}: {st.write_failure(exc)}; the state "
-                    f"after stage {s} is intact, run `dasq resume {self.path}` once the problem is fixed"
-                ) from None
-            st.sync_to_disk(self.path, (target,))
-            m.stages_done = s + 1
-            m.current = target
-            m.chunk_crc32c = chunks.encode_crcs(done.crcs)
+            layout = plan.final_layout if s + 1 == len(passes) else layouts[one.step_index]
+            done = self.advance(block_pass(work, nblocks, self.workers()), _circuit_update(layout))
             zero = done.zeros
-            m.layout = list(plan.final_layout if s + 1 == len(passes) else layouts[one.step_index])
-            m.stage_seconds.append(time.perf_counter() - start)
-            stats = done.stats
-            if work.keep_bits is not None and stats[0] > 0 and stats[3] > 0:
-                # |<a|b>|^2 / (|a|^2 |b|^2) <= 1 exactly; rounding of the sums can pass 1 by an ulp
-                kept = float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
-                m.fidelity = min(1.0, m.fidelity * kept)
-            self.lock.verify()
-            m.write(self.path)
             records.append(pass_record(one, n, L, nblocks))
         return records
 
-    def _run_pass(self, work: BlockWork, nblocks: int, workers: int, label: str, s: int) -> PassResult:
-        """All block tasks of one pass, at most ``workers`` at a time."""
-        token = tokenize(work.store, work.store_id, work.target, work.runner.program.token(), work.pairs)
-        name = f"dasq-stream-{s}-{token}"
+    def target(self) -> str:
+        """The array the next pass writes: the one not holding the current state."""
+        current = self.manifest.current
+        return st.ARRAYS[0] if current is None else next(a for a in st.ARRAYS if a != current)
+
+    def workers(self) -> int:
+        """Tasks in flight: the manifest's threads, or as many as a cluster's workers have."""
+        return self.manifest.workers if self.client is None else _config.cores(self.client)
+
+    def advance(self, one: StoredPass, update: Callable[[Manifest, PassResult], None]) -> PassResult:
+        """Run pass ``one``, flush what it wrote, record it (``update`` adds its own
+        fields to the manifest) and publish the manifest: then, and only then, the
+        pass is done."""
+        m, s = self.manifest, self.manifest.stages_done
+        start = time.perf_counter()
+        self.lock.verify()
+        try:
+            done = self._run_pass(one, s)
+        except Exception as exc:
+            stopped = self._stopped(exc, s)
+            if stopped is exc:
+                raise
+            raise stopped from (None if isinstance(exc, OSError) else exc)
+        st.sync_to_disk(self.path, (one.target,))
+        crcs = st.current_crcs(m)
+        crcs = np.zeros(m.num_chunks, dtype=np.uint32) if crcs is None else crcs.copy()
+        for first, written in done.writes:
+            crcs[first : first + written.size] = written
+        m.stages_done = s + 1
+        m.current = one.target
+        m.chunk_crc32c = chunks.encode_crcs(crcs)
+        m.stage_seconds.append(time.perf_counter() - start)
+        update(m, done)
+        self.lock.verify()
+        m.write(self.path)
+        return done
+
+    def _stopped(self, exc: Exception, s: int) -> Exception:
+        """The StoreError a pass that failed becomes (the cluster lost, the disk full), or
+        ``exc`` itself when it is neither: the passes before it are intact either way."""
+        resume = f"run `dasq resume {self.path}` (or dasq.resume)" if self.resume is None else self.resume
+
+        def after(when: str) -> str:
+            return f"the state after {self.unit} {s} is intact" + (
+                f", {resume} once {when}" if resume else ""
+            )
+
+        lost = _lost_cluster(exc, self.client)
+        if lost:
+            return StoreError(
+                f"{self.unit} {s + 1} of {self.path} {lost} ({exc}); {after('the cluster is healthy')}"
+            )
+        if not isinstance(exc, OSError):
+            return exc
+        failure = f"{st.write_failure(exc)}; {after('the problem is fixed')}"
+        return StoreError(f"{self.unit} {s + 1} could not be written to {self.path}: {failure}")
+
+    def _run_pass(self, one: StoredPass, s: int) -> PassResult:
+        """All tasks of one pass, at most ``workers()`` at a time."""
+        name = f"dasq-stream-{s}-{one.token}"
         work_key = f"{name}-work"
-        graph: dict = {work_key: DataNode(work_key, work)}
-        # a cluster runs as many tasks at once as its workers have threads
-        run = blocks_per_task(nblocks, workers if self.client is None else _config.cores(self.client))
-        keys = [(name, first) for first in range(0, nblocks, run)]
-        for key in keys:
-            first = key[1]
-            graph[key] = Task(key, run_blocks, TaskRef(work_key), first, min(run, nblocks - first))
-        nbytes = work.bytes_read(nblocks) + (nblocks << work.L) * np.dtype(work.dtype).itemsize
-        bar = _progress_bar(label, nblocks, nbytes) if self.progress else None
-        total = np.zeros(STATS)
-        zeros: list[int] = []
-        per_block = 1 << (work.L - self.manifest.storage_qubits)
-        crcs = np.zeros(nblocks * per_block, dtype=np.uint32)
-
-        def collect(result: BlockResult) -> None:
-            nonlocal total
-            total = total + result.stats
-            zeros.extend(result.zeros)
-            crcs[result.block * per_block : result.block * per_block + result.crcs.size] = result.crcs
-
+        graph: dict = {work_key: DataNode(work_key, one.work)}
+        keys = [(name, i) for i in range(len(one.items))]
+        for key, item in zip(keys, one.items):
+            graph[key] = Task(key, one.task, TaskRef(work_key), *item)
+        label = f"{self.unit} {s + 1}/{self.manifest.stages_total}"
+        bar = _progress_bar(label, one.blocks, one.nbytes) if self.progress else None
+        results: list[BlockResult] = []
         try:
             if self.client is not None:
                 from distributed import as_completed
@@ -491,28 +529,52 @@ class StreamExecutor:
                 futures = self.client.get(graph, keys, sync=False)
                 try:
                     for future in as_completed(futures, loop=self.client.loop):  # ours, not Dask's default
-                        result = future.result()
-                        collect(result)
+                        results.append(future.result())
                         if bar is not None:
-                            _advance(bar, result.stats[4] + result.stats[5])
+                            _advance(bar, results[-1].nbytes)
                 except BaseException:
                     self.client.cancel(futures)  # no new block starts; running ones finish on their own
                     raise
-                return PassResult(total, crcs, frozenset(zeros))
-            # our own pool, shut down with waiting: when a block fails (a full disk), the
-            # others still writing finish before the error leaves, so nothing writes to
-            # the store once the caller (and its lock) has moved on
-            with (
-                _BarCallback((lambda nbytes: _advance(bar, nbytes)) if bar is not None else None, name),
-                ThreadPoolExecutor(workers) as pool,
-            ):
-                results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
-            for result in results:
-                collect(result)
-            return PassResult(total, crcs, frozenset(zeros))
+            else:
+                # our own pool, shut down with waiting: when a block fails (a full disk), the
+                # others still writing finish before the error leaves, so nothing writes to
+                # the store once the caller (and its lock) has moved on
+                workers = self.workers()
+                with (
+                    _BarCallback((lambda nbytes: _advance(bar, nbytes)) if bar is not None else None, name),
+                    ThreadPoolExecutor(workers) as pool,
+                ):
+                    results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
         finally:
             if bar is not None:
                 bar.close()
+        stats = np.sum([r.stats for r in results], axis=0)
+        zeros = frozenset(c for r in results for c in r.zeros)
+        return PassResult(stats, tuple(w for r in results for w in r.writes), zeros)
+
+
+def block_pass(work: BlockWork, nblocks: int, workers: int) -> StoredPass:
+    """A circuit's pass: tasks of a few consecutive blocks each (``run_blocks``)."""
+    run = blocks_per_task(nblocks, workers)
+    token = tokenize(work.store, work.store_id, work.target, work.runner.program.token(), work.pairs)
+    items = tuple((first, min(run, nblocks - first)) for first in range(0, nblocks, run))
+    nbytes = work.bytes_read(nblocks) + (nblocks << work.L) * np.dtype(work.dtype).itemsize
+    return StoredPass(work, run_blocks, items, work.target, token, nbytes, nblocks)
+
+
+def _circuit_update(layout: tuple[int, ...]) -> Callable[[Manifest, PassResult], None]:
+    """What a circuit's pass adds to the manifest: the layout it leaves, and in lossy
+    mode the fidelity its rounding kept."""
+
+    def update(m: Manifest, done: PassResult) -> None:
+        m.layout = list(layout)
+        stats = done.stats
+        if m.codec.get("keep_bits") is not None and stats[0] > 0 and stats[3] > 0:
+            # |<a|b>|^2 / (|a|^2 |b|^2) <= 1 exactly; rounding of the sums can pass 1 by an ulp
+            kept = float((stats[1] ** 2 + stats[2] ** 2) / (stats[0] * stats[3]))
+            m.fidelity = min(1.0, m.fidelity * kept)
+
+    return update
 
 
 def _lost_cluster(exc: BaseException, client: Any) -> str | None:
@@ -580,7 +642,7 @@ class _BarCallback(dask.callbacks.Callback):
 
     def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
         if self._advance is not None and isinstance(key, tuple) and key[0] == self._prefix:
-            self._advance(float(result.stats[4] + result.stats[5]))
+            self._advance(float(result.nbytes))
 
 
 # --------------------------------------------------------------------- whole stored states

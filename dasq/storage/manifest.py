@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import uuid
 from collections.abc import Callable
@@ -26,11 +27,13 @@ from dasq.storage.location import Location, location
 MANIFEST = "dasq-manifest.json"
 GRADIENT_RECORD = "dasq-gradient.json"  # a dasq.gradient store's record, in place of a manifest
 FORMAT = "dasq-state"
-ADDED_TO_FORMAT = ("density_qubits",)  # fields added to this format later, with defaults
+ADDED_TO_FORMAT = ("density_qubits", "kind", "rows", "sums")  # added to this format later, with defaults
 FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
 DTYPES = ("complex64", "complex128")
 ARRAY_NAMES = ("a", "b")
 MAX_QUBITS = 62
+KINDS = ("state", "gradient")  # what a store holds: a run's state, or a dasq.gradient run's psi and lambda
+ROWS = (1, 2)  # states held one after another in each array (a gradient's psi and lambda: 2)
 
 
 @dataclass
@@ -53,6 +56,11 @@ class Manifest:
     fusion_size: int = 0  # the planner's fusion size (0: a saved state, not a run)
     plan_digest: str | None = None  # digest of the physical plan the run follows
     density_qubits: int = 0  # N > 0: the state is the 2N-qubit Choi vector of an N-qubit density matrix
+    kind: str = "state"  # "gradient": a dasq.gradient run (resumed by calling it again, never opened)
+    rows: int = 1  # states of num_qubits held one after another in each array (row r from r << num_qubits)
+    sums: list[float] = field(
+        default_factory=list
+    )  # what the passes add up (a gradient's value, derivatives)
     chunk_crc32c: str | None = None  # checksum of every chunk of ``current``, by position (storage.chunks)
     array_metadata: dict = field(default_factory=dict)  # sha256 of each array's zarr.json (its codecs)
     store_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # new for every store created
@@ -65,8 +73,13 @@ class Manifest:
         return self.stages_done >= self.stages_total and self.current is not None
 
     @property
+    def stored_qubits(self) -> int:
+        """Qubits of each array's index: the state's, and one more for a second row."""
+        return self.num_qubits + (self.rows - 1).bit_length()
+
+    @property
     def num_chunks(self) -> int:
-        return 1 << (self.num_qubits - self.storage_qubits)
+        return 1 << (self.stored_qubits - self.storage_qubits)
 
     def fields_digest(self, absent: tuple[str, ...] = ()) -> str:
         """sha256 of the fields but ``digest`` and the ``absent`` ones (fields added to
@@ -91,8 +104,8 @@ class Manifest:
                 raise StoreError(f"{where} is not a dasq store: no such directory") from None
             if where.exists(GRADIENT_RECORD):
                 raise StoreError(
-                    f"{where} holds a dasq.gradient run, not a state: continue it by calling dasq.gradient "
-                    "again with the same store="
+                    f"{where} holds a dasq.gradient run of an earlier development version of dasq (a "
+                    f"{GRADIENT_RECORD} record): give a new store, or delete this one"
                 ) from None
             raise StoreError(f"{where} is not a dasq store: it has no {MANIFEST}") from None
         except IsADirectoryError:
@@ -219,6 +232,21 @@ class Manifest:
                 ),
                 "array_metadata must map array names to digests",
             ),
+            (lambda: self.kind in KINDS, f"kind {self.kind!r} is not one of {KINDS}"),
+            (
+                lambda: (
+                    _is_int(self.rows) and self.rows in ROWS and (self.rows == 1) == (self.kind == "state")
+                ),
+                f"rows {self.rows!r} is not 1 for a state, 2 for a gradient",
+            ),
+            (
+                lambda: (
+                    isinstance(self.sums, list)
+                    and all(_is_finite(v) for v in self.sums)
+                    and (self.kind == "gradient" or not self.sums)
+                ),
+                "sums must be a list of finite numbers (a gradient's only)",
+            ),
             (lambda: isinstance(self.store_id, str), "store_id must be a string"),
             (lambda: isinstance(self.digest, str), "digest must be a string"),
         ]
@@ -231,3 +259,10 @@ def _is_str_or_none(value: object) -> bool:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite(value: object) -> bool:
+    """A finite float, or an int a float holds (checked before float(): 10**400 overflows)."""
+    if _is_int(value):
+        return abs(value) < 1 << 1000  # type: ignore[arg-type]
+    return isinstance(value, float) and math.isfinite(value)

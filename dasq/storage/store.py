@@ -561,12 +561,20 @@ def read_run_record(path: StoreName) -> tuple[object, np.ndarray]:
     return record, floats.view(np.complex128)
 
 
-def open_store(store: StoreName) -> Manifest:
+def open_store(store: StoreName, kind: str | None = "state") -> Manifest:
     """The manifest of the store at ``store``, checked against its arrays: each array
     inside the store (in a directory: a real one, not a link elsewhere) with the
-    shape, chunks and dtype the manifest describes. Anything else is one StoreError."""
+    shape, chunks and dtype the manifest describes, and the store of ``kind`` (None:
+    any). Anything else is one StoreError."""
     path = location(store)
     manifest = Manifest.read(path)
+    if kind is not None and manifest.kind != kind:
+        if manifest.kind == "gradient":
+            raise StoreError(
+                f"{path} holds a dasq.gradient run, not a state: continue it by calling dasq.gradient "
+                "again with the same store="
+            )
+        raise StoreError(f"{path} holds a {manifest.kind}, not a {kind} run; give a new store")
     path.check()  # no link or special file anywhere in it (dasq.storage.contained)
     for name in ARRAYS:
         check_array(
@@ -574,9 +582,20 @@ def open_store(store: StoreName) -> Manifest:
             name,
             manifest.array_metadata.get(name),
             manifest.store_id,
-            (manifest.num_qubits, manifest.storage_qubits, manifest.dtype),
+            (manifest.stored_qubits, manifest.storage_qubits, manifest.dtype),
         )
     return manifest
+
+
+def check_resumable(path: StoreName, manifest: Manifest) -> None:
+    """Before a stored run goes on: files a killed pass left half-written removed, room
+    for the passes left, and every chunk of the state to go on from whole (checked
+    before any work is spent on it)."""
+    remove_partial_files(path)
+    check_disk_space(path, disk_needed(manifest.stored_qubits, manifest.dtype, manifest.storage_qubits))
+    crcs = current_crcs(manifest)
+    if crcs is not None:
+        chunks.check_crcs(path, manifest.current, 0, crcs, manifest.stages_done)
 
 
 def check_array(
@@ -638,9 +657,10 @@ def verify_store(path: StoreName) -> dict:
 def describe_store(path: StoreName) -> dict:
     """What ``dasq info`` prints: the manifest, the disk it uses and the disk a run needs."""
     where = location(path)
-    m = open_store(where)
+    m = open_store(where, kind=None)
     return {
         "path": str(where),
+        "kind": m.kind,
         "num_qubits": m.num_qubits,
         "density_qubits": m.density_qubits,
         "dtype": m.dtype,
@@ -657,5 +677,5 @@ def describe_store(path: StoreName) -> dict:
         "stage_seconds": m.stage_seconds,
         "storage_fidelity": m.fidelity,
         "size_on_disk": where.size(),
-        "disk_needed": disk_needed(m.num_qubits, m.dtype, m.storage_qubits),
+        "disk_needed": disk_needed(m.stored_qubits, m.dtype, m.storage_qubits),
     }

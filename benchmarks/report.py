@@ -564,21 +564,24 @@ def sweeps(d: dict) -> str:
 
 def stored_gradient(d: dict) -> str:
     s, gib = d["stored"], 2**30
-    m = d.get("in_memory")
+    run, m = s["run"], d.get("in_memory")
+    moved = f"{run['state_reads']}, {run['state_writes']}" if "state_reads" in run else "-"
+    floor = f"{d['floor_s']:.1f} | {d['ratio_to_floor']:.2f}" if "floor_s" in d else "- | -"
+    memory = (
+        f"{m['seconds']:.0f}, {(m['peak_rss_bytes'] - m['rss_before_bytes']) / gib:.2f} "
+        f"| {d['max_abs_difference']:.0e}"
+        if m
+        else "- | -"
+    )
     return "\n".join(
         [
-            "| qubits | angles | limit GiB | state GiB | blocks | passes | seconds | peak over start GiB "
-            "| in memory: seconds, peak over start GiB | max diff |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| qubits | angles | limit GiB | state GiB | blocks | passes | states read, written | seconds "
+            "| floor s | / floor | peak over start GiB | in memory: seconds, peak GiB | max diff |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {d['qubits']} | {d['parameters']} | {d['memory_limit_bytes'] / gib:.2f} "
-            f"| {d['state_bytes'] / gib:.2f} | 2^{s['run']['block_qubits']} | {s['run']['passes']} "
-            f"| {s['seconds']:.0f} | {(s['peak_rss_bytes'] - s['rss_before_bytes']) / gib:.2f} "
-            + (
-                f"| {m['seconds']:.0f}, {(m['peak_rss_bytes'] - m['rss_before_bytes']) / gib:.2f} "
-                f"| {d['max_abs_difference']:.0e} |"
-                if m
-                else "| - | - |"
-            ),
+            f"| {d['state_bytes'] / gib:.2f} | 2^{run['block_qubits']} | {run['passes']} | {moved} "
+            f"| {s['seconds']:.0f} | {floor} | {(s['peak_rss_bytes'] - s['rss_before_bytes']) / gib:.2f} "
+            f"| {memory} |",
         ]
     )
 

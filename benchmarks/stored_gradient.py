@@ -9,7 +9,9 @@ runs in a fresh process (its peak resident set, VmHWM, is what the limit is abou
 the process's resident set after its imports is beside it). With ``--check`` the
 same gradient in memory (three states) runs in another fresh process and the two
 gradients are compared. Both run on ``BENCH_THREADS`` threads (Dask's num_workers and
-numba's), the store on the results' scratch folder.
+numba's), the store on the results' scratch folder. The floor is the ooc suite's: the
+states the passes read and write (``StoredGradient.state_moves``) at the rates
+``disk_rates`` measured on that folder just before the run.
 """
 
 from __future__ import annotations
@@ -46,9 +48,8 @@ def child(args: argparse.Namespace) -> None:
     import numpy as np
 
     import dasq
-    from benchmarks.measure import peak_rss, threads, vm
+    from benchmarks.measure import disk_rates, peak_rss, threads, vm
     from dasq.engine import stored_gradient
-    from dasq.engine.rows import slotted
 
     n = args.qubits
     circuit, label = sweeps.dasq_circuit(n), sweeps.observable_label(n)
@@ -56,19 +57,29 @@ def child(args: argparse.Namespace) -> None:
     small = sweeps.dasq_circuit(10), sweeps.observable_label(10)
     with tempfile.TemporaryDirectory(dir=Path(args.save).parent) as warm:
         dasq.gradient(*small, parameters=sweeps.parameter_sets(10, 1)[0], store=Path(warm) / "g")
-    shape = None
+    runs = []  # the run the call makes: its blocks, passes and the states they move
+    real = stored_gradient.run_stored_gradient
+    stored_gradient.run_stored_gradient = lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
     with dask.config.set(num_workers=threads(), **{"temporary-directory": str(Path(args.save).parent)}):
-        if args.memory_limit is not None:  # the blocking and passes the run will use
-            limit = dasq.circuit.validation.check_memory_limit(args.memory_limit)
-            blocking = stored_gradient.choose_blocking(slotted(circuit), "complex128", limit, threads())
-            passes = stored_gradient.plan_passes(slotted(circuit), blocking)
-            shape = {"block_qubits": blocking.L, "spanned": blocking.k, "passes": 2 * len(passes) + 1}
+        disk = disk_rates(Path(args.save).parent, 16 << n) if args.memory_limit is not None else None
         before = vm("VmRSS")
         t = time.perf_counter()
         grads, value = dasq.gradient(
             circuit, label, parameters=x, memory_limit=args.memory_limit, return_value=True
         )
         seconds = time.perf_counter() - t
+    shape = None
+    if runs:
+        (run,) = runs
+        reads, writes = run.state_moves()
+        shape = {
+            "block_qubits": run.blocking.L,
+            "spanned": run.blocking.k,
+            "passes": run.total,
+            "state_reads": reads,
+            "state_writes": writes,
+            "disk": disk,
+        }
     np.save(args.save, grads)
     print(
         json.dumps(
@@ -129,6 +140,14 @@ def suite_stored_gradient(args: argparse.Namespace) -> dict:
         "stored": stored,
         "within_limit": stored["peak_rss_bytes"] - stored["rss_before_bytes"] <= limit,
     }
+    run = stored["run"]
+    if run is not None and run["disk"] is not None:  # the floor: every state read and written at dd's rates
+        disk, state = run["disk"], 16 << n
+        write_s = min(disk["write_s"], disk["rewrite_s"])
+        payload["floor_s"] = (
+            state * (run["state_reads"] * disk["read_s"] + run["state_writes"] * write_s) / disk["bytes"]
+        )
+        payload["ratio_to_floor"] = stored["seconds"] / payload["floor_s"]
     if args.check:
         memory = _spawn(n, None, scratch / "memory-gradient.npy")
         a = np.load(scratch / "stored-gradient.npy")

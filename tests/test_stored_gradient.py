@@ -56,15 +56,30 @@ def test_the_stored_gradient_is_the_in_memory_one(monkeypatch):
     monkeypatch.setattr(
         sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
     )
+    moved = [0, 0]  # bytes read, written: the states the run says its passes move (its floor)
+    read, write = st.read_amplitudes, st.write_amplitudes
+    monkeypatch.setattr(st, "read_amplitudes", lambda *a, **k: _counted(moved, 0, read(*a, **k)))
+    monkeypatch.setattr(
+        st,
+        "write_amplitudes",
+        lambda p, n, s, block, *a: _counted(moved, 1, write(p, n, s, block, *a), block),
+    )
     got, got_value = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, return_value=True)
+    monkeypatch.undo()
     assert len(runs) == 1  # out of core
     np.testing.assert_allclose(got, want, atol=1e-12)
     assert got_value == pytest.approx(value, abs=1e-12)
     (run,) = runs
     assert (run.blocking.L, run.blocking.k) == (8, 2)
+    assert moved == [(16 << N) * count for count in run.state_moves()]
     assert len(run.passes) > 1
     assert all(len(p.spanned) <= 2 for p in run.passes)
     assert sorted(i for p in run.passes for i in p.steps) == list(range(len(slotted(circuit).operations)))
+
+
+def _counted(moved: list[int], which: int, out, block=None):
+    moved[which] += (out if block is None else block).nbytes
+    return out
 
 
 def test_a_basis_state_and_a_batch_out_of_core():

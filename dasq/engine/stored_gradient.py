@@ -257,6 +257,11 @@ class Scratch:
 SCRATCH = Scratch()
 
 
+def global_flips(terms: PauliTerms, L: int) -> set[int]:
+    """The global bits the observable's terms flip: block c of lambda reads psi's c ^ each."""
+    return {int(x) >> L for x, _ in terms.masks}
+
+
 def forward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
     """Run the pass's steps on one group of psi."""
     row = work.read(PSI, blocks, "psi")
@@ -274,20 +279,20 @@ def lambda_task(work: PassWork, c: int) -> BlockResult:
     masks, weights = work.terms.masks, work.terms.weights
     lam = work.row("lambda", 1 << L)
     lam[...] = 0
-    flips = sorted({int(x) >> L for x, _ in masks})
+    own = work.read(PSI, (c,), "own")
+    flips = sorted(global_flips(work.terms, L) | {0})
     for flip in flips:
         source = c ^ flip
-        psi = work.read(PSI, (source,), "psi")
+        psi = own if flip == 0 else work.read(PSI, (source,), "psi")
         for (x, z), w in zip(masks, weights):
             if int(x) >> L != flip:
                 continue
             sign = -1.0 if bin(source & (int(z) >> L)).count("1") % 2 else 1.0
             HOST.add_pauli_rows(lam, psi, int(x) & low, int(z) & low, complex(w) * sign)
-    own = work.read(PSI, (c,), "psi")
     sums = np.zeros(1 + work.x.shape[1])
     sums[0] = float(np.vdot(own, lam).real)
     writes = work.write(PSI, (c,), own) + work.write(LAMBDA, (c,), lam)
-    return work.result(sums, writes, 1, len(flips) + 3)
+    return work.result(sums, writes, 1, len(flips) + 2)
 
 
 def backward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
@@ -325,6 +330,15 @@ class StoredGradient:
     @property
     def storage_qubits(self) -> int:
         return min(self.blocking.L, STORAGE_QUBITS)
+
+    def state_moves(self) -> tuple[int, int]:
+        """(states read, states written) by all passes, each a whole state's bytes: what a
+        run costs at the disk's rates. Forward passes read psi (but the first, from a
+        basis state) and write it; the lambda pass reads psi once per flip (its own
+        block among them) and writes psi and lambda; backward passes read and write both."""
+        F = len(self.passes)
+        flips = len(global_flips(self.terms, self.blocking.L) | {0})
+        return F - 1 + flips + 2 * F, F + 2 + 2 * F
 
 
 def describe_run(
@@ -493,7 +507,8 @@ def _one_pass(run: StoredGradient, executor: StreamExecutor) -> PassResult:
         items = [(group,) for group in groups(run.blocking, one.spanned)]
     work = _work(run, executor, one)
     token = hashlib.sha256(f"{run.key}-{executor.manifest.store_id}-{t}".encode()).hexdigest()[:16]
-    moved = (4 if t > F else 2) * nblocks * np.dtype(run.dtype).itemsize << run.blocking.L
+    states = {True: 2, False: 4}[t < F] if t != F else len(global_flips(run.terms, run.blocking.L) | {0}) + 2
+    moved = states * nblocks * np.dtype(run.dtype).itemsize << run.blocking.L
     stored = StoredPass(work, task, tuple(items), work.target, token, moved, nblocks)
     return executor.advance(stored, _add_sums)
 

@@ -576,7 +576,7 @@ def stored_gradient(d: dict) -> str:
     return "\n".join(
         [
             "| qubits | angles | limit GiB | state GiB | blocks | passes | states read, written | seconds "
-            "| floor s | / floor | peak over start GiB | in memory: seconds, peak GiB | max diff |",
+            "| floor s | / floor | peak over start GiB | in memory s, GiB | max diff |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {d['qubits']} | {d['parameters']} | {d['memory_limit_bytes'] / gib:.2f} "
             f"| {d['state_bytes'] / gib:.2f} | 2^{run['block_qubits']} | {run['passes']} | {moved} "

@@ -208,15 +208,16 @@ def remove_leftovers() -> list[str]:
         now = _start_time(pid)
         return now is None or (record is not None and record.get("start") not in (None, now))
 
+    links = _root_links()  # listed first: deleting a namespace takes its veth peers with it
     for ns in _namespaces():
         match = NS_PATTERN.match(ns)
         if match and stale(int(match[1]), int(match[2])):
             _delete_namespace(ns)
             removed.append(ns)
-    for link in _root_links():
+    for link in links:
         match = IF_PATTERN.match(link)
         if match and stale(int(match[1], 16), int(match[2], 16)):
-            _ip(None, "link", "del", link, check=False)
+            _ip(None, "link", "del", link, check=False)  # gone already when its peer's namespace went
             removed.append(link)
     for (pid, seq), record in records.items():
         if stale(pid, seq):

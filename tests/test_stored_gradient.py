@@ -13,6 +13,7 @@ import pytest
 from resume import STOP_AT_PASS, stopped
 
 import dasq
+from dasq import _config
 from dasq.engine import stored_gradient as sg
 from dasq.engine.rows import slotted  # the stored gradient plans its passes over its operations
 from dasq.errors import StoreError, ValidationError
@@ -41,9 +42,23 @@ def wide_circuit() -> dasq.Circuit:
 
 
 @pytest.fixture(autouse=True)
-def two_threads():
+def two_threads(monkeypatch):
+    """Two groups in flight: blocks this small would otherwise run one at a time
+    (THREADED_FROM_QUBITS), and the threads' scratch would go untested."""
+    monkeypatch.setattr(_config, "THREADED_FROM_QUBITS", 0)
     with dask.config.set(num_workers=2):
         yield
+
+
+def test_the_gradient_is_blocked_by_the_run_stores_sizer():
+    """One block sizer: a gradient's blocks are a run's, for tasks of 3 x 2^k blocks."""
+    from dasq.engine.stream import choose_blocks
+
+    blocking = sg.choose_blocking(slotted(wide_circuit()), "complex128", LIMIT, 2)
+    assert (blocking.L, blocking.k, blocking.workers) == (8, 2, 2)
+    assert choose_blocks(N, "complex128", LIMIT, None, 2, 0, per_task=sg.GROUP_COPIES << 2) == (8, 2)
+    _config.THREADED_FROM_QUBITS = 15  # the default: small blocks run on fewer threads, larger
+    assert (sg.choose_blocking(slotted(wide_circuit()), "complex128", LIMIT, 2).workers) == 1
 
 
 X = np.array([0.3, -1.2, 2.5, 0.7])

@@ -38,13 +38,12 @@ from typing import Any
 import dask
 import numpy as np
 
-from dasq import _config
 from dasq.backend.registry import get_backend
 from dasq.circuit.parameters import binding_slot
 from dasq.engine.adjoint import undo_with_gradients
 from dasq.engine.rows import HOST, PauliTerms, SlottedCircuit, rows_of_part
-from dasq.engine.stream import BlockResult, PassResult, StoredPass, StreamExecutor
-from dasq.errors import StoreError, ValidationError
+from dasq.engine.stream import BlockResult, PassResult, StoredPass, StreamExecutor, choose_blocks
+from dasq.errors import StoreError
 from dasq.storage import store as st
 from dasq.storage.location import Location, WriterLock, check_creatable, location
 from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST, Manifest
@@ -67,11 +66,13 @@ class GradientPass:
 
 @dataclass(frozen=True)
 class Blocking:
-    """Blocks of 2^L amplitudes; a pass spans at most k global qubits."""
+    """Blocks of 2^L amplitudes; a pass spans at most k global qubits; ``workers``
+    groups in flight."""
 
     num_qubits: int
     L: int
     k: int
+    workers: int = 1
 
     @property
     def global_qubits(self) -> int:
@@ -79,24 +80,19 @@ class Blocking:
 
 
 def choose_blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: int) -> Blocking:
-    """The largest blocks such that ``workers`` groups in flight fit ``memory_limit``;
-    k grows to the widest operation's global qubits when one spans more."""
+    """The blocks a run's store would have (``stream.choose_blocks``, the one sizer),
+    each task holding GROUP_COPIES groups of 2^k blocks; k grows to the widest
+    operation's global qubits when one spans more."""
     n = circuit.num_qubits
-    itemsize = np.dtype(dtype).itemsize
     k = MIN_SPANNED
     while True:
-        fits = memory_limit // (workers * GROUP_COPIES * itemsize << k)
-        L = min(n, fits.bit_length() - 1) if fits >= 1 else 0
-        if min(n, _config.MIN_BLOCK_QUBITS) > L:
-            smallest = workers * GROUP_COPIES * itemsize << (min(n, _config.MIN_BLOCK_QUBITS) + k)
-            raise ValidationError(
-                f"memory_limit {memory_limit} bytes is too small for a stored gradient of {n} qubits: "
-                f"{workers} group(s) of 2^{k} blocks of 2^{min(n, _config.MIN_BLOCK_QUBITS)} amplitudes, "
-                f"{GROUP_COPIES} copies each, need {smallest} bytes"
-            )
+        what = f"a stored gradient of {n} qubits (tasks of {GROUP_COPIES} copies of 2^{k} blocks)"
+        L, used = choose_blocks(
+            n, dtype, memory_limit, None, workers, 0, per_task=GROUP_COPIES << k, what=what
+        )
         widest = max((sum(q >= L for q in op.qubits) for op in circuit.operations), default=0)
         if widest <= k:
-            return Blocking(n, L, min(k, n - L))
+            return Blocking(n, L, min(k, n - L), used)
         k = widest
 
 
@@ -321,7 +317,6 @@ class StoredGradient:
     passes: tuple[GradientPass, ...]
     key: str
     memory_limit: int  # what sized the blocks; recorded in the manifest, as a run's is
-    workers: int
 
     @property
     def total(self) -> int:
@@ -360,9 +355,7 @@ def describe_run(
         digest.update(np.ascontiguousarray(array).tobytes())
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
     passes = plan_passes(circuit, blocking)
-    return StoredGradient(
-        circuit, x, terms, dtype, basis, blocking, passes, digest.hexdigest(), memory_limit, workers
-    )
+    return StoredGradient(circuit, x, terms, dtype, basis, blocking, passes, digest.hexdigest(), memory_limit)
 
 
 def run_stored_gradient(
@@ -450,7 +443,7 @@ def _build(run: StoredGradient, where: Location) -> None:
         circuit_hash=run.key,
         stages_total=run.total,
         memory_limit=run.memory_limit,
-        workers=run.workers,
+        workers=run.blocking.workers,
         basis=run.basis,
         kind="gradient",
         rows=2,

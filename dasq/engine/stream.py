@@ -97,21 +97,27 @@ def choose_blocks(
     workers: int,
     min_local: int,
     direct: bool = False,
+    per_task: int = 0,
+    what: str = "a stored run",
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding ``block_copies(L, direct)`` blocks, stay within ``memory_limit``; fewer
-    workers where that makes the blocks large enough for a wide gate, a task, or
-    threads (``_config.THREADED_FROM_QUBITS``)."""
+    holding ``block_copies(L, direct)`` blocks (or ``per_task``: a stored gradient's
+    groups), stay within ``memory_limit``; fewer workers where that makes the blocks
+    large enough for a wide gate, a task, or threads (``_config.THREADED_FROM_QUBITS``).
+    The one block sizer of every stored run."""
     itemsize = np.dtype(dtype).itemsize
+
+    def copies(L: int) -> int:
+        return per_task or block_copies(L, direct)
 
     def fit(w: int, copies: int) -> int:
         fits = max(1, memory_limit // (w * copies * itemsize))
         return min(num_qubits, _config.MAX_BLOCK_QUBITS, int(math.log2(fits)))
 
     def largest(w: int) -> int:
-        L = fit(w, block_copies(0, direct))
-        if L >= _config.OVERLAP_FROM_QUBITS:  # double-buffered: fewer, or blocks run one by one
-            L = max(_config.OVERLAP_FROM_QUBITS - 1, fit(w, block_copies(L, direct)))
+        L = fit(w, copies(0))
+        if L >= _config.OVERLAP_FROM_QUBITS and not per_task:  # double-buffered: fewer, or one by one
+            L = max(_config.OVERLAP_FROM_QUBITS - 1, fit(w, copies(L)))
         return L
 
     smallest_useful = min(num_qubits, _config.MIN_BLOCK_QUBITS)
@@ -124,11 +130,11 @@ def choose_blocks(
             L = largest(workers)
     else:
         L = chunk_qubits
-    per_amplitude = block_copies(L, direct) * itemsize
+    per_amplitude = copies(L) * itemsize
     need = per_amplitude << L
     if chunk_qubits is None and smallest_useful > L:
         raise ValidationError(
-            f"memory_limit {memory_limit} bytes is too small for a stored run: blocks of at least "
+            f"memory_limit {memory_limit} bytes is too small for {what}: blocks of at least "
             f"2^{smallest_useful} amplitudes need {per_amplitude << smallest_useful} bytes "
             "(smaller blocks make a graph of millions of tiny tasks that never finish)"
         )

@@ -97,6 +97,32 @@ def _counted(moved: list[int], which: int, out, block=None):
     return out
 
 
+def ring(n: int, layers: int = 3) -> dasq.Circuit:
+    """Layers of rotations and a ring of CXs: every pass has global qubits to span."""
+    circuit, angles = dasq.Circuit(n), [dasq.Parameter(f"t{i}") for i in range(layers)]
+    for layer in range(layers):
+        for q in range(n):
+            circuit.ry(angles[layer] * (q + 1) / n, q)
+        for q in range(n):
+            circuit.cx(q, (q + 1) % n)
+    return circuit
+
+
+def test_passes_span_as_many_global_qubits_as_make_them_fewest(tmp_path):
+    """Groups of 2^k blocks are about as large for every k, so the blocking with the
+    fewest passes is chosen (here k = 3: 6 passes where k = 2 takes 10), and its
+    gradient is still the in-memory one."""
+    circuit, limit, x = ring(14), 1 << 19, np.array([0.4, -0.9, 1.7])
+    body = slotted(circuit)
+    chosen = sg.choose_blocking(body, "complex128", limit, 2)
+    fewest = [len(sg.plan_passes(body, sg._blocking(body, "complex128", limit, 2, k))) for k in (2, 3)]
+    assert (chosen.k, chosen.workers, len(sg.plan_passes(body, chosen))) == (3, 2, 6) and fewest == [10, 6]
+    want = dasq.gradient(circuit, "Z" * 14, parameters=x)
+    got = dasq.gradient(circuit, "Z" * 14, parameters=x, memory_limit=limit, store=tmp_path / "g")
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert Manifest.read(tmp_path / "g").stages_done == 2 * 6 + 1
+
+
 def test_a_basis_state_and_a_batch_out_of_core():
     circuit = wide_circuit()
     sets = np.stack([X, X[::-1]])

@@ -43,7 +43,7 @@ from dasq.circuit.parameters import binding_slot
 from dasq.engine.adjoint import undo_with_gradients
 from dasq.engine.rows import HOST, PauliTerms, SlottedCircuit, rows_of_part
 from dasq.engine.stream import BlockResult, PassResult, StoredPass, StreamExecutor, choose_blocks
-from dasq.errors import StoreError
+from dasq.errors import StoreError, ValidationError
 from dasq.storage import store as st
 from dasq.storage.location import Location, WriterLock, check_creatable, location
 from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST, Manifest
@@ -80,11 +80,37 @@ class Blocking:
 
 
 def choose_blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: int) -> Blocking:
-    """The blocks a run's store would have (``stream.choose_blocks``, the one sizer),
-    each task holding GROUP_COPIES groups of 2^k blocks; k grows to the widest
+    """The blocking with the fewest passes. For each k from MIN_SPANNED, the blocks a
+    run's store would have (``stream.choose_blocks``, the one sizer) for tasks holding
+    GROUP_COPIES groups of 2^k blocks: a group is about as large for every k (the
+    budget's share), so a larger k costs no compute and lets a pass span more global
+    qubits; k stops growing where blocks would be too small, or too small for all the
+    threads the smallest k keeps busy (a group runs on one). Ties go to the smaller k
+    (larger blocks, fewer files)."""
+    n = circuit.num_qubits
+    best: tuple[int, Blocking] | None = None
+    for k in range(MIN_SPANNED, n + 1):
+        try:
+            blocking = _blocking(circuit, dtype, memory_limit, workers, k)
+        except ValidationError:
+            if best is None:
+                raise
+            break
+        if best is not None and blocking.workers < best[1].workers:
+            break
+        passes = len(plan_passes(circuit, blocking))
+        if best is None or passes < best[0]:
+            best = (passes, blocking)
+        if blocking.k < k:  # every global qubit spanned already
+            break
+    assert best is not None
+    return best[1]
+
+
+def _blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: int, k: int) -> Blocking:
+    """Blocks for tasks of GROUP_COPIES groups of 2^k blocks, k grown to the widest
     operation's global qubits when one spans more."""
     n = circuit.num_qubits
-    k = MIN_SPANNED
     while True:
         what = f"a stored gradient of {n} qubits (tasks of {GROUP_COPIES} copies of 2^{k} blocks)"
         L, used = choose_blocks(

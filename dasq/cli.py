@@ -450,10 +450,14 @@ def _info_lines(facts: dict[str, Any]) -> Iterator[tuple[str, str]]:
     yield "qubits", f"{n}, {facts['dtype']} amplitudes ({size} B each, {format_bytes(size << n)} in all)"
     if facts.get("density_qubits"):
         yield "", f"the Choi vector of a density matrix of {facts['density_qubits']} qubits"
+    gradient = facts.get("kind") == "gradient"
+    if gradient:
+        yield "", "two such states, psi and lambda, of a dasq.gradient run (its passes are the stages)"
     blocks = f"{1 << (n - L)} of 2^{L} amplitudes ({format_bytes(size << L)} each)"
     yield "blocks", f"{blocks}, stored in chunks of 2^{S} amplitudes ({format_bytes(size << S)} each)"
     yield "layout", f"{facts['layout']} (the position of each qubit, qubit 0 first)"
-    state = "complete" if facts["complete"] else "incomplete: run `dasq resume` on it"
+    go_on = "call dasq.gradient again with this store" if gradient else "run `dasq resume` on it"
+    state = "complete" if facts["complete"] else f"incomplete: {go_on}"
     yield "stages", f"{facts['stages_done']} of {facts['stages_total']} done ({state})"
     yield "codec", _codec_words(facts["codec"])
     if facts["codec"].get("keep_bits") is not None:

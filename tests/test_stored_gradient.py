@@ -14,6 +14,7 @@ from resume import STOP_AT_PASS, stopped
 
 import dasq
 from dasq import _config
+from dasq.cli import _info_lines
 from dasq.engine import stored_gradient as sg
 from dasq.engine.rows import slotted  # the stored gradient plans its passes over its operations
 from dasq.errors import StoreError, ValidationError
@@ -174,6 +175,13 @@ def test_a_gradient_store_and_a_state_store_are_one_kind_of_store(tmp_path):
     assert (info["kind"], info["num_qubits"], info["stages_done"]) == ("gradient", N, 2)
     assert info["disk_needed"] == st.disk_needed(N + 1, "complex128", info["storage_chunk_qubits"])  # 2 rows
     assert dasq.info(state)["kind"] == "state"
+    lines = [f"{label:<12} {text}".rstrip() for label, text in _info_lines(info)]
+    assert (
+        "             two such states, psi and lambda, of a dasq.gradient run (its passes are the stages)"
+        in lines
+    )
+    assert any("incomplete: call dasq.gradient again with this store" in line for line in lines)
+    assert "codec        no compression, every bit kept (lossless), a crc32c checksum on every chunk" in lines
 
 
 def test_bad_requests_get_one_clear_error(tmp_path):

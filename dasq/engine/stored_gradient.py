@@ -468,6 +468,7 @@ def _build(run: StoredGradient, where: Location) -> None:
         layout=list(range(n)),
         circuit_hash=run.key,
         stages_total=run.total,
+        codec=st.Codec().as_dict(),
         memory_limit=run.memory_limit,
         workers=run.blocking.workers,
         basis=run.basis,

@@ -397,7 +397,10 @@ def test_a_stored_run_that_keeps_losing_workers_stops_with_a_clear_error_and_res
 
 @pytest.fixture(scope="module")
 def four_workers():
+    """Four one-thread worker processes whose scheduler never steals a task: on a loaded
+    machine a stolen block's transfer would count as bytes the plan never moved."""
     with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
         LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as c,
     ):

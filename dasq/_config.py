@@ -216,18 +216,35 @@ def device_name(device: str | None) -> str:
     return str(setting("dasq.device") or "cpu")
 
 
+def scheduler_workers(client: Any) -> dict[str, dict]:
+    """Every worker the scheduler knows, with its facts, asked for this call ({}: the
+    scheduler lost). Not ``Client.scheduler_info()``'s: it returns the client's cached
+    identity, which the client's periodic refresh (asking for no workers) can replace
+    between the fetch and the read, so that a cluster seemed, once in a while, to have
+    no workers at all."""
+    if getattr(client, "asynchronous", False):  # no call to wait on: the cache is all there is
+        return dict(client.scheduler_info().get("workers", {}))
+    if client.status not in ("running", "connecting") or client.scheduler is None:
+        return {}
+    try:
+        identity = client.sync(client.scheduler.identity, n_workers=-1)
+    except (OSError, RuntimeError):  # the scheduler lost: a comm closed or timed out, its pool closed
+        return {}
+    return dict(identity.get("workers", {}))
+
+
 def available_memory(client: object = None, device_bytes: int | None = None) -> tuple[int, str]:
     """(bytes, where): the memory of the workers of ``client`` (summed; a worker
     without a limit counts as this machine's memory), else of this machine. With
     ``device_bytes`` (one GPU's memory) the blocks live on GPUs: one per worker."""
     if device_bytes is not None:
         if client is not None:
-            workers = len(client.scheduler_info().get("workers", {}))  # type: ignore[attr-defined]
+            workers = len(scheduler_workers(client))
             if workers:
                 return workers * device_bytes, f"the cluster's GPUs ({workers} workers)"
         return device_bytes, "the GPU"
     if client is not None:
-        workers = client.scheduler_info().get("workers", {})  # type: ignore[attr-defined]
+        workers = scheduler_workers(client)
         if workers:
             total = sum(int(w.get("memory_limit") or total_memory()) for w in workers.values())
             return total, f"the cluster ({len(workers)} workers)"

@@ -96,6 +96,20 @@ def test_a_run_costs_a_few_tasks_whatever_its_steps(client):
     np.testing.assert_allclose(state.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)
 
 
+def test_a_run_sees_every_worker_when_the_clients_cached_identity_has_none(client, monkeypatch):
+    """Client.scheduler_info() returns a cache the client's periodic refresh (which asks
+    for no workers) may replace just before it is read: a run then saw no workers, made
+    no programs and failed on an empty list. Workers are asked for each time instead."""
+    from distributed import Client
+
+    from dasq.engine.placement import worker_addresses
+
+    monkeypatch.setattr(Client, "scheduler_info", lambda self, *a, **k: {"workers": {}})
+    assert len(worker_addresses(client)) == 2
+    state = dasq.simulate(_random(14, 3, 4), chunk_qubits=10, client=client)
+    assert _direct(state) and state.report.tasks == 2 * 2 + 16 + 1
+
+
 def test_blocks_of_zeros_are_neither_computed_nor_sent(client):
     # a GHZ state from |0...0>: the first relayout gathers pieces from one live block
     state = dasq.simulate(_ghz(14), chunk_qubits=10, client=client)

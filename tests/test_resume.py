@@ -79,3 +79,10 @@ def test_ctrl_c_on_a_stored_run_prints_the_resume_command_which_finishes_it(tmp_
 
 def test_an_interrupted_run_resumes_from_its_last_pass(tmp_path):
     stop_and_resume("gradient", tmp_path / "grad", STOP_AT_PASS[3], here=True)
+
+
+@pytest.mark.parametrize("blocks", [2, 9, 30])
+def test_a_stored_gradient_killed_mid_pass_resumes_to_the_same_gradient(tmp_path, blocks):
+    """A gradient's passes are the streaming executor's: SIGKILL after ``blocks`` blocks
+    of them (mid forward pass, later, in the sweep back) loses only the pass under way."""
+    assert stop_and_resume("gradient", tmp_path / "grad", Stop(blocks=blocks)) is not None

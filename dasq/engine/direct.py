@@ -734,8 +734,9 @@ def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list, watch: _Watc
             return client.gather(stats)
         except (TimeoutError, DaskTimeout):
             failed = [f for f in stats if f.status == "error"]
-            present = set(client.scheduler_info(n_workers=-1).get("workers", {}))  # {}: scheduler lost
-            gone = [w for w in spec.workers if w not in present]
+            present = set(_config.scheduler_workers(client))
+            # none: the scheduler does not answer; the client's status will say when it is lost
+            gone = [w for w in spec.workers if w not in present] if present else []
             if client.status != "running":
                 reason = "the client is no longer connected"
             elif failed:
@@ -750,9 +751,10 @@ def _wait(client: Any, spec: DirectPlan, stats: list, blocks: list, watch: _Watc
             f"the client lost its connection to the Dask scheduler {client.scheduler.address} during the "
             f"run ({reason})"
         )
-    alive = [w for w in spec.workers if w in set(client.scheduler_info(n_workers=-1).get("workers", {}))]
+    alive = [w for w in spec.workers if w in set(_config.scheduler_workers(client))]
     with contextlib.suppress(Exception):  # the run is failing anyway: its programs time out
-        client.run(inbox.abort, spec.run, reason, workers=alive, nanny=False)
+        if alive:
+            client.run(inbox.abort, spec.run, reason, workers=alive, nanny=False)
     steps = [f for chain in watch.chains for f in chain]
     client.cancel([*stats, *blocks, *steps], force=True)
     raise DirectRunError(f"the direct run on {len(spec.workers)} workers failed: {reason}")

@@ -21,6 +21,8 @@ from typing import Any
 
 import dask
 
+from dasq import _config
+
 
 @dataclass(frozen=True)
 class BlockPlacement:
@@ -65,7 +67,7 @@ def worker_addresses(client: Any) -> tuple[str, ...]:
     """The addresses of ``client``'s workers, in a fixed order (none without a client)."""
     if client is None:
         return ()
-    return tuple(sorted(client.scheduler_info(n_workers=-1).get("workers", {})))  # {}: scheduler lost
+    return tuple(sorted(_config.scheduler_workers(client)))  # none: the scheduler lost
 
 
 def block_placement(workers: tuple[str, ...], num_blocks: int) -> BlockPlacement | None:

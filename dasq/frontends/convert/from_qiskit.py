@@ -514,9 +514,14 @@ def preparation_matrix(state: np.ndarray) -> np.ndarray:
     to ``state`` up to the phase of its first entry, times that phase."""
     size = state.size
     phase = np.exp(1j * np.angle(state[0]))  # not state[0] / |state[0]|: a subnormal overflows that
-    v = -np.conj(phase) * state
-    v[0] += 1.0  # v = |0> - e^{-i phase} state
-    weight = float(np.vdot(v, v).real)
-    if weight < 1e-30:  # the state is |0> times a phase
+    rest = float(np.vdot(state[1:], state[1:]).real)  # 1 - |state[0]|^2, summed, not subtracted
+    if rest == 0.0:  # the state is |0> times a phase
         return phase * np.eye(size, dtype=complex)
-    return phase * (np.eye(size, dtype=complex) - (2.0 / weight) * np.outer(v, v.conj()))
+    v = -np.conj(phase) * state
+    # v = |0> - e^{-i phase} state; its first entry 1 - |state[0]| as rest / (1 + |state[0]|):
+    # subtracted, it cancelled to a few ulps for nearly-|0> states, and the first column then
+    # missed the state by up to 1e-2
+    v[0] = rest / (1.0 + abs(state[0]))
+    u = v / np.abs(v).max()  # scaled first: |v|^2 underflows for amplitudes below 1e-154
+    u /= np.linalg.norm(u)
+    return phase * (np.eye(size, dtype=complex) - 2.0 * np.outer(u, u.conj()))

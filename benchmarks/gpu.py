@@ -31,27 +31,36 @@ from benchmarks.measure import peak_rss
 
 @dataclass(frozen=True)
 class TileConfig:
-    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes."""
+    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes; the
+    widest group whose matrix sits in registers and whether the tile is swizzled
+    (backend/cuda_kernels.py; ``/0/0``: the kernel as it was before either)."""
 
     fusion: int
     tile_bytes: int
     run_bytes: int
+    register_qubits: int = 2
+    swizzle: bool = True
 
     @classmethod
     def parse(cls, text: str) -> TileConfig:
         try:
-            fusion, tile, run = (int(x) for x in text.split("/"))
+            numbers = [int(x) for x in text.split("/")]
+            if len(numbers) not in (3, 5):
+                raise ValueError
         except ValueError:
             raise ValueError(
-                f"a tile configuration is F/TILE_BYTES/RUN_BYTES, e.g. 3/32768/64; got {text!r}"
+                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/REGISTER_QUBITS/SWIZZLE], e.g. "
+                f"3/32768/64 or 2/32768/64/2/1; got {text!r}"
             ) from None
-        return cls(fusion, tile, run)
+        if len(numbers) == 3:
+            return cls(*numbers)
+        return cls(*numbers[:4], bool(numbers[4]))
 
     def __str__(self) -> str:
-        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}"
+        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{self.register_qubits}/{int(self.swizzle)}"
 
 
-DEFAULT_CONFIG = "2/32768/64"  # dasq's defaults (backend/gpu.py)
+DEFAULT_CONFIG = "2/32768/64/2/1"  # dasq's defaults (backend/gpu.py, backend/cuda_kernels.py)
 
 
 @contextlib.contextmanager
@@ -60,12 +69,14 @@ def configured(config: TileConfig) -> Iterator[None]:
     plans and compiles afresh, then runs warm)."""
     import dask
 
-    from dasq.backend import gpu
+    from dasq.backend import cuda_kernels, gpu
     from dasq.engine import program
     from dasq.plan import reuse
 
     saved = gpu.TILE_BYTES, gpu.COALESCED_BYTES
+    kernel = cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE
     gpu.TILE_BYTES, gpu.COALESCED_BYTES = config.tile_bytes, config.run_bytes
+    cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE = config.register_qubits, config.swizzle
     reuse.clear_plan_cache()
     program.COMPILED._held.clear()
     try:
@@ -73,6 +84,7 @@ def configured(config: TileConfig) -> Iterator[None]:
             yield
     finally:
         gpu.TILE_BYTES, gpu.COALESCED_BYTES = saved
+        cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE = kernel
         reuse.clear_plan_cache()
         program.COMPILED._held.clear()
 

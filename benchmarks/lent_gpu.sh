@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The checks for a lent GPU machine (16 cores, one GPU, no package index), as one script
-# of about 7 minutes: the GPU backend's operation tests on the GPU, the gpu suite
-# (tile configurations at 20 and 28 qubits: host time per group, passes, roofline,
-# states against the CPU backend) and qsim's CUDA simulator beside dasq's GPU backend
-# (gpupeer, 26-32 qubits).
+# of about 8 minutes: the GPU backend's operation tests on the GPU, qsim's CUDA simulator
+# beside dasq's GPU backend at each tile configuration (gpupeer, 26-32 qubits), a stored
+# run streamed through the GPU (ooc, 28 qubits complex64, a quarter-state budget) and the
+# gpu suite (tile configurations at 20 qubits: host time per group, passes, roofline,
+# states against the CPU backend).
 #
 # It needs, carried with the working tree:
 #   .whl/   the wheels of dasq's dependencies missing there (dask, distributed, zarr,
@@ -30,41 +31,49 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
-# the tile configurations F/TILE_BYTES/RUN_BYTES timed (the first: dasq's default)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64 3/32768/64 3/32768/256 2/65536/64 3/65536/64 4/32768/64}"
+# the tile configurations F/TILE_BYTES/RUN_BYTES/REGISTER_QUBITS/SWIZZLE timed (the first:
+# dasq's default; /0/0: the kernel before registers and swizzle)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/2/1 2/32768/64/0/0 2/32768/64/0/1 3/32768/64/2/1 2/65536/64/2/1}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &
   GPU=(--qubits 10 --check-max-qubits 0 --cpu-max-qubits 10) PEER=(--qubits 12 14) TESTDEV=gpu-twin XDIST=()
+  OOC=(--qubits 16 --dtypes complex64 --fractions 4 --circuits layers --device cpu)
 else
   QSIM=/tmp/qsim_base_cuda.x DEV=gpu
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$OUT/log.txt"
   (start=$(date +%s%N); nvcc -std=c++17 -O3 -arch=native -Wno-deprecated-gpu-targets -o $QSIM \
      .qsim/apps/qsim_base_cuda.cu >"$OUT/nvcc.txt" 2>&1
    echo "qsim build rc=$? ms=$((($(date +%s%N) - start) / 1000000))" >>"$OUT/nvcc.txt") &
-  read -r -a GPUQ <<<"${GPU_QUBITS:-20 28}"
+  read -r -a GPUQ <<<"${GPU_QUBITS:-20}"
   GPU=(--qubits "${GPUQ[@]}" --check-max-qubits 20 --cpu-max-qubits ${CPU_MAX:-20}) PEER=(--qubits 26 28 30 32) TESTDEV=gpu
+  OOC=(--qubits 28 --dtypes complex64 --fractions 4 --circuits layers --device gpu)
   XDIST=(-n "${TEST_WORKERS:-12}")
 fi
 BUILD=$!
 
 # each part can be narrowed or skipped (an empty PARTS entry) for a second call
-PARTS=${PARTS:-tests gpu gpupeer}
+PARTS=${PARTS:-tests gpupeer ooc gpu}
 
 [[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
-timeout ${TESTS_TIMEOUT:-170} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
+timeout ${TESTS_TIMEOUT:-100} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
   ${TESTS:-tests/test_gpu_backend.py tests/test_operations_reference.py} -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
 log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
-[[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
-read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
-timeout ${GPU_TIMEOUT:-150} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
-  --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
-
 wait $BUILD; cat "$OUT/nvcc.txt" >>"$OUT/log.txt" 2>/dev/null
 [[ " $PARTS " == *" gpupeer "* ]] && { log "gpupeer"
-timeout ${PEER_TIMEOUT:-280} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
-  "${PEER[@]}" --circuits layers qft --fused ${FUSED:-2 3 4 5} --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
+timeout ${PEER_TIMEOUT:-230} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
+  "${PEER[@]}" --circuits layers qft --fused ${FUSED:-3 4} --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
   --output gpupeer$S >>"$OUT/log.txt" 2>&1
 log "gpupeer rc=$?"; keep gpupeer$S; }
+
+[[ " $PARTS " == *" ooc "* ]] && { log "ooc"
+timeout ${OOC_TIMEOUT:-140} $PY benchmarks/run.py ooc "${OOC[@]}" --output ooc-gpu$S >>"$OUT/log.txt" 2>&1
+log "ooc rc=$?"; keep ooc-gpu$S; }
+
+[[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
+read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
+timeout ${GPU_TIMEOUT:-80} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
+  --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]:0:2}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
+
 true

@@ -3,6 +3,7 @@ of the plan's passes; each run in a child ``_oocrate`` of run.py.
 
     python benchmarks/run.py ooc --quick            # 20-24 qubits, budgets 1/4..1/64
     python benchmarks/run.py ooc --qubits 26 --dtypes complex128 --fractions 4
+    python benchmarks/run.py ooc --qubits 28 --dtypes complex64 --fractions 4 --device gpu --output ooc-gpu
 
 A pass reads and writes the whole state once, so a plan of P passes cannot beat
 P x (state / write rate + state / read rate); the rates are measured in the child
@@ -86,15 +87,16 @@ def child(args: argparse.Namespace) -> None:
         L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2, direct=True)
         for qubits, budget in ((min(args.qubits - 1, L + 3), limit), (14, 2 * 8 * itemsize << 9)):
             shutil.rmtree(warm, ignore_errors=True)
-            dasq.simulate(_circuit(args.circuit, qubits), store=warm, dtype=args.dtype, memory_limit=budget)
-            dasq.simulate(_circuit(args.circuit, qubits), dtype=args.dtype).norm()  # the in-memory check's
+            c = _circuit(args.circuit, qubits)
+            dasq.simulate(c, store=warm, dtype=args.dtype, memory_limit=budget, device=args.device)
+            dasq.simulate(c, dtype=args.dtype).norm()  # the in-memory check's
         shutil.rmtree(warm)
         disk = disk_rates(store.parent, state_bytes)
         circuit = _circuit(args.circuit, args.qubits)
         reset_peak_rss()
         base = vm("VmRSS")
         t = time.perf_counter()
-        state = dasq.simulate(circuit, store=store, dtype=args.dtype, memory_limit=limit)
+        state = dasq.simulate(circuit, store=store, dtype=args.dtype, memory_limit=limit, device=args.device)
         seconds = time.perf_counter() - t
         peak = peak_rss()
     info = dasq.info(store)
@@ -131,11 +133,11 @@ def _pass_bound(circuit, L: int) -> dict:
     }
 
 
-def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: int) -> dict:
+def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: int, device: str) -> dict:
     store = work / f"ooc-{circuit}-{n}.zarr"
     shutil.rmtree(store, ignore_errors=True)
     options = ["--circuit", circuit, "--qubits", str(n), "--dtype", dtype, "--store", str(store)]
-    options += ["--fraction", str(fraction), "--threads", str(threads)]
+    options += ["--fraction", str(fraction), "--threads", str(threads), "--device", device]
     try:
         run = children.run("_oocrate", *options, what=f"{circuit} {n} 1/{fraction}", timeout=3600, tail=3000)
     finally:
@@ -151,6 +153,7 @@ def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: i
         "dtype": dtype,
         "fraction": fraction,
         "threads": threads or None,
+        "device": device,
         "state_bytes": state,
         **run,
         "write_rate": disk["bytes"] / write_s,
@@ -172,7 +175,7 @@ def suite_ooc(args: argparse.Namespace) -> dict:
     rows = output.saved_rows(name, args.append)
     for n, dtype, fraction, threads in configs:
         for circuit in args.circuits:
-            row = _row(work, circuit, n, dtype, fraction, threads)
+            row = _row(work, circuit, n, dtype, fraction, threads, args.device)
             rows.append(row)
             shown = {k: v for k, v in row.items() if k not in ("check", "stage_seconds")}
             print(json.dumps(shown), flush=True)

@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE.parent))  # benchmarks.* of this checkout
 
 from benchmarks import output  # noqa: E402 - after the path above
 from benchmarks.gpu import DEFAULT_CONFIG as DEFAULT_TILE_CONFIG  # noqa: E402
+from benchmarks.gpu import TileConfig  # noqa: E402
 
 # suite -> (module of benchmarks/, its function): the function returns the payload that
 # goes to results/SUITE.json (or --output), and writes its rows so far itself, if at all
@@ -159,6 +160,7 @@ def parser() -> argparse.ArgumentParser:
     orc.add_argument("--store")
     orc.add_argument("--fraction", type=int)
     orc.add_argument("--threads", type=int, default=0)
+    orc.add_argument("--device", default="cpu")
     rate = sub.add_parser("ooc")
     rate.add_argument("--quick", action="store_true", help="20-24 qubits complex128, budgets 1/4..1/64")
     rate.add_argument("--qubits", type=int, nargs="+", default=[24, 26, 28])
@@ -169,6 +171,7 @@ def parser() -> argparse.ArgumentParser:
     rate.add_argument("--append", action="store_true", help="keep the rows already in ooc.json")
     rate.add_argument("--output", default="ooc", help="results/OUTPUT.json (ooc-before: another dasq's runs)")
     rate.add_argument("--directory", default=str(output.RESULTS / "tmp"), help="where the stores go")
+    rate.add_argument("--device", default="cpu", help="where the blocks are computed: cpu or gpu")
     mc = sub.add_parser("_memory")
     mc.add_argument("--circuit")
     mc.add_argument("--qubits", type=int)
@@ -293,7 +296,13 @@ def parser() -> argparse.ArgumentParser:
         help="avx2: dasq and qsim without AVX-512 on an AVX-512 host (restrict_to_avx2)",
     )
     for tiled in (gp, gs2, gpc, gpp):  # the first configuration is the default's (benchmarks/gpu.py)
-        tiled.add_argument("--configs", nargs="+", default=[DEFAULT_TILE_CONFIG], help="F/TILE/RUN bytes")
+        tiled.add_argument(
+            "--configs",
+            nargs="+",
+            type=lambda text: str(TileConfig.parse(text)),  # one name per configuration
+            default=[DEFAULT_TILE_CONFIG],
+            help="F/TILE/RUN bytes[/REGISTER_QUBITS/SWIZZLE]",
+        )
     return p
 
 

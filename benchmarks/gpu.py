@@ -31,36 +31,40 @@ from benchmarks.measure import peak_rss
 
 @dataclass(frozen=True)
 class TileConfig:
-    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes; the
-    widest group whose matrix sits in registers and whether the tile is swizzled
-    (backend/cuda_kernels.py; ``/0/0``: the kernel as it was before either)."""
+    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes; then
+    the tile kernel's switches (backend/cuda_kernels.py): the widest group whose matrix
+    sits in registers, whether the tile is swizzled, the rounds loaded per batch
+    (``/0/0/1``: the kernel as it was before any of them)."""
 
     fusion: int
     tile_bytes: int
     run_bytes: int
-    register_qubits: int = 2
-    swizzle: bool = True
+    register_qubits: int = 0
+    swizzle: bool = False
+    batch: int = 8
 
     @classmethod
     def parse(cls, text: str) -> TileConfig:
         try:
             numbers = [int(x) for x in text.split("/")]
-            if len(numbers) not in (3, 5):
+            if len(numbers) not in (3, 6):
                 raise ValueError
         except ValueError:
             raise ValueError(
-                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/REGISTER_QUBITS/SWIZZLE], e.g. "
-                f"3/32768/64 or 2/32768/64/2/1; got {text!r}"
+                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/REGISTER_QUBITS/SWIZZLE/BATCH], e.g. "
+                f"3/32768/64 or 2/32768/64/0/0/8; got {text!r}"
             ) from None
         if len(numbers) == 3:
             return cls(*numbers)
-        return cls(*numbers[:4], bool(numbers[4]))
+        fusion, tile, run, registers, swizzle, batch = numbers
+        return cls(fusion, tile, run, registers, bool(swizzle), batch)
 
     def __str__(self) -> str:
-        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{self.register_qubits}/{int(self.swizzle)}"
+        kernel = f"{self.register_qubits}/{int(self.swizzle)}/{self.batch}"
+        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{kernel}"
 
 
-DEFAULT_CONFIG = "2/32768/64/2/1"  # dasq's defaults (backend/gpu.py, backend/cuda_kernels.py)
+DEFAULT_CONFIG = "2/32768/64/0/0/8"  # dasq's defaults (backend/gpu.py, backend/cuda_kernels.py)
 
 
 @contextlib.contextmanager
@@ -74,9 +78,10 @@ def configured(config: TileConfig) -> Iterator[None]:
     from dasq.plan import reuse
 
     saved = gpu.TILE_BYTES, gpu.COALESCED_BYTES
-    kernel = cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE
+    kernel = cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE, cuda_kernels.LOAD_BATCH
     gpu.TILE_BYTES, gpu.COALESCED_BYTES = config.tile_bytes, config.run_bytes
     cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE = config.register_qubits, config.swizzle
+    cuda_kernels.LOAD_BATCH = config.batch
     reuse.clear_plan_cache()
     program.COMPILED._held.clear()
     try:
@@ -84,7 +89,7 @@ def configured(config: TileConfig) -> Iterator[None]:
             yield
     finally:
         gpu.TILE_BYTES, gpu.COALESCED_BYTES = saved
-        cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE = kernel
+        cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE, cuda_kernels.LOAD_BATCH = kernel
         reuse.clear_plan_cache()
         program.COMPILED._held.clear()
 

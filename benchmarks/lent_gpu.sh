@@ -31,9 +31,9 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
-# the tile configurations F/TILE_BYTES/RUN_BYTES/REGISTER_QUBITS/SWIZZLE timed (the first:
-# dasq's default; /0/0: the kernel before registers and swizzle)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/2/1 2/32768/64/0/0 2/32768/64/0/1 3/32768/64/2/1 2/65536/64/2/1}"
+# the tile configurations F/TILE_BYTES/RUN_BYTES/REGISTER_QUBITS/SWIZZLE/BATCH timed (the
+# first: dasq's default; /0/0/1: the kernel before registers, swizzle and batched loads)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/0/0/8 2/32768/64/0/0/1 2/32768/64/0/1/8 2/65536/64/0/0/8 3/32768/64/0/0/8}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &

@@ -39,14 +39,19 @@ DENSE, PHASES = 0, 1  # the tile program's operation kinds
 # Dense groups of up to this many qubits keep their matrix in registers (4x4 complex:
 # 32 registers); wider ones read it from shared memory, a load per entry per group of
 # amplitudes, as many loads as the amplitudes' own. 0: every matrix in shared memory.
-REGISTER_MATRIX_QUBITS = 2
+REGISTER_MATRIX_QUBITS = 0
 # Shared memory is 32 banks of 4 bytes: a warp's loads of amplitudes 2^t apart, t < 4
 # (complex64; t < 3 in complex128), collide. The tile is stored swizzled: amplitude e
 # sits at e ^ mask(e), the XOR of SWIZZLE_MASKS[i] for each set bit 4 + i of e. These
 # masks make every dense group of one or two tile ranks, and the loads, stores and
 # phases (consecutive e), conflict-free in complex64 (tested: test_gpu_tile_swizzle).
-SWIZZLE = True
+SWIZZLE = False
 SWIZZLE_MASKS = (7, 11, 13)
+# A tile's amplitudes are loaded (and stored) this many rounds of its threads at a time:
+# the loads are issued together, then written to shared memory, so a thread waits for
+# device memory once per batch, not once per round (a guarded loop of single rounds
+# issues each load only after the last one's store). 1: one round at a time.
+LOAD_BATCH = 8
 
 
 def swizzle_table(masks: Sequence[int] = SWIZZLE_MASKS) -> int:
@@ -135,6 +140,7 @@ extern "C" __global__ void diagonal(
 _TILE_SOURCE = r"""
 #define CMUL_RE(a, b) ((a).x * (b).x - (a).y * (b).y)
 #define CMUL_IM(a, b) ((a).x * (b).y + (a).y * (b).x)
+#define PHASE_BATCH (__BATCH__ < 4 ? __BATCH__ : 4)
 #if __SWIZZLE__
 // where amplitude e of the tile sits in shared memory (swizzled: see SWIZZLE_MASKS)
 #define SW(e) ((e) ^ (int)((__SWIZZLE_TABLE__u >> (((e) >> 2) & 28)) & 15u))
@@ -228,7 +234,26 @@ __device__ void phases_on_tile(__VEC__* tile, const __VEC__* table, const int* b
         spread[threadIdx.x] = j;
     }
     __syncthreads();
-    for (int r = 0; r < rounds; ++r) {
+    int r = 0;
+#if __BATCH__ > 1
+    if (size >= (int)blockDim.x)  // whole rounds: a batch's loads in flight together
+        for (; r + PHASE_BATCH <= rounds; r += PHASE_BATCH) {
+            __VEC__ a[PHASE_BATCH], t[PHASE_BATCH];
+            #pragma unroll
+            for (int i = 0; i < PHASE_BATCH; ++i) {
+                a[i] = tile[SW(threadIdx.x + (r + i) * blockDim.x)];
+                t[i] = table[fixed | own | spread[r + i]];
+            }
+            #pragma unroll
+            for (int i = 0; i < PHASE_BATCH; ++i) {
+                __VEC__ out;
+                out.x = CMUL_RE(a[i], t[i]);
+                out.y = CMUL_IM(a[i], t[i]);
+                tile[SW(threadIdx.x + (r + i) * blockDim.x)] = out;
+            }
+        }
+#endif
+    for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
         if (e < size) {
             __VEC__ a = tile[SW(e)], t = table[fixed | own | spread[r]], out;
@@ -270,7 +295,18 @@ extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
         high[threadIdx.x] = at;
     }
     __syncthreads();
-    for (int r = 0; r < rounds; ++r) {
+    int r = 0;
+#if __BATCH__ > 1
+    if (size >= (int)blockDim.x)  // whole rounds: a batch's loads from device memory in flight together
+        for (; r + __BATCH__ <= rounds; r += __BATCH__) {
+            __VEC__ v[__BATCH__];
+            #pragma unroll
+            for (int i = 0; i < __BATCH__; ++i) v[i] = state[base | own | high[r + i]];
+            #pragma unroll
+            for (int i = 0; i < __BATCH__; ++i) tile[SW(threadIdx.x + (r + i) * blockDim.x)] = v[i];
+        }
+#endif
+    for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
         if (e < size) tile[SW(e)] = state[base | own | high[r]];
     }
@@ -300,7 +336,18 @@ extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
         __syncthreads();
         w += __HEADER__ + m;
     }
-    for (int r = 0; r < rounds; ++r) {
+    r = 0;
+#if __BATCH__ > 1
+    if (size >= (int)blockDim.x)
+        for (; r + __BATCH__ <= rounds; r += __BATCH__) {
+            __VEC__ v[__BATCH__];
+            #pragma unroll
+            for (int i = 0; i < __BATCH__; ++i) v[i] = tile[SW(threadIdx.x + (r + i) * blockDim.x)];
+            #pragma unroll
+            for (int i = 0; i < __BATCH__; ++i) state[base | own | high[r + i]] = v[i];
+        }
+#endif
+    for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
         if (e < size) state[base | own | high[r]] = tile[SW(e)];
     }
@@ -308,11 +355,14 @@ extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
 """
 
 
-def expanded(source: str, real: str, k: int, registers: int = 0, swizzle: bool = False) -> str:
+def expanded(
+    source: str, real: str, k: int, registers: int = 0, swizzle: bool = False, batch: int = 1
+) -> str:
     """CUDA source with its placeholders filled: the real type, a group's width ``k``,
-    the register-matrix width and the swizzle."""
+    the register-matrix width, the swizzle and the rounds loaded per batch."""
     return (
         source.replace("__SWIZZLE_TABLE__", hex(swizzle_table()))
+        .replace("__BATCH__", str(batch))
         .replace("__SWIZZLE__", str(int(swizzle)))
         .replace("__REGM__", str(registers))
         .replace("__VEC__", f"{real}2")
@@ -326,10 +376,12 @@ def expanded(source: str, real: str, k: int, registers: int = 0, swizzle: bool =
 
 
 @functools.cache
-def _compiled(source: str, name: str, real: str, k: int, registers: int = 0, swizzle: bool = False) -> Any:
+def _compiled(
+    source: str, name: str, real: str, k: int, registers: int = 0, swizzle: bool = False, batch: int = 1
+) -> Any:
     import cupy
 
-    return cupy.RawKernel(expanded(source, real, k, registers, swizzle), name)
+    return cupy.RawKernel(expanded(source, real, k, registers, swizzle, batch), name)
 
 
 def _grid(count: int) -> tuple[int]:
@@ -427,6 +479,7 @@ def tile_pass_cuda(state: Any, program: TileProgram, words: Any, entries: Any, p
         max(1, program.widest),
         REGISTER_MATRIX_QUBITS,
         SWIZZLE,
+        LOAD_BATCH,
     )
     shared = program.shared_bytes(state.dtype.itemsize)
     if shared > 48 << 10:  # past the default: the kernel must ask for it

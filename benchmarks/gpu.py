@@ -3,14 +3,15 @@ each contender in a child ``_gpu`` of run.py (needs a GPU and cupy).
 
     python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft --configs 2/32768/64 3/32768/64
 
-A *tile configuration* ``F/TILE/RUN`` is the fused-group width, the shared-memory
-tile's bytes and the bytes of the runs a tile reads (the lowest bits it holds); the
-first one given is the default's. Each is timed in the same child, one after the
-other, with the plan and compiled-pass caches emptied between them. Per row: the
-fused groups and tile passes (pure planning), the roofline (passes x one pass over
-the state at the device-to-device copy's bandwidth, measured in the same run), and
-the host time of ``simulate`` per fused group (the launches are asynchronous: its
-return comes before the device is done; at 20 qubits a pass is microseconds, so
+A *tile configuration* ``F/TILE/RUN[/BATCH]`` is the fused-group width, the
+shared-memory tile's bytes, the bytes of the runs a tile reads (the lowest bits it
+holds) and the rounds of a tile loaded at a time; the first one given is the
+default's. Each is timed in the same child, one after the other, with the plan and
+compiled-pass caches emptied between them. Per row: the fused groups and tile passes
+(pure planning), the roofline (passes x one pass over the state at the
+device-to-device copy's bandwidth, measured in the same run), and the host time of
+``simulate`` per fused group (the launches are asynchronous: its return comes before
+the device is done; at 20 qubits a pass is microseconds, so
 this is what Python and Dask cost).
 """
 
@@ -31,40 +32,35 @@ from benchmarks.measure import peak_rss
 
 @dataclass(frozen=True)
 class TileConfig:
-    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes; then
-    the tile kernel's switches (backend/cuda_kernels.py): the widest group whose matrix
-    sits in registers, whether the tile is swizzled, the rounds loaded per batch
-    (``/0/0/1``: the kernel as it was before any of them)."""
+    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes, and
+    the rounds of a tile loaded per batch (backend/cuda_kernels.py's LOAD_BATCH)."""
 
     fusion: int
     tile_bytes: int
     run_bytes: int
-    register_qubits: int = 0
-    swizzle: bool = False
     batch: int = 8
 
     @classmethod
     def parse(cls, text: str) -> TileConfig:
         try:
             numbers = [int(x) for x in text.split("/")]
-            if len(numbers) not in (3, 6):
+            if len(numbers) not in (3, 4):
                 raise ValueError
         except ValueError:
             raise ValueError(
-                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/REGISTER_QUBITS/SWIZZLE/BATCH], e.g. "
-                f"3/32768/64 or 2/32768/64/0/0/8; got {text!r}"
+                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/BATCH], e.g. 3/32768/64 or "
+                f"2/32768/64/1; got {text!r}"
             ) from None
-        if len(numbers) == 3:
-            return cls(*numbers)
-        fusion, tile, run, registers, swizzle, batch = numbers
-        return cls(fusion, tile, run, registers, bool(swizzle), batch)
+        return cls(*numbers)
 
     def __str__(self) -> str:
-        kernel = f"{self.register_qubits}/{int(self.swizzle)}/{self.batch}"
-        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{kernel}"
+        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{self.batch}"
 
 
-DEFAULT_CONFIG = "2/32768/64/0/0/8"  # dasq's defaults (backend/gpu.py, backend/cuda_kernels.py)
+# dasq's defaults (backend/gpu.py, backend/cuda_kernels.py). The results of 787181f name
+# their configurations F/TILE/RUN/REGISTERS/SWIZZLE/BATCH (two switches since removed):
+# this one is their 2/32768/64/0/0/8, the same compiled kernel.
+DEFAULT_CONFIG = "2/32768/64/8"
 
 
 @contextlib.contextmanager
@@ -78,9 +74,8 @@ def configured(config: TileConfig) -> Iterator[None]:
     from dasq.plan import reuse
 
     saved = gpu.TILE_BYTES, gpu.COALESCED_BYTES
-    kernel = cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE, cuda_kernels.LOAD_BATCH
+    batch = cuda_kernels.LOAD_BATCH
     gpu.TILE_BYTES, gpu.COALESCED_BYTES = config.tile_bytes, config.run_bytes
-    cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE = config.register_qubits, config.swizzle
     cuda_kernels.LOAD_BATCH = config.batch
     reuse.clear_plan_cache()
     program.COMPILED._held.clear()
@@ -89,7 +84,7 @@ def configured(config: TileConfig) -> Iterator[None]:
             yield
     finally:
         gpu.TILE_BYTES, gpu.COALESCED_BYTES = saved
-        cuda_kernels.REGISTER_MATRIX_QUBITS, cuda_kernels.SWIZZLE, cuda_kernels.LOAD_BATCH = kernel
+        cuda_kernels.LOAD_BATCH = batch
         reuse.clear_plan_cache()
         program.COMPILED._held.clear()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks for a lent GPU machine (16 cores, one GPU, no package index), as one script
-# of about 8 minutes: the GPU backend's operation tests on the GPU, qsim's CUDA simulator
-# beside dasq's GPU backend at each tile configuration (gpupeer, 26-32 qubits), a stored
+# of about 9 minutes (on a fresh machine the tests take 2-3 of them: cupy compiles
+# every kernel in each test worker): the GPU backend's operation tests on the GPU,
+# qsim's CUDA simulator beside dasq's GPU backend at each tile configuration (gpupeer, 26-32 qubits), a stored
 # run streamed through the GPU (ooc, 28 qubits complex64, a quarter-state budget) and the
 # gpu suite (tile configurations at 20 qubits: host time per group, passes, roofline,
 # states against the CPU backend).
@@ -31,9 +32,9 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
-# the tile configurations F/TILE_BYTES/RUN_BYTES/REGISTER_QUBITS/SWIZZLE/BATCH timed (the
-# first: dasq's default; /0/0/1: the kernel before registers, swizzle and batched loads)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/0/0/8 2/32768/64/0/0/1 2/32768/64/0/1/8 2/65536/64/0/0/8 3/32768/64/0/0/8}"
+# the tile configurations F/TILE_BYTES/RUN_BYTES/BATCH timed (the first: dasq's default;
+# /1: one round of loads at a time, the kernel before batches)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/8 2/32768/64/1 2/65536/64/8 3/32768/64/8}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &
@@ -56,7 +57,7 @@ BUILD=$!
 PARTS=${PARTS:-tests gpupeer ooc gpu}
 
 [[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
-timeout ${TESTS_TIMEOUT:-100} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
+timeout ${TESTS_TIMEOUT:-200} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
   ${TESTS:-tests/test_gpu_backend.py tests/test_operations_reference.py} -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
 log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
@@ -73,7 +74,7 @@ log "ooc rc=$?"; keep ooc-gpu$S; }
 
 [[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
 read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
-timeout ${GPU_TIMEOUT:-80} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
+timeout ${GPU_TIMEOUT:-100} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
   --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]:0:2}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
 
 true

@@ -301,7 +301,7 @@ def parser() -> argparse.ArgumentParser:
             nargs="+",
             type=lambda text: str(TileConfig.parse(text)),  # one name per configuration
             default=[DEFAULT_TILE_CONFIG],
-            help="F/TILE/RUN bytes[/REGISTER_QUBITS/SWIZZLE/BATCH]",
+            help="F/TILE/RUN bytes[/BATCH]",
         )
     return p
 

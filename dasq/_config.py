@@ -135,7 +135,9 @@ GPU_FUSION_SIZE = 2
 # A GPU tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
 # tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
 # overlap the arithmetic of others; 64 KiB tiles make fewer passes but hold fewer
-# tiles in flight (the gpu suite's tile sweep chose between them).
+# tiles in flight. With batched loads (787181f) 64 KiB was 0-3% faster on layered
+# circuits at 26-32 qubits, but its states were not checked on the GPU in that run:
+# measure both again before switching (benchmarks/README.md, gpupeer).
 TILE_BYTES = 32 << 10
 # A GPU tile holds the lowest bits of the block, read and written in runs of this many
 # bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes (runs

@@ -18,7 +18,11 @@ the index arithmetic that the CUDA code uses.
   the tile) with a barrier between them, and writes it back: one read and one write
   of the state for the pass, however many groups it holds (Atlas, HyQuas). The pass
   is a small program (``TileProgram``: int words and a table of matrix entries)
-  uploaded once when the pass is compiled.
+  uploaded once when the pass is compiled. Loads and stores go in batches of rounds
+  (``LOAD_BATCH``). Tried on an H200 and left out, slower there
+  (benchmarks/results/gpupeer-00057ff.json, gpupeer.json): matrices in registers
+  (fewer tiles in flight) and a swizzled tile free of bank conflicts (its address
+  arithmetic cost more than the conflicts).
 
 Amplitudes are read as float2/double2 pairs (one 8- or 16-byte load each).
 """
@@ -36,42 +40,11 @@ THREADS = 256  # threads per CUDA block
 MAX_GROUP_QUBITS = 5  # a 32x32 matrix in shared memory (16 KiB in double); wider: cuBLAS
 TILE_THREADS = 256  # threads per tile of the tile pass
 DENSE, PHASES = 0, 1  # the tile program's operation kinds
-# Dense groups of up to this many qubits keep their matrix in registers (4x4 complex:
-# 32 registers); wider ones read it from shared memory, a load per entry per group of
-# amplitudes, as many loads as the amplitudes' own. 0: every matrix in shared memory.
-REGISTER_MATRIX_QUBITS = 0
-# Shared memory is 32 banks of 4 bytes: a warp's loads of amplitudes 2^t apart, t < 4
-# (complex64; t < 3 in complex128), collide. The tile is stored swizzled: amplitude e
-# sits at e ^ mask(e), the XOR of SWIZZLE_MASKS[i] for each set bit 4 + i of e. These
-# masks make every dense group of one or two tile ranks, and the loads, stores and
-# phases (consecutive e), conflict-free in complex64 (tested: test_gpu_tile_swizzle).
-SWIZZLE = False
-SWIZZLE_MASKS = (7, 11, 13)
-# A tile's amplitudes are loaded (and stored) this many rounds of its threads at a time:
-# the loads are issued together, then written to shared memory, so a thread waits for
-# device memory once per batch, not once per round (a guarded loop of single rounds
-# issues each load only after the last one's store). 1: one round at a time.
+# A tile's amplitudes are loaded (and stored, and multiplied by phases) this many rounds
+# of its threads at a time: a batch's loads are issued together, then written to shared
+# memory, so a thread waits on device memory once per batch (a guarded loop of single
+# rounds issues each load only after the last one's store). 1: one round at a time.
 LOAD_BATCH = 8
-
-
-def swizzle_table(masks: Sequence[int] = SWIZZLE_MASKS) -> int:
-    """The masks of every value of bits 4-6, as nibbles of one 32-bit word (the kernel's
-    ``SW`` shifts it by 4 x bits 4-6)."""
-    word = 0
-    for h in range(8):
-        mask = 0
-        for i, m in enumerate(masks):
-            if (h >> i) & 1:
-                mask ^= m
-        word |= mask << (4 * h)
-    return word
-
-
-def swizzled(e: np.ndarray, masks: Sequence[int] = SWIZZLE_MASKS) -> np.ndarray:
-    """Where amplitude ``e`` of a tile sits in shared memory: the kernel's ``SW``."""
-    return e ^ ((swizzle_table(masks) >> ((e >> 2) & 28)) & 15)
-
-
 HEADER = 3  # words before an operation's bits: kind, width m, offset of its entries in the table
 
 _REAL = {"complex64": "float", "complex128": "double"}
@@ -141,27 +114,12 @@ _TILE_SOURCE = r"""
 #define CMUL_RE(a, b) ((a).x * (b).x - (a).y * (b).y)
 #define CMUL_IM(a, b) ((a).x * (b).y + (a).y * (b).x)
 #define PHASE_BATCH (__BATCH__ < 4 ? __BATCH__ : 4)
-#if __SWIZZLE__
-// where amplitude e of the tile sits in shared memory (swizzled: see SWIZZLE_MASKS)
-#define SW(e) ((e) ^ (int)((__SWIZZLE_TABLE__u >> (((e) >> 2) & 28)) & 15u))
-#else
-#define SW(e) (e)
-#endif
 
 template <int M>
 __device__ void dense_on_tile(__VEC__* tile, __VEC__* mat, const __VEC__* entries, const int* bits, int k)
 {
     const int size = 1 << M;
-    // a narrow matrix in registers, read once per operation (from the read-only cache:
-    // every thread reads the same entries); a wide one in shared memory
-    const int held_size = M <= __REGM__ ? size * size : 1;
-    __VEC__ held[held_size];
-    if (M <= __REGM__) {
-        #pragma unroll
-        for (int e = 0; e < held_size; ++e) held[e] = __ldg(entries + e);
-    } else {
-        for (int e = threadIdx.x; e < size * size; e += blockDim.x) mat[e] = entries[e];
-    }
+    for (int e = threadIdx.x; e < size * size; e += blockDim.x) mat[e] = entries[e];
     int sorted[M], step[M];  // the bits in increasing order; 2^bits[i] in the matrix's bit order
     #pragma unroll
     for (int i = 0; i < M; ++i) {
@@ -175,7 +133,7 @@ __device__ void dense_on_tile(__VEC__* tile, __VEC__* mat, const __VEC__* entrie
             if (sorted[j - 1] > sorted[j]) {
                 int t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t;
             }
-    if (M > __REGM__) __syncthreads();
+    __syncthreads();
     const int groups = 1 << (k - M);
     for (int g = threadIdx.x; g < groups; g += blockDim.x) {
         int base = g;
@@ -191,14 +149,14 @@ __device__ void dense_on_tile(__VEC__* tile, __VEC__* mat, const __VEC__* entrie
             #pragma unroll
             for (int i = 0; i < M; ++i)
                 if ((j >> i) & 1) at += step[i];
-            v[j] = tile[SW(at)];
+            v[j] = tile[at];
         }
         #pragma unroll
         for (int j = 0; j < size; ++j) {
             __REAL__ re = 0, im = 0;
             #pragma unroll
             for (int i = 0; i < size; ++i) {
-                __VEC__ a = M <= __REGM__ ? held[(j * size + i) % held_size] : mat[j * size + i];
+                __VEC__ a = mat[j * size + i];
                 re += CMUL_RE(a, v[i]);
                 im += CMUL_IM(a, v[i]);
             }
@@ -209,7 +167,7 @@ __device__ void dense_on_tile(__VEC__* tile, __VEC__* mat, const __VEC__* entrie
             __VEC__ out;
             out.x = re;
             out.y = im;
-            tile[SW(at)] = out;
+            tile[at] = out;
         }
     }
 }
@@ -241,7 +199,7 @@ __device__ void phases_on_tile(__VEC__* tile, const __VEC__* table, const int* b
             __VEC__ a[PHASE_BATCH], t[PHASE_BATCH];
             #pragma unroll
             for (int i = 0; i < PHASE_BATCH; ++i) {
-                a[i] = tile[SW(threadIdx.x + (r + i) * blockDim.x)];
+                a[i] = tile[threadIdx.x + (r + i) * blockDim.x];
                 t[i] = table[fixed | own | spread[r + i]];
             }
             #pragma unroll
@@ -249,17 +207,17 @@ __device__ void phases_on_tile(__VEC__* tile, const __VEC__* table, const int* b
                 __VEC__ out;
                 out.x = CMUL_RE(a[i], t[i]);
                 out.y = CMUL_IM(a[i], t[i]);
-                tile[SW(threadIdx.x + (r + i) * blockDim.x)] = out;
+                tile[threadIdx.x + (r + i) * blockDim.x] = out;
             }
         }
 #endif
     for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
         if (e < size) {
-            __VEC__ a = tile[SW(e)], t = table[fixed | own | spread[r]], out;
+            __VEC__ a = tile[e], t = table[fixed | own | spread[r]], out;
             out.x = CMUL_RE(a, t);
             out.y = CMUL_IM(a, t);
-            tile[SW(e)] = out;
+            tile[e] = out;
         }
     }
 }
@@ -303,12 +261,12 @@ extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
             #pragma unroll
             for (int i = 0; i < __BATCH__; ++i) v[i] = state[base | own | high[r + i]];
             #pragma unroll
-            for (int i = 0; i < __BATCH__; ++i) tile[SW(threadIdx.x + (r + i) * blockDim.x)] = v[i];
+            for (int i = 0; i < __BATCH__; ++i) tile[threadIdx.x + (r + i) * blockDim.x] = v[i];
         }
 #endif
     for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
-        if (e < size) tile[SW(e)] = state[base | own | high[r]];
+        if (e < size) tile[e] = state[base | own | high[r]];
     }
     __syncthreads();
     for (int w = 0; w < words;) {
@@ -342,29 +300,24 @@ extern "C" __global__ void __launch_bounds__(__THREADS__) tile_pass(
         for (; r + __BATCH__ <= rounds; r += __BATCH__) {
             __VEC__ v[__BATCH__];
             #pragma unroll
-            for (int i = 0; i < __BATCH__; ++i) v[i] = tile[SW(threadIdx.x + (r + i) * blockDim.x)];
+            for (int i = 0; i < __BATCH__; ++i) v[i] = tile[threadIdx.x + (r + i) * blockDim.x];
             #pragma unroll
             for (int i = 0; i < __BATCH__; ++i) state[base | own | high[r + i]] = v[i];
         }
 #endif
     for (; r < rounds; ++r) {
         int e = threadIdx.x + r * blockDim.x;
-        if (e < size) state[base | own | high[r]] = tile[SW(e)];
+        if (e < size) state[base | own | high[r]] = tile[e];
     }
 }
 """
 
 
-def expanded(
-    source: str, real: str, k: int, registers: int = 0, swizzle: bool = False, batch: int = 1
-) -> str:
+def expanded(source: str, real: str, k: int, batch: int = 1) -> str:
     """CUDA source with its placeholders filled: the real type, a group's width ``k``,
-    the register-matrix width, the swizzle and the rounds loaded per batch."""
+    the rounds loaded per batch (the gpu suite and nvcc checks read it too)."""
     return (
-        source.replace("__SWIZZLE_TABLE__", hex(swizzle_table()))
-        .replace("__BATCH__", str(batch))
-        .replace("__SWIZZLE__", str(int(swizzle)))
-        .replace("__REGM__", str(registers))
+        source.replace("__BATCH__", str(batch))
         .replace("__VEC__", f"{real}2")
         .replace("__REAL__", real)
         .replace("__SIZE__", str(1 << k))
@@ -376,12 +329,10 @@ def expanded(
 
 
 @functools.cache
-def _compiled(
-    source: str, name: str, real: str, k: int, registers: int = 0, swizzle: bool = False, batch: int = 1
-) -> Any:
+def _compiled(source: str, name: str, real: str, k: int, batch: int = 1) -> Any:
     import cupy
 
-    return cupy.RawKernel(expanded(source, real, k, registers, swizzle, batch), name)
+    return cupy.RawKernel(expanded(source, real, k, batch), name)
 
 
 def _grid(count: int) -> tuple[int]:
@@ -472,15 +423,8 @@ def tile_pass_cuda(state: Any, program: TileProgram, words: Any, entries: Any, p
     """``program`` applied to every tile of ``state`` in place (``words``, ``entries``
     and ``positions``: the program's arrays on the device)."""
     k = len(program.positions)
-    kernel = _compiled(
-        _TILE_SOURCE,
-        "tile_pass",
-        _REAL[state.dtype.name],
-        max(1, program.widest),
-        REGISTER_MATRIX_QUBITS,
-        SWIZZLE,
-        LOAD_BATCH,
-    )
+    real = _REAL[state.dtype.name]
+    kernel = _compiled(_TILE_SOURCE, "tile_pass", real, max(1, program.widest), LOAD_BATCH)
     shared = program.shared_bytes(state.dtype.itemsize)
     if shared > 48 << 10:  # past the default: the kernel must ask for it
         kernel.max_dynamic_shared_size_bytes = shared
@@ -495,8 +439,7 @@ def tile_pass_cuda(state: Any, program: TileProgram, words: Any, entries: Any, p
 
 def tile_pass_twin(state: np.ndarray, program: TileProgram, words: Any, entries: Any, positions: Any) -> None:
     """``tile_pass_cuda`` in numpy: the same tile bases and addresses, the same groups
-    of each dense operation, the same phase-table indices, the tile stored swizzled
-    the same way; all tiles at once."""
+    of each dense operation, the same phase-table indices; all tiles at once."""
     words, entries, positions = np.asarray(words), np.asarray(entries), np.asarray(positions).tolist()
     k, low = len(positions), program.low
     base = np.arange(state.size >> k, dtype=np.int64)
@@ -507,9 +450,7 @@ def tile_pass_twin(state: np.ndarray, program: TileProgram, words: Any, entries:
     for i in range(low, k):
         at |= ((e >> i) & 1) << positions[i]
     index = base[:, None] | at[None, :]
-    sw = swizzled if SWIZZLE else (lambda x: x)  # where amplitude e sits in the tile
-    tile = np.empty((base.size, 1 << k), dtype=state.dtype)
-    tile[:, sw(e)] = state[index]
+    tile = state[index]
     w = 0
     while w < words.size:
         kind, m, offset = (int(x) for x in words[w : w + HEADER])
@@ -523,15 +464,15 @@ def tile_pass_twin(state: np.ndarray, program: TileProgram, words: Any, entries:
                     fixed |= ((base >> (-b - 1)) & 1) << j
                 else:
                     inside |= ((e >> b) & 1) << j
-            tile[:, sw(e)] *= entries[offset : offset + size][fixed[:, None] | inside[None, :]]
+            tile *= entries[offset : offset + size][fixed[:, None] | inside[None, :]]
         else:
             size = 1 << m
             g = np.arange(1 << (k - m), dtype=np.int64)
             for b in sorted(bits):
                 g = ((g >> b) << (b + 1)) | (g & ((1 << b) - 1))
             offsets = np.array([sum(((j >> i) & 1) << b for i, b in enumerate(bits)) for j in range(size)])
-            group = sw(g[:, None] + offsets[None, :])
+            group = g[:, None] + offsets[None, :]
             matrix = entries[offset : offset + size * size].reshape(size, size)
             tile[:, group] = tile[:, group] @ matrix.T
         w += HEADER + m
-    state[index] = tile[:, sw(e)]
+    state[index] = tile

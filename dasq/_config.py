@@ -105,6 +105,10 @@ ARRAY_CODE_CHUNK_QUBITS = 20
 MAX_BLOCK_QUBITS = 26
 MIN_BLOCK_QUBITS = 8
 MIN_STORAGE_QUBITS = 16
+# A stored pass pays a fixed cost per block besides its bytes (files opened, checksums,
+# the task's bookkeeping): about the work of this many amplitudes. A stored gradient
+# weighs fewer passes against smaller blocks with it (stored_gradient.pass_cost).
+BLOCK_COST_QUBITS = 13
 # A pass's blocks run as this many tasks per worker, each a run of consecutive blocks:
 # enough to balance the threads, few enough that a task's cost per block vanishes.
 TASKS_PER_WORKER = 8
@@ -135,9 +139,8 @@ GPU_FUSION_SIZE = 2
 # A GPU tile of 32 KiB (2^12 complex64 amplitudes): with the widest group's matrix, six
 # tiles fit a Hopper GPU's 228 KiB of shared memory per multiprocessor, so loads of one
 # overlap the arithmetic of others; 64 KiB tiles make fewer passes but hold fewer
-# tiles in flight. With batched loads (787181f) 64 KiB was 0-3% faster on layered
-# circuits at 26-32 qubits, but its states were not checked on the GPU in that run:
-# measure both again before switching (benchmarks/README.md, gpupeer).
+# tiles in flight (the gpupeer suite times both: benchmarks/README.md; a switch wants
+# its states checked on a GPU too).
 TILE_BYTES = 32 << 10
 # A GPU tile holds the lowest bits of the block, read and written in runs of this many
 # bytes (whole 32-byte sectors); the more bits it leaves free, the fewer passes (runs

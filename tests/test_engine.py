@@ -421,6 +421,24 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
     )
 
 
+def test_a_one_block_run_calls_its_tasks_in_this_thread(monkeypatch):
+    """A one-block run in memory (here on the GPU's numpy twin, which the row engine
+    does not take) never enters Dask's local scheduler: each step's layer, the first
+    one's basis block too, is called in this thread, and the state is the reference's."""
+    import dask.local
+
+    circuit = brickwork(9, 4, seed=5)
+    want = dasq.simulate(circuit, chunk_qubits=3).to_numpy()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a one-block run went through Dask's local scheduler")
+
+    monkeypatch.setattr(dask.local, "get_async", refuse)
+    state = dasq.simulate(circuit, device="gpu-twin", chunk_qubits=9)
+    monkeypatch.undo()
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
 def test_blocks_are_placed_on_workers_in_contiguous_ranges():
     from dasq.engine.placement import BlockPlacement, _LayerWorkers
 

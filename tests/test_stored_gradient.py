@@ -109,19 +109,29 @@ def ring(n: int, layers: int = 3) -> dasq.Circuit:
     return circuit
 
 
-def test_passes_span_as_many_global_qubits_as_make_them_fewest(tmp_path):
-    """Groups of 2^k blocks are about as large for every k, so the blocking with the
-    fewest passes is chosen (here k = 3: 6 passes where k = 2 takes 10), and its
-    gradient is still the in-memory one."""
+def test_the_blocking_weighs_fewer_passes_against_smaller_blocks(tmp_path):
+    """A larger k lets a pass span more global qubits (fewer passes) but makes the
+    blocks smaller, each with its fixed cost per pass: the blocking of least
+    ``pass_cost`` is chosen, and its gradient is still the in-memory one. Where the
+    fewest passes would take blocks of 2^8-2^9 amplitudes (21 qubits in 8 MiB), the
+    blocks stay at 2^13 or more (on two threads; with one, 2^14 ran in a seventh of
+    the time of 2^8)."""
     circuit, limit, x = ring(14), 1 << 19, np.array([0.4, -0.9, 1.7])
     body = slotted(circuit)
     chosen = sg.choose_blocking(body, "complex128", limit, 2)
-    fewest = [len(sg.plan_passes(body, sg._blocking(body, "complex128", limit, 2, k))) for k in (2, 3)]
-    assert (chosen.k, chosen.workers, len(sg.plan_passes(body, chosen))) == (3, 2, 6) and fewest == [10, 6]
+    candidates = [sg._blocking(body, "complex128", limit, 2, k) for k in (2, 3)]
+    passes = [len(sg.plan_passes(body, b)) for b in candidates]
+    assert passes[1] < passes[0]  # the wider k makes fewer passes, of smaller blocks
+    costs = [sg.pass_cost(p, b.L) for p, b in zip(passes, candidates)]
+    assert chosen == candidates[int(np.argmin(costs))]
     want = dasq.gradient(circuit, "Z" * 14, parameters=x)
     got = dasq.gradient(circuit, "Z" * 14, parameters=x, memory_limit=limit, store=tmp_path / "g")
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert Manifest.read(tmp_path / "g").stages_done == 2 * 6 + 1
+    assert Manifest.read(tmp_path / "g").stages_done == 2 * len(sg.plan_passes(body, chosen)) + 1
+    wide = slotted(ring(21))
+    fewest = min(len(sg.plan_passes(wide, sg._blocking(wide, "complex128", 8 << 20, 2, k))) for k in (8, 9))
+    picked = sg.choose_blocking(wide, "complex128", 8 << 20, 2)
+    assert picked.L >= 13 and len(sg.plan_passes(wide, picked)) > fewest
 
 
 def test_a_basis_state_and_a_batch_out_of_core():

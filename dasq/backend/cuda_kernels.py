@@ -19,10 +19,9 @@ the index arithmetic that the CUDA code uses.
   of the state for the pass, however many groups it holds (Atlas, HyQuas). The pass
   is a small program (``TileProgram``: int words and a table of matrix entries)
   uploaded once when the pass is compiled. Loads and stores go in batches of rounds
-  (``LOAD_BATCH``). Tried on an H200 and left out, slower there
-  (benchmarks/results/gpupeer-00057ff.json, gpupeer.json): matrices in registers
-  (fewer tiles in flight) and a swizzled tile free of bank conflicts (its address
-  arithmetic cost more than the conflicts).
+  (``LOAD_BATCH``). Tried on a GPU and left out, since they cost more than they saved
+  (benchmarks/README.md, gpupeer): matrices in registers (fewer tiles in flight) and a
+  swizzled tile free of bank conflicts (its address arithmetic).
 
 Amplitudes are read as float2/double2 pairs (one 8- or 16-byte load each).
 """

@@ -13,6 +13,7 @@ projector (and for a reset the flip) as ordinary steps.
 from __future__ import annotations
 
 import contextlib
+import graphlib
 import logging
 import sys
 import warnings
@@ -142,23 +143,27 @@ def persist(
 
 
 def run_here(x: da.Array) -> da.Array | None:
-    """``x`` computed in this thread, its layer's tasks called in the order layers.py
-    built them (each after its inputs), when ``x`` is one dasq layer over computed
-    blocks and no Dask callback watches: Dask's local scheduler orders and tracks
-    every task, which costs more than the work of a tiny block. None otherwise."""
+    """``x`` computed in this thread, each layer's tasks called in the order they were
+    built (layers in dependency order, each task after its inputs), when ``x`` is a
+    dasq layer whose graph holds only task-spec nodes and no Dask callback watches:
+    Dask's local scheduler orders and tracks every task, which costs more than the
+    work of a tiny block (a one-block run's first step computes its basis block here
+    too). None otherwise."""
     graph = x.__dask_graph__()
     if callbacks_active() or not x.name.startswith("dasq-") or not isinstance(graph, HighLevelGraph):
         return None
     values: dict = {}
-    for dependency in graph.dependencies.get(x.name, ()):
-        for key, value in graph.layers[dependency].items():
-            if isinstance(value, GraphNode) and not isinstance(value, DataNode):
-                return None  # not computed yet
-            values[key] = value() if isinstance(value, DataNode) else value
-    for key, node in graph.layers[x.name].items():
-        if isinstance(node, GraphNode):  # given only its inputs: a task checks each one it is given
-            node = node({d: values[d] for d in node.dependencies})
-        values[key] = node
+    for name in graphlib.TopologicalSorter(graph.dependencies).static_order():
+        for key, node in graph.layers[name].items():
+            if isinstance(node, DataNode):
+                node = node()
+            elif isinstance(node, GraphNode):  # given only its inputs: a task checks each one it is given
+                if any(d not in values for d in node.dependencies):
+                    return None
+                node = node({d: values[d] for d in node.dependencies})
+            elif isinstance(node, tuple) and node and callable(node[0]):
+                return None  # an old-style task: Dask's scheduler runs it
+            values[key] = node
     blocks = {key: values[key] for key in x.__dask_keys__()}
     return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=meta_of(x))
 

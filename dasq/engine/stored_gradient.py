@@ -38,6 +38,7 @@ from typing import Any
 import dask
 import numpy as np
 
+from dasq import _config
 from dasq.backend.registry import get_backend
 from dasq.circuit.parameters import binding_slot
 from dasq.engine.adjoint import undo_with_gradients
@@ -79,16 +80,22 @@ class Blocking:
         return self.num_qubits - self.L
 
 
+def pass_cost(passes: int, L: int) -> float:
+    """A plan's cost in passes over the state, each pass's fixed cost per block
+    (``_config.BLOCK_COST_QUBITS``) counted: 2^n / 2^L blocks per pass."""
+    return passes * (1 + 2.0 ** (_config.BLOCK_COST_QUBITS - L))
+
+
 def choose_blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: int) -> Blocking:
-    """The blocking with the fewest passes. For each k from MIN_SPANNED, the blocks a
+    """The cheapest blocking (``pass_cost``). For each k from MIN_SPANNED, the blocks a
     run's store would have (``stream.choose_blocks``, the one sizer) for tasks holding
     GROUP_COPIES groups of 2^k blocks: a group is about as large for every k (the
-    budget's share), so a larger k costs no compute and lets a pass span more global
-    qubits; k stops growing where blocks would be too small, or too small for all the
-    threads the smallest k keeps busy (a group runs on one). Ties go to the smaller k
-    (larger blocks, fewer files)."""
+    budget's share), so a larger k lets a pass span more global qubits, fewer passes,
+    but its blocks are smaller, each with its fixed cost; k stops growing where blocks
+    would be too small, or too small for all the threads the smallest k keeps busy (a
+    group runs on one). Ties go to the smaller k (larger blocks, fewer files)."""
     n = circuit.num_qubits
-    best: tuple[int, Blocking] | None = None
+    best: tuple[float, Blocking] | None = None
     for k in range(MIN_SPANNED, n + 1):
         try:
             blocking = _blocking(circuit, dtype, memory_limit, workers, k)
@@ -98,9 +105,9 @@ def choose_blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, work
             break
         if best is not None and blocking.workers < best[1].workers:
             break
-        passes = len(plan_passes(circuit, blocking))
-        if best is None or passes < best[0]:
-            best = (passes, blocking)
+        cost = pass_cost(len(plan_passes(circuit, blocking)), blocking.L)
+        if best is None or cost < best[0]:
+            best = (cost, blocking)
         if blocking.k < k:  # every global qubit spanned already
             break
     assert best is not None
@@ -194,11 +201,9 @@ class PassWork:
     x: np.ndarray  # (1, P)
     basis: int = 0  # psi's basis state, before its first pass
     terms: PauliTerms | None = None  # the lambda pass
-    reuse: bool = True  # rows from this process's scratch (not on a cluster's workers)
 
     def row(self, slot: str, amplitudes: int) -> np.ndarray:
-        if not self.reuse:
-            return np.empty((1, amplitudes), dtype=self.dtype)
+        """A row from the scratch of the process running the task (a worker's too)."""
         return SCRATCH.row(slot, amplitudes, self.dtype)
 
     def start(self, state: int, c: int) -> int:
@@ -250,9 +255,11 @@ class PassWork:
 
 
 class Scratch:
-    """One buffer per thread and slot, reused while a run lasts: fresh large
-    allocations are slow (first touch) and leave the heap fragmented, so a run's
-    resident set would grow past the groups it holds."""
+    """One buffer per thread and slot, reused while a run lasts, in each process that
+    runs its tasks (a cluster's workers too: cleared there when the run ends): fresh
+    large allocations are slow (first touch; on a worker, Dask's malloc trimming hands
+    them back at once) and leave the heap fragmented, so a run's resident set would
+    grow past the groups it holds."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -277,6 +284,11 @@ class Scratch:
 
 
 SCRATCH = Scratch()
+
+
+def _clear_scratch() -> None:
+    """On a worker, after a run: its rows go back to the allocator."""
+    SCRATCH.clear()
 
 
 def global_flips(terms: PauliTerms, L: int) -> set[int]:
@@ -512,6 +524,9 @@ def _run(
             _one_pass(run, executor)
     finally:
         SCRATCH.clear()
+        if client is not None:  # the workers' scratch too: it would outlive the run there
+            with contextlib.suppress(Exception):  # a lost worker holds nothing any more
+                client.run(_clear_scratch, on_error="ignore")
     return float(m.sums[0]), np.array(m.sums[1:], dtype=np.float64)
 
 
@@ -554,7 +569,6 @@ def _work(run: StoredGradient, executor: StreamExecutor, one: GradientPass | Non
         x=run.x,
         basis=run.basis,
         terms=run.terms if one is None else None,
-        reuse=executor.client is None,
     )
 
 

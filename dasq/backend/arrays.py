@@ -359,28 +359,36 @@ class ArrayBackend(Backend):
         return complex(total)
 
     def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
-        """Slice by slice: a slice of 2^S amplitudes is a block of its own whose index
-        continues the block's (bits S..L-1 of an amplitude are the slice's number)."""
-        S = self.reduce_slice.bit_length() - 1
-        if L <= S:
-            return self._marginal(block, L, block_index, positions)
         out = np.zeros(1 << len(positions))
-        for j, s in enumerate(self._slices(block.size)):
-            out += self._marginal(block[s], S, (block_index << (L - S)) | j, positions)
+        self.add_marginal(out, block, L, block_index, positions)
         return out
 
-    def _marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
-        m = len(positions)
+    def add_marginal(
+        self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
+    ) -> None:
+        """Slice by slice (a slice of 2^S amplitudes is a block of its own whose index
+        continues the block's: bits S..L-1 of an amplitude are the slice's number), each
+        slice's share added where it goes: no temporary as large as ``out``, which is
+        the whole probability vector for a full read-out."""
+        S = self.reduce_slice.bit_length() - 1
+        if L <= S:
+            self._add_marginal(out, block, L, block_index, positions)
+            return
+        for j, s in enumerate(self._slices(block.size)):
+            self._add_marginal(out, block[s], S, (block_index << (L - S)) | j, positions)
+
+    def _add_marginal(
+        self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
+    ) -> None:
         p = self._abs2(block)
         local = [(j, q) for j, q in enumerate(positions) if q < L]
         base = 0
         for j, q in enumerate(positions):
             if q >= L and (block_index >> (q - L)) & 1:
                 base |= 1 << j
-        out = np.zeros(1 << m)
         if not local:
-            out[base] = float(p.sum())
-            return out
+            out[base] += float(p.sum())
+            return
         tensor = p.reshape((2,) * L)
         keep = [_axis(q, L) for _, q in local]
         drop = tuple(a for a in range(L) if a not in keep)
@@ -394,8 +402,7 @@ class ArrayBackend(Backend):
         idx = np.full(k.shape, base)
         for i, (j, _) in enumerate(local):
             idx |= ((k >> i) & 1) << j
-        out[idx] = vec
-        return out
+        out[idx] += vec  # distinct indices: each entry once
 
     def poisson_draws(
         self, block: Any, block_part: int, local_tables: np.ndarray, lam: float, key: int

@@ -474,16 +474,11 @@ class CPUBackend(ArrayBackend):
             return super().vdot(a, b)
         return complex(compiled_kernels().vdot(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
-    def marginal(self, block: Any, L: int, block_index: int, positions: Sequence[int]) -> np.ndarray:
-        out = np.zeros(1 << len(positions))
-        self.add_marginal(out, block, L, block_index, positions)
-        return out
-
     def add_marginal(
         self, out: np.ndarray, block: Any, L: int, block_index: int, positions: Sequence[int]
     ) -> None:
         if not compiled(block):
-            out += super().marginal(block, L, block_index, positions)
+            super().add_marginal(out, block, L, block_index, positions)
             return
         local = [(j, q) for j, q in enumerate(positions) if q < L]
         base = sum(1 << j for j, q in enumerate(positions) if q >= L and (block_index >> (q - L)) & 1)

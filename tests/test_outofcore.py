@@ -124,9 +124,9 @@ def test_passes_after_a_basis_state_skip_the_pieces_of_zero_blocks(tmp_path, mon
     reads: dict[int, int] = {}
     read = stream.st.read_into
 
-    def counted(path, name, starts, outs, verifies, store_id, crcs, stage):
+    def counted(path, name, starts, out, rows, verifies, store_id, crcs, stage):
         reads[stage] = reads.get(stage, 0) + len(starts)
-        return read(path, name, starts, outs, verifies, store_id, crcs, stage)
+        return read(path, name, starts, out, rows, verifies, store_id, crcs, stage)
 
     monkeypatch.setattr(stream.st, "read_into", counted)
     c = random_circuit(9, 3, seed=8)

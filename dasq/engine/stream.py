@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -195,14 +195,28 @@ class BlockWork:
         per_chunk = 1 << max(0, self.storage_qubits - self.L + len(self.pairs))
         return source_piece % per_chunk == 0
 
-    def sources(self, c: int) -> tuple[list[int], int]:
+    def sources(self, c: int) -> tuple[np.ndarray, int]:
         """(the block each piece of block ``c`` comes from, by piece; the piece of those
         blocks it reads): algebra.pieces without a record per piece, which for 2^k
         pieces of every block of small budgets held hundreds of MiB in its cache."""
         gbits = tuple(g - self.L for g, _ in self.pairs)
         keep = c & ~sum(1 << b for b in gbits)
         mine = sum(((c >> b) & 1) << i for i, b in enumerate(gbits))
-        return (_piece_offsets(gbits) | keep).tolist(), mine
+        return _piece_offsets(gbits) | keep, mine
+
+    @cached_property
+    def _zero_mask(self) -> np.ndarray:
+        """Whether each block up to the last of ``zero_sources`` is one of them."""
+        mask = np.zeros(max(self.zero_sources, default=-1) + 1, bool)
+        mask[list(self.zero_sources)] = True
+        return mask
+
+    def from_zeros(self, sources: np.ndarray) -> np.ndarray | None:
+        """Whether each of ``sources`` is known to hold only zeros (None: none is)."""
+        mask = self._zero_mask
+        if not mask.size:
+            return None
+        return mask[np.minimum(sources, mask.size - 1)] & (sources < mask.size)
 
     def bytes_read(self, nblocks: int) -> int:
         """Every block not known to be zeros is read once, whole: its 2^k pieces go to the
@@ -308,36 +322,37 @@ class Gathered:
 def gather_block(work: BlockWork, c: int) -> Gathered:
     """Read block ``c``'s pieces (the relayout folded into the reads) into a host block."""
     sources, mine = work.sources(c)
-    zero = work.zero_sources
-    only_zeros = bool(zero) and all(source in zero for source in sources)
+    from_zeros = work.from_zeros(sources)
+    only_zeros = from_zeros is not None and bool(from_zeros.all())
     if work.source is None:
         return Gathered(None, 0, only_zeros)
     backend = work.runner.backend
     size = 1 << work.L
-    skipped = bool(zero) and any(source in zero for source in sources)
+    skipped = from_zeros is not None and bool(from_zeros.any())
     if backend.xp is np:
         host = (backend.zeros if skipped else backend.empty)(size, work.dtype)
     else:  # read on the host, moved to the device once by compute_block
         host = (np.zeros if skipped else np.empty)(size, work.dtype)
     piece = size >> len(work.pairs)
-    start = mine * piece
-    outs = list(host.reshape(-1, piece))
+    pieces = host.reshape(-1, piece)
+    rows = np.arange(pieces.shape[0])
     if skipped:
-        outs = [out for out, source in zip(outs, sources) if source not in zero]
-        sources = [source for source in sources if source not in zero]
-    starts = [(source << work.L) + start for source in sources]
-    if starts:
+        rows = rows[~from_zeros]
+        sources = sources[rows]
+    starts = (sources << work.L) + mine * piece
+    if starts.size:
         st.read_into(
             work.store,
             work.source,
             starts,
-            outs,
+            pieces,
+            rows,
             work.checks_chunk(mine),
             work.store_id,
             work.source_crcs,
             work.source_stage,
         )
-    return Gathered(host, len(starts) * piece * host.itemsize, only_zeros)
+    return Gathered(host, starts.size * piece * host.itemsize, only_zeros)
 
 
 def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarray, np.ndarray]:

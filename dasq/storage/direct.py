@@ -23,12 +23,13 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import google_crc32c
 import numpy as np
 
+from dasq.backend.preads import read_rows
 from dasq.errors import StoreError
 from dasq.storage import chunks
 from dasq.storage.contained import READ_FLAGS, Contained, overwrite_in, split_key
@@ -87,58 +88,87 @@ class ChunkFiles:
 
     def read(
         self,
-        starts: Sequence[int],
-        outs: Sequence[np.ndarray],
+        starts: np.ndarray,
+        out: np.ndarray,
         verifies: bool,
         crcs: np.ndarray | None,
         crcs_from: int,
         stage: int,
+        rows: np.ndarray | None = None,
     ) -> int:
-        """Each ``outs[i]`` (all of one size and dtype) filled with the amplitudes from
-        ``starts[i]``; returns the bytes read from disk. ``crcs``: the manifest's checksums
-        of chunks ``crcs_from``... ``verifies``: a chunk read in part is read whole and
-        checked."""
+        """Row ``rows[i]`` of ``out`` (2-D, C-contiguous, a piece per row; ``rows`` None:
+        row i) filled with the amplitudes from ``starts[i]``; returns the bytes read from
+        disk. ``crcs``: the manifest's checksums of chunks ``crcs_from``... ``verifies``:
+        a chunk read in part is read whole and checked."""
         size = self.chunk_bytes
+        starts = np.asarray(starts, np.int64)
+        rows = np.arange(starts.size) if rows is None else np.asarray(rows, np.int64)
+        raw = out.view(np.uint8).reshape(out.shape[0], -1)
+        nbytes = raw.shape[1]
         done = 0
         opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
-        rest: list[tuple[int, np.ndarray]] = []
-        if verifies:
-            rest = list(zip(starts, outs))
-        elif outs:  # the common case first: pieces inside chunks already open
-            nbytes, itemsize, fds, preadv = outs[0].nbytes, outs[0].itemsize, opened.fds, os.preadv
-            for start, out in zip(starts, outs):
-                ci, offset = divmod(start * itemsize, size)
-                fd = fds.get(ci)
-                if fd is None or offset + nbytes > size or preadv(fd, [out], offset) != nbytes:
-                    rest.append((start, out))
-            done = (len(outs) - len(rest)) * nbytes
-        if not rest:
+        rest = np.arange(starts.size)
+        if not verifies and starts.size:  # the common case first: pieces inside one chunk each
+            ci, offsets = np.divmod(starts * out.itemsize, size)
+            fds = opened.lookup(ci)
+            if (fds < 0).any():
+                self._keep_open(opened, np.unique(ci[fds < 0]), crcs, crcs_from, stage)
+                fds = opened.lookup(ci)
+            inside = np.flatnonzero((fds >= 0) & (offsets + nbytes <= size))
+            read = read_rows(fds[inside], offsets[inside], rows[inside], raw)
+            done = read * nbytes
+            if read == starts.size:
+                return done
+            left = np.ones(starts.size, bool)
+            left[inside[:read]] = False
+            rest = np.flatnonzero(left)
+        if not rest.size:
             return done
         with self._chunk_directory() as dfd:
-            for first_amplitude, out in rest:
-                begin = first_amplitude * out.itemsize
-                view = out.reshape(-1).view(np.uint8)
+            for i in rest.tolist():
+                begin = int(starts[i]) * out.itemsize
+                view = raw[rows[i]]
                 first, last = begin // size, (begin + view.size - 1) // size
                 for ci in range(first, last + 1):
                     lo, hi = max(begin, ci * size), min(begin + view.size, (ci + 1) * size)
                     expected = None if crcs is None else int(crcs[ci - crcs_from])
                     dest = view[lo - begin : hi - begin]
                     offset = lo - ci * size
-                    if verifies or dest.size == size:
-                        done += self._read_checked(dfd, ci, offset, dest, expected, stage)
-                        continue
-                    fd = opened.fds.get(ci)
-                    kept = fd is not None
-                    if fd is None:
-                        fd = self._open(dfd, ci, expected, stage)
-                        kept = opened.keep(ci, fd)
+                    fd, kept = self._held(opened, dfd, ci, expected, stage)
                     try:
-                        self._pread(fd, ci, [memoryview(dest)], offset)
+                        if verifies or dest.size == size:
+                            done += self._read_checked(fd, ci, offset, dest, expected, stage)
+                        else:
+                            self._pread(fd, ci, [memoryview(dest)], offset)
+                            done += dest.size
                     finally:
                         if not kept:
                             os.close(fd)
-                    done += dest.size
         return done
+
+    def _keep_open(
+        self, opened: _OpenFiles, chunk: np.ndarray, crcs: np.ndarray | None, crcs_from: int, stage: int
+    ) -> None:
+        """Chunks ``chunk`` opened and kept, as many as ``opened`` keeps: the pieces
+        from them are then read in one call."""
+        with self._chunk_directory() as dfd:
+            for ci in chunk.tolist():
+                expected = None if crcs is None else int(crcs[ci - crcs_from])
+                fd = self._open(dfd, ci, expected, stage)
+                if not opened.keep(ci, fd):
+                    os.close(fd)
+                    return
+
+    def _held(
+        self, opened: _OpenFiles, dfd: int, ci: int, expected: int | None, stage: int
+    ) -> tuple[int, bool]:
+        """(chunk ``ci`` open for reading, whether ``opened`` keeps it: else the caller
+        closes it)."""
+        fd = opened.fds.get(ci)
+        if fd is not None:
+            return fd, True
+        fd = self._open(dfd, ci, expected, stage)
+        return fd, opened.keep(ci, fd)
 
     def _open(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
         """Chunk ``ci`` open for reading: a regular file of one chunk's size."""
@@ -175,18 +205,14 @@ class ChunkFiles:
             raise StoreError(f"chunk {self.where(ci)} ended early: the store is damaged") from None
 
     def _read_checked(
-        self, dfd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
+        self, fd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
     ) -> int:
-        """Chunk ``ci`` read whole and checked (its place, its bytes); its part from
-        ``offset`` into ``dest``."""
+        """Chunk ``ci`` (open as ``fd``) read whole and checked (its place, its bytes);
+        its part from ``offset`` into ``dest``."""
         whole = offset == 0 and dest.size == self.chunk_bytes
-        fd = self._open(dfd, ci, expected, stage)
-        try:
-            tail = bytearray(CRC_BYTES)
-            body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
-            self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
-        finally:
-            os.close(fd)
+        tail = bytearray(CRC_BYTES)
+        body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
+        self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
         crc = int.from_bytes(tail, "little")
         if expected is not None and crc != expected:
             raise self._misplaced(ci, expected, stage)
@@ -256,6 +282,15 @@ class _OpenFiles:
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.fds: dict[int, int] = {}
+        self._table = np.full(0, -1, np.int32)  # fds by chunk index, -1 where none is open
+
+    def lookup(self, chunk: np.ndarray) -> np.ndarray:
+        """The open descriptor of each of ``chunk``'s chunks, -1 where none is open."""
+        table = self._table
+        found = np.full(chunk.shape, -1, np.int32)
+        inside = chunk < table.size
+        found[inside] = table[chunk[inside]]
+        return found
 
     def keep(self, ci: int, fd: int) -> bool:
         """Whether ``fd`` is kept open. A full set keeps what it holds: a relayout visits
@@ -264,10 +299,16 @@ class _OpenFiles:
         if len(self.fds) >= MAX_OPEN:
             return False
         self.fds[ci] = fd
+        if ci >= self._table.size:
+            grown = np.full(max(ci + 1, 2 * self._table.size), -1, np.int32)
+            grown[: self._table.size] = self._table
+            self._table = grown
+        self._table[ci] = fd
         return True
 
     def close(self) -> None:
         fds, self.fds = self.fds, {}
+        self._table = np.full(0, -1, np.int32)
         for fd in fds.values():
             os.close(fd)
 

@@ -19,7 +19,7 @@ import stat
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -410,7 +410,7 @@ def read_amplitudes(
         last = (start + count - 1) // per
         if crcs is not None and (start // per < crcs_from or len(crcs) <= last - crcs_from):
             raise ValueError("checksums for the chunks read were not given")  # a dasq bug
-        direct.read([start], [out], verify_partial, crcs, crcs_from, stage)
+        direct.read(np.array([start]), out.reshape(1, -1), verify_partial, crcs, crcs_from, stage)
         return out
     arr = open_array(path, name, store_id)
     if crcs is not None:
@@ -437,24 +437,26 @@ def read_amplitudes(
 def read_into(
     path: str,
     name: str,
-    starts: Sequence[int],
-    outs: Sequence[np.ndarray],
+    starts: np.ndarray,
+    out: np.ndarray,
+    rows: np.ndarray,
     verifies: bool,
     store_id: str,
     crcs: np.ndarray | None,
     stage: int,
 ) -> int:
-    """Amplitudes from each of ``starts`` into the host arrays ``outs`` (all of one size:
-    a relayout's pieces), checked as read_amplitudes checks them (``verifies``: its
-    ``verify_partial``), with one walk to the array's chunks; returns the bytes read."""
+    """Amplitudes from each of ``starts`` into row ``rows[i]`` of ``out`` (2-D, a piece
+    per row: a relayout's pieces), checked as read_amplitudes checks them
+    (``verifies``: its ``verify_partial``), with one walk to the array's chunks;
+    returns the bytes read."""
     direct = _direct(str(path), name, store_id)
     if direct is None:
-        for start, out in zip(starts, outs):
-            out[...] = read_amplitudes(
-                path, name, start, out.size, str(out.dtype), store_id, crcs, stage, verify_partial=verifies
+        for start, row in zip(starts.tolist(), rows.tolist()):
+            out[row] = read_amplitudes(
+                path, name, start, out.shape[1], str(out.dtype), store_id, crcs, stage, 0, verifies
             )
-        return sum(out.nbytes for out in outs)
-    return direct.read(starts, outs, verifies, crcs, 0, stage)
+        return len(starts) * out[0].nbytes
+    return direct.read(starts, out, verifies, crcs, 0, stage, rows)
 
 
 def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int) -> str:

@@ -1,0 +1,104 @@
+"""dasq.backend.preads: a block's pieces read in one call, checked against the bytes
+written, with the first failure reported for the caller to read again."""
+
+import os
+
+import numpy as np
+import pytest
+
+import dasq
+from dasq.backend import preads
+
+
+@pytest.fixture(params=["compiled", "python"])
+def reader(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(preads, "_compiled", lambda: None)
+    elif preads._compiled() is None:
+        pytest.skip("the C library's pread cannot be linked here")
+    return preads.read_rows
+
+
+def _files(tmp_path, count: int, size: int) -> tuple[list[int], list[bytes]]:
+    rng = np.random.default_rng(3)
+    fds, contents = [], []
+    for i in range(count):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        (tmp_path / str(i)).write_bytes(data)
+        fds.append(os.open(tmp_path / str(i), os.O_RDONLY))
+        contents.append(data)
+    return fds, contents
+
+
+def test_rows_are_filled_from_their_files_and_offsets(tmp_path, reader):
+    fds, contents = _files(tmp_path, 4, 1024)
+    try:
+        out = np.zeros((6, 16), np.uint8)
+        which = np.array([3, 0, 2, 1, 3])
+        offsets = np.array([0, 16, 1000, 512, 1008])
+        rows = np.array([5, 0, 2, 1, 3])
+        assert reader(np.array(fds)[which], offsets, rows, out) == 5
+        for f, o, r in zip(which, offsets, rows):
+            assert out[r].tobytes() == contents[f][o : o + 16]
+        assert not out[4].any()  # a row not named is left alone
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_the_first_failed_read_is_reported_and_nothing_after_it_read(tmp_path, reader):
+    fds, contents = _files(tmp_path, 2, 64)
+    try:
+        out = np.zeros((3, 32), np.uint8)
+        # the second read runs past the end of its file (a short read)
+        assert reader(np.array([*fds, fds[0]]), np.array([0, 48, 0]), np.arange(3), out) == 1
+        assert out[0].tobytes() == contents[0][:32]
+        assert not out[2].any()
+        bad = os.open(tmp_path / "0", os.O_RDONLY)
+        os.close(bad)  # a closed descriptor: the read fails
+        assert reader(np.array([fds[1], bad]), np.array([0, 0]), np.arange(2), out) == 1
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_reader_refuses_what_it_cannot_fill():
+    with pytest.raises(ValueError, match="2-D array of bytes"):
+        preads.read_rows(np.zeros(1), np.zeros(1), np.zeros(1), np.zeros((2, 4), np.complex64))
+
+
+def test_a_relayouts_pieces_are_read_in_one_call_per_block(tmp_path, monkeypatch):
+    """Small blocks with many global qubits: every piece from a chunk already open is
+    read by read_rows, not by a Python call per piece, and the state is exact."""
+    from dasq.storage import direct
+
+    if preads._compiled() is None:
+        pytest.skip("the C library's pread cannot be linked here")
+    calls = {"rows": 0, "pieces": 0, "preadv": 0}
+    rows = direct.read_rows
+
+    def counted(fds, offsets, which, out):
+        calls["rows"] += 1
+        calls["pieces"] += len(fds)
+        return rows(fds, offsets, which, out)
+
+    preadv = os.preadv
+
+    def counted_preadv(*args):
+        calls["preadv"] += 1
+        return preadv(*args)
+
+    monkeypatch.setattr(direct, "read_rows", counted)
+    monkeypatch.setattr(os, "preadv", counted_preadv)
+    n = 12
+    c = dasq.Circuit(n)
+    for layer in range(6):
+        for q in range(n):
+            c.h(q).t(q)
+        for q in range(layer, n - 1, 2):
+            c.cx(q, q + 1)
+    store = tmp_path / "s.zarr"
+    state = dasq.simulate(c, store=store, chunk_qubits=5, memory_limit="4MiB")
+    assert calls["pieces"] > 4 * calls["preadv"]  # most pieces in the one call
+    want = dasq.simulate(c).to_numpy()
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)

@@ -134,16 +134,20 @@ class ChunkFiles:
                     expected = None if crcs is None else int(crcs[ci - crcs_from])
                     dest = view[lo - begin : hi - begin]
                     offset = lo - ci * size
-                    fd, kept = self._held(opened, dfd, ci, expected, stage)
+                    if verifies or dest.size == size:  # the file at its place now, never a kept one
+                        done += self._read_checked(dfd, ci, offset, dest, expected, stage)
+                        continue
+                    fd = opened.fds.get(ci)
+                    kept = fd is not None
+                    if fd is None:
+                        fd = self._open(dfd, ci, expected, stage)
+                        kept = opened.keep(ci, fd)
                     try:
-                        if verifies or dest.size == size:
-                            done += self._read_checked(fd, ci, offset, dest, expected, stage)
-                        else:
-                            self._pread(fd, ci, [memoryview(dest)], offset)
-                            done += dest.size
+                        self._pread(fd, ci, [memoryview(dest)], offset)
                     finally:
                         if not kept:
                             os.close(fd)
+                    done += dest.size
         return done
 
     def _keep_open(
@@ -158,17 +162,6 @@ class ChunkFiles:
                 if not opened.keep(ci, fd):
                     os.close(fd)
                     return
-
-    def _held(
-        self, opened: _OpenFiles, dfd: int, ci: int, expected: int | None, stage: int
-    ) -> tuple[int, bool]:
-        """(chunk ``ci`` open for reading, whether ``opened`` keeps it: else the caller
-        closes it)."""
-        fd = opened.fds.get(ci)
-        if fd is not None:
-            return fd, True
-        fd = self._open(dfd, ci, expected, stage)
-        return fd, opened.keep(ci, fd)
 
     def _open(self, dfd: int, ci: int, expected: int | None, stage: int) -> int:
         """Chunk ``ci`` open for reading: a regular file of one chunk's size."""
@@ -205,14 +198,18 @@ class ChunkFiles:
             raise StoreError(f"chunk {self.where(ci)} ended early: the store is damaged") from None
 
     def _read_checked(
-        self, fd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
+        self, dfd: int, ci: int, offset: int, dest: np.ndarray, expected: int | None, stage: int
     ) -> int:
-        """Chunk ``ci`` (open as ``fd``) read whole and checked (its place, its bytes);
-        its part from ``offset`` into ``dest``."""
+        """Chunk ``ci`` read whole and checked (its place, its bytes); its part from
+        ``offset`` into ``dest``."""
         whole = offset == 0 and dest.size == self.chunk_bytes
-        tail = bytearray(CRC_BYTES)
-        body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
-        self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
+        fd = self._open(dfd, ci, expected, stage)
+        try:
+            tail = bytearray(CRC_BYTES)
+            body = dest if whole else np.empty(self.chunk_bytes, np.uint8)
+            self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
+        finally:
+            os.close(fd)
         crc = int.from_bytes(tail, "little")
         if expected is not None and crc != expected:
             raise self._misplaced(ci, expected, stage)

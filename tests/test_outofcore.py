@@ -490,6 +490,34 @@ def test_a_chunk_is_overwritten_in_place_only_when_it_is_a_regular_file_of_its_s
     assert (tmp_path / "other").read_bytes() == b"xxxx"
 
 
+def test_a_new_chunk_is_created_where_it_is_only_when_nothing_is_there(tmp_path, monkeypatch):
+    """A stage's new target chunk is written in place (no temporary file renamed over
+    it); anything already there is left to the careful path, and a write that fails
+    leaves no file behind."""
+    from dasq.storage import contained
+
+    (tmp_path / "there").write_bytes(b"x" * 4)
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert contained.create_in(fd, "new", (b"abcd", b"efgh")) == 8
+        assert contained.create_in(fd, "there", (b"abcd",)) is None
+        assert contained.create_in(fd, "link", (b"abcd",)) is None  # a dangling link is not followed
+
+        def full(fd: int, data: memoryview) -> int:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(contained, "_write_all", full)
+        with pytest.raises(OSError, match="No space"):
+            contained.create_in(fd, "failed", (b"abcd",))
+    finally:
+        os.close(fd)
+    assert (tmp_path / "new").read_bytes() == b"abcdefgh"
+    assert (tmp_path / "there").read_bytes() == b"xxxx"
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "failed").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "new", "there"]
+
+
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_double_buffered_tasks_give_the_in_memory_state(tmp_path, monkeypatch, compression):
     """With every task double-buffered (the next block read and the last written while

@@ -433,6 +433,31 @@ def overwrite_in(
         os.close(fd)
 
 
+def create_in(
+    dfd: int, name: str, data: tuple[bytes | memoryview, ...], writeback: bool = False
+) -> int | None:
+    """Write a new file ``name`` in the directory open as ``dfd`` where it is, with no
+    temporary file renamed over it; None (nothing written) when ``name`` exists. As
+    ``overwrite_in``, only for files no one reads until a later flush makes them
+    current (a stage's target chunks): a file cut short by a crash is written again
+    by the stage that resumes, and a failed write removes what it began."""
+    try:
+        fd = os.open(name, _NEW_FLAGS, 0o644, dir_fd=dfd)
+    except FileExistsError:
+        return None
+    try:
+        written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
+        if writeback:
+            start_writeback(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dfd)
+        raise
+    finally:
+        os.close(fd)
+    return written
+
+
 def _write_all(fd: int, data: memoryview) -> int:
     done = 0
     while done < len(data):

@@ -32,7 +32,7 @@ import numpy as np
 from dasq.backend.preads import read_rows
 from dasq.errors import StoreError
 from dasq.storage import chunks
-from dasq.storage.contained import READ_FLAGS, Contained, overwrite_in, split_key
+from dasq.storage.contained import READ_FLAGS, Contained, create_in, overwrite_in, split_key
 from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
@@ -255,7 +255,9 @@ class ChunkFiles:
             crc = google_crc32c.value(body)
             out[i] = crc
             parts = (body, crc.to_bytes(CRC_BYTES, "little"))
-            if overwrite_in(dfd, str(first + i), parts, early) is None:  # a new chunk, or not one
+            name = str(first + i)
+            if overwrite_in(dfd, name, parts, early) is None and create_in(dfd, name, parts, early) is None:
+                # neither a chunk of this size nor missing: replaced whole, or refused
                 self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out
 

@@ -102,3 +102,42 @@ def test_a_relayouts_pieces_are_read_in_one_call_per_block(tmp_path, monkeypatch
     assert calls["pieces"] > 4 * calls["preadv"]  # most pieces in the one call
     want = dasq.simulate(c).to_numpy()
     np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12)
+
+
+def test_a_stored_run_raises_a_low_soft_descriptor_limit_before_it_keeps_files_open(tmp_path):
+    """A process started at a soft limit of 256 descriptors (many systems start at
+    1024) raises it towards the hard limit at its first stored read, so a relayout
+    keeps its chunk files open instead of opening a file per piece."""
+    import subprocess
+    import sys
+
+    resource = pytest.importorskip("resource")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard descriptor limit is {hard}")
+    script = f"""
+import resource
+import dasq
+from dasq.storage import direct
+c = dasq.Circuit(10)
+for q in range(10):
+    c.h(q)
+for q in range(9):
+    c.cx(q, q + 1)
+for q in range(10):
+    c.h(q)
+dasq.simulate(c, store={str(tmp_path / "s.zarr")!r}, chunk_qubits=5, memory_limit="1MiB")
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], direct.MAX_OPEN)
+"""
+
+    def lowered() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], preexec_fn=lowered, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    now, kept = (int(x) for x in done.stdout.split())
+    want = 1 << 16 if hard == resource.RLIM_INFINITY else min(hard, 1 << 16)
+    assert now == want
+    assert kept == max(8, min(2048, want // 16))

@@ -42,19 +42,39 @@ from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
 WRITEBACK_FROM = 1 << 20
 
 
+# Descriptors a process asks for before it keeps its first chunk file open (the soft
+# limit raised towards the hard one): many systems start processes at 1024, which
+# kept 64 chunk files open per thread, so a relayout over a few hundred chunks opened
+# and closed a file for most of its pieces.
+WANTED_DESCRIPTORS = 1 << 16
+
+
 def _max_open() -> int:
     """Chunk files a thread keeps open: a 16th of the process's descriptors (a relayout
-    of k qubits reads from 2^k files in turn, every block), between 8 and 2048."""
+    of k qubits reads from 2^k files in turn, every block), between 8 and 2048, once
+    the soft limit is raised towards WANTED_DESCRIPTORS (never past the hard limit)."""
     try:
         import resource
 
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
         return 8
+    wanted = WANTED_DESCRIPTORS if hard == resource.RLIM_INFINITY else min(hard, WANTED_DESCRIPTORS)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
     return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 16))
 
 
-MAX_OPEN = _max_open()
+MAX_OPEN: int | None = None  # set by the first chunk file kept open (tests set it)
+
+
+def _kept_at_most() -> int:
+    global MAX_OPEN
+    if MAX_OPEN is None:
+        MAX_OPEN = _max_open()
+    return MAX_OPEN
 
 
 @dataclass(frozen=True)
@@ -295,7 +315,7 @@ class _OpenFiles:
         """Whether ``fd`` is kept open. A full set keeps what it holds: a relayout visits
         its files in the same cycle every block, so closing them all to make room
         reopened every file of the cycle, where keeping them reopens only the rest."""
-        if len(self.fds) >= MAX_OPEN:
+        if len(self.fds) >= _kept_at_most():
             return False
         self.fds[ci] = fd
         if ci >= self._table.size:

@@ -141,3 +141,20 @@ print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], direct.MAX_OPEN)
     want = 1 << 16 if hard == resource.RLIM_INFINITY else min(hard, 1 << 16)
     assert now == want
     assert kept == max(8, min(2048, want // 16))
+
+
+def test_the_compiled_reader_is_compiled_once_and_then_loaded_from_numbas_cache(tmp_path):
+    """A second process loads the reader from numba's cache: one compiled entry, not
+    one per process (a reader defined inside a function was compiled again by every
+    process, and its cache grew by a file each time)."""
+    import subprocess
+    import sys
+
+    if preads._compiled() is None:
+        pytest.skip("the C library's pread cannot be linked here")
+    script = "from dasq.backend import preads; assert preads._compiled() is not None"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=300)
+    entries = [p.name for p in tmp_path.rglob("*read_rows*.nbc")]
+    assert len(entries) == 1, entries

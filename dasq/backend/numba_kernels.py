@@ -928,3 +928,20 @@ class _CompileNote(event.Listener):  # type: ignore[misc]
 
 
 event.register("numba:compile", _CompileNote())  # numba's documented event API (numba.core.event)
+
+
+# The C library's pread, linked by name where the kernel is compiled (a module global,
+# so numba's cache holds the compiled loop across processes).
+_PREAD = types.ExternalFunction("pread", types.int64(types.int32, types.uintp, types.uintp, types.int64))
+
+
+@numba.njit(nogil=True, cache=True)
+def read_rows(fds, offsets, rows, out):  # pragma: no cover - compiled
+    """Row ``rows[i]`` of ``out`` (2-D bytes) read from file ``fds[i]`` at byte
+    ``offsets[i]``, in order; returns how many were read whole before the first that
+    was not (dasq.backend.preads)."""
+    nbytes = out.shape[1]
+    for i in range(fds.size):
+        if _PREAD(fds[i], out[rows[i]].ctypes.data, nbytes, offsets[i]) != nbytes:
+            return i
+    return fds.size

@@ -5,9 +5,9 @@ per source chunk, and with small blocks and many global qubits a piece is a few
 hundred bytes. One ``os.preadv`` per piece released and took back the GIL every
 time: with a few threads the Python around each call cost more than its bytes, and
 with many threads the hand-offs of the GIL (two context switches each) took the
-pass. Here one compiled call reads every piece of a block with the C library's
-``pread``; where that cannot be linked (no POSIX C library) the same loop runs in
-Python. It lives with the backend as every compiled function of dasq does; the
+pass. Here one compiled call (dasq.backend.numba_kernels.read_rows, in numba's cache
+with the other kernels) reads every piece of a block with the C library's ``pread``;
+where that cannot be linked (no POSIX C library) the same loop runs in Python. The
 store's chunk files (dasq.storage.direct) call it.
 """
 
@@ -26,25 +26,14 @@ def _compiled() -> Any:
     """The compiled reader, or None where the C library's pread cannot be linked."""
     if sys.platform == "win32":
         return None
-    import numba
-    from numba import types
-
-    pread = types.ExternalFunction("pread", types.int64(types.int32, types.uintp, types.uintp, types.int64))
-
-    @numba.njit(nogil=True, cache=True)
-    def read_rows(fds, offsets, rows, out):  # pragma: no cover - compiled
-        nbytes = out.shape[1]
-        for i in range(fds.size):
-            if pread(fds[i], out[rows[i]].ctypes.data, nbytes, offsets[i]) != nbytes:
-                return i
-        return fds.size
+    from dasq.backend.numba_kernels import read_rows as compiled
 
     try:
         empty = np.empty(0, np.int64)
-        read_rows(np.empty(0, np.int32), empty, empty, np.empty((1, 1), np.uint8))
+        compiled(np.empty(0, np.int32), empty, empty, np.empty((1, 1), np.uint8))
     except Exception:  # pragma: no cover - a platform numba cannot link pread on
         return None
-    return read_rows
+    return compiled
 
 
 def read_rows(fds: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.ndarray) -> int:

@@ -2,6 +2,7 @@
 written, with the first failure reported for the caller to read again."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ def reader(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(preads, "_compiled", lambda: None)
     elif preads._compiled() is None:
+        assert not sys.platform.startswith("linux"), "the compiled reader must build on Linux"
         pytest.skip("the C library's pread cannot be linked here")
     return preads.read_rows
 
@@ -65,6 +67,40 @@ def test_the_first_failed_read_is_reported_and_nothing_after_it_read(tmp_path, r
 def test_reader_refuses_what_it_cannot_fill():
     with pytest.raises(ValueError, match="2-D array of bytes"):
         preads.read_rows(np.zeros(1), np.zeros(1), np.zeros(1), np.zeros((2, 4), np.complex64))
+    out = np.zeros((2, 4), np.uint8)
+    for rows in ([2], [-1]):  # no row outside ``out`` is written
+        with pytest.raises(ValueError, match="one file, offset and row"):
+            preads.read_rows(np.zeros(1), np.zeros(1), np.array(rows), out)
+    with pytest.raises(ValueError, match="one file, offset and row"):
+        preads.read_rows(np.zeros(2), np.zeros(1), np.zeros(1), out)
+
+
+def test_a_whole_chunk_is_checked_even_where_parts_are_not(tmp_path):
+    """A piece that is a whole chunk is read and checked against its checksums, never
+    by the unchecked call for parts of chunks, whatever ``verifies`` says."""
+    from dasq.errors import StoreError
+    from dasq.storage import store as st
+    from dasq.storage.manifest import Manifest
+
+    c = dasq.Circuit(8)
+    for q in range(8):
+        c.h(q)
+    path = tmp_path / "s.zarr"
+    dasq.simulate(c, store=path, chunk_qubits=5, memory_limit="1MiB")
+    m = Manifest.read(path)
+    chunk = path / m.current / "c" / "1"
+    data = bytearray(chunk.read_bytes())
+    data[3] ^= 1
+    chunk.write_bytes(bytes(data))
+    files = st._direct(str(path), m.current, m.store_id)
+    per = files.chunk_bytes // 16
+    out = np.zeros((1, per), np.complex128)
+    crcs = st.current_crcs(m)
+    with pytest.raises(StoreError, match="corrupted chunk"):
+        files.read(np.array([per]), out, False, crcs, 0, m.stages_done)
+    half = np.zeros((1, per // 2), np.complex128)
+    files.read(np.array([0]), half, False, crcs, 0, m.stages_done)  # an intact chunk's part
+    np.testing.assert_allclose(half, 2**-4, atol=1e-12)
 
 
 def test_a_relayouts_pieces_are_read_in_one_call_per_block(tmp_path, monkeypatch):
@@ -152,9 +188,24 @@ def test_the_compiled_reader_is_compiled_once_and_then_loaded_from_numbas_cache(
 
     if preads._compiled() is None:
         pytest.skip("the C library's pread cannot be linked here")
-    script = "from dasq.backend import preads; assert preads._compiled() is not None"
+    script = (
+        "from dasq.backend import numba_kernels, preads; assert preads._compiled() is not None; "
+        "print(sum(numba_kernels.read_rows.stats.cache_hits.values()))"
+    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    for _ in range(2):
-        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=300)
+    hits = [
+        int(
+            subprocess.run(
+                [sys.executable, "-c", script],
+                env=env,
+                check=True,
+                timeout=300,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
+    assert hits == [0, 1]  # compiled by the first process, loaded by the second
     entries = [p.name for p in tmp_path.rglob("*read_rows*.nbc")]
     assert len(entries) == 1, entries

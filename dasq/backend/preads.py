@@ -46,6 +46,9 @@ def read_rows(fds: np.ndarray, offsets: np.ndarray, rows: np.ndarray, out: np.nd
     fds = np.ascontiguousarray(fds, np.int32)
     offsets = np.ascontiguousarray(offsets, np.int64)
     rows = np.ascontiguousarray(rows, np.int64)
+    in_out = not rows.size or 0 <= rows.min() <= rows.max() < len(out)
+    if not (fds.size == offsets.size == rows.size and in_out):
+        raise ValueError("read_rows takes one file, offset and row of out per read")  # a dasq bug
     compiled = _compiled()
     if compiled is not None:
         return int(compiled(fds, offsets, rows, out))

@@ -406,7 +406,7 @@ def run_block(work: BlockWork, c: int) -> BlockResult:
 @lru_cache(maxsize=64)
 def _piece_offsets(gbits: tuple[int, ...]) -> np.ndarray:
     """For each piece v, its source block's swapped global bits (bit i of v at gbits[i])."""
-    v = np.arange(1 << len(gbits))
+    v = np.arange(1 << len(gbits), dtype=np.int64)  # block indices shifted by L pass 2^31
     return sum((((v >> i) & 1) << b for i, b in enumerate(gbits)), np.zeros_like(v))
 
 

@@ -446,15 +446,16 @@ def create_in(
     except FileExistsError:
         return None
     try:
-        written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
-        if writeback:
-            start_writeback(fd)
+        try:
+            written = sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
+            if writeback:
+                start_writeback(fd)
+        finally:
+            os.close(fd)  # its error (a quota met at close) fails the write too
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dfd)
         raise
-    finally:
-        os.close(fd)
     return written
 
 

@@ -60,10 +60,13 @@ def _max_open() -> int:
     except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
         return 8
     wanted = WANTED_DESCRIPTORS if hard == resource.RLIM_INFINITY else min(hard, WANTED_DESCRIPTORS)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
+    # macOS reports an infinite hard limit yet refuses more than its OPEN_MAX (10240)
+    for asked in (wanted, min(wanted, 10240)):
+        if soft == resource.RLIM_INFINITY or soft >= asked:
+            break
         with contextlib.suppress(OSError, ValueError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            soft = wanted
+            resource.setrlimit(resource.RLIMIT_NOFILE, (asked, hard))
+            soft = asked
     return 2048 if soft == resource.RLIM_INFINITY else max(8, min(2048, soft // 16))
 
 
@@ -121,6 +124,8 @@ class ChunkFiles:
         disk. ``crcs``: the manifest's checksums of chunks ``crcs_from``... ``verifies``:
         a chunk read in part is read whole and checked."""
         size = self.chunk_bytes
+        if out.ndim != 2 or not out.flags.c_contiguous:
+            raise ValueError("pieces are read into a C-contiguous 2-D array")  # a dasq bug
         starts = np.asarray(starts, np.int64)
         rows = np.arange(starts.size) if rows is None else np.asarray(rows, np.int64)
         raw = out.view(np.uint8).reshape(out.shape[0], -1)
@@ -134,7 +139,8 @@ class ChunkFiles:
             if (fds < 0).any():
                 self._keep_open(opened, np.unique(ci[fds < 0]), crcs, crcs_from, stage)
                 fds = opened.lookup(ci)
-            inside = np.flatnonzero((fds >= 0) & (offsets + nbytes <= size))
+            # a piece inside one chunk and less than it: a whole chunk is read checked
+            inside = np.flatnonzero((fds >= 0) & (offsets + nbytes <= size) & (nbytes < size))
             read = read_rows(fds[inside], offsets[inside], rows[inside], raw)
             done = read * nbytes
             if read == starts.size:

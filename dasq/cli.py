@@ -734,7 +734,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     _notes_on_stderr()
     try:
         with _CtrlC() as ctrl_c:
-            status = _dispatch(args)
+            try:
+                status = _dispatch(args)
+            except Exception:
+                if ctrl_c.pressed:  # a library's clean-up turned the Ctrl-C into an error of its own
+                    raise KeyboardInterrupt from None
+                raise
         if not ctrl_c.pressed:
             return status
         raise KeyboardInterrupt  # pressed, but swallowed where it was raised

@@ -117,6 +117,25 @@ def test_a_ctrl_c_swallowed_where_it_was_raised_still_stops_the_command(monkeypa
     assert capsys.readouterr().err.strip() == "dasq: interrupted"
 
 
+def test_a_ctrl_c_a_clean_up_turned_into_another_error_still_stops_quietly(monkeypatch, capsys):
+    """Dask's tokenize, stopped by Ctrl-C, raised a KeyError from its clean-up (a
+    `finally`), so the command ended in a traceback: after a Ctrl-C any error ends it as
+    interrupted, with the one line."""
+    from dasq import cli
+
+    def cleaned_up_badly(args):
+        seen: dict = {}
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:
+            del seen["gone"]  # the KeyError that hides the KeyboardInterrupt
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", cleaned_up_badly)
+    assert cli.main(["info", "nowhere.zarr"]) == 130
+    assert capsys.readouterr().err.strip() == "dasq: interrupted"
+
+
 def test_a_ctrl_c_in_an_ignored_callback_prints_no_traceback(monkeypatch, capsys):
     """Python reports an exception it ignores (here a finaliser's) with a traceback on
     stderr; a Ctrl-C there is remembered, so the report would be noise before the one line."""

@@ -134,6 +134,50 @@ def test_the_blocking_weighs_fewer_passes_against_smaller_blocks(tmp_path):
     assert picked.L >= 13 and len(sg.plan_passes(wide, picked)) > fewest
 
 
+def _first_come_passes(body, blocking) -> int:
+    """The passes of a first-come planner (each pass takes, in order, every operation
+    whose global qubits still fit in k and that shares no qubit with one left)."""
+    left, count = list(range(len(body.operations))), 0
+    while left:
+        spanned: set[int] = set()
+        blocked: set[int] = set()
+        later = []
+        for i in left:
+            qubits = set(body.operations[i].qubits)
+            touched = {q for q in qubits if q >= blocking.L}
+            if qubits & blocked or len(spanned | touched) > blocking.k:
+                blocked |= qubits
+                later.append(i)
+            else:
+                spanned |= touched
+        left, count = later, count + 1
+    return count
+
+
+@pytest.mark.parametrize("n, k", [(14, 2), (14, 3), (21, 3), (21, 5)])
+def test_the_passes_come_from_the_stage_search_of_stored_runs(n, k):
+    """One pass planner: the gradient's passes are staged by the search a stored run's
+    stages come from (global qubits for wires, k slots), never more than first-come
+    passes, and each a valid pass: every operation once, its global qubits spanned,
+    and no operation before one it shares a qubit with."""
+    body = slotted(ring(n))
+    blocking = sg.Blocking(n, n - 7, k, 2)
+    passes = sg.plan_passes(body, blocking)
+    assert len(passes) <= _first_come_passes(body, blocking)
+    where = {i: t for t, one in enumerate(passes) for i in one.steps}
+    assert sorted(where) == list(range(len(body.operations)))
+    for t, one in enumerate(passes):
+        assert len(one.spanned) <= k and list(one.steps) == sorted(one.steps)
+        for i in one.steps:
+            assert {q for q in body.operations[i].qubits if q >= blocking.L} <= set(one.spanned)
+    for i, a in enumerate(body.operations):
+        for j in range(i + 1, len(body.operations)):
+            if set(a.qubits) & set(body.operations[j].qubits):
+                assert where[i] <= where[j]
+    if (n, k) == (21, 3):  # the blocking the 21-qubit ring gets in 8 MiB: the search saves passes
+        assert len(passes) < _first_come_passes(body, blocking)
+
+
 def test_a_basis_state_and_a_batch_out_of_core():
     circuit = wide_circuit()
     sets = np.stack([X, X[::-1]])

@@ -45,6 +45,8 @@ from dasq.engine.adjoint import undo_with_gradients
 from dasq.engine.rows import HOST, PauliTerms, SlottedCircuit, rows_of_part
 from dasq.engine.stream import BlockResult, PassResult, StoredPass, StreamExecutor, choose_blocks
 from dasq.errors import StoreError, ValidationError
+from dasq.plan.search import search_settings, searched_stages
+from dasq.plan.stages import Footprint, StageChoice
 from dasq.storage import store as st
 from dasq.storage.location import Location, WriterLock, check_creatable, location
 from dasq.storage.manifest import GRADIENT_RECORD, MANIFEST, Manifest
@@ -130,28 +132,24 @@ def _blocking(circuit: SlottedCircuit, dtype: str, memory_limit: int, workers: i
 
 
 def plan_passes(circuit: SlottedCircuit, blocking: Blocking) -> tuple[GradientPass, ...]:
-    """Passes of at most k global qubits each. A pass takes, in order, every operation
-    it can hold that shares no qubit with one left for later (so it commutes with
-    those): fewer passes than cutting the list where it first overflows."""
+    """Passes of at most k global qubits each, staged by the planner a stored run's
+    stages come from (plan.search: climbed from both ends), the global qubits as its
+    wires to choose from and k as its local slots: a pass runs, in order, every
+    operation whose global qubits it spans and that shares no qubit with one left
+    for later (so it commutes with those). A pass spans the global qubits its
+    operations touch."""
     L, k = blocking.L, blocking.k
-    left = list(range(len(circuit.operations)))
-    passes: list[GradientPass] = []
-    while left:
-        taken: list[int] = []
-        spanned: set[int] = set()
-        blocked: set[int] = set()
-        later: list[int] = []
-        for i in left:
-            qubits = set(circuit.operations[i].qubits)
-            touched = {q for q in qubits if q >= L}
-            if qubits & blocked or len(spanned | touched) > k:
-                blocked |= qubits
-                later.append(i)
-                continue
-            taken.append(i)
-            spanned |= touched
-        passes.append(GradientPass(tuple(taken), tuple(sorted(spanned))))
-        left = later
+    ops = circuit.operations
+    footprints = [Footprint(frozenset(op.qubits), frozenset(q for q in op.qubits if q >= L)) for op in ops]
+    everyone = frozenset(range(L, blocking.num_qubits))
+    if len(everyone) <= k:  # one pass spans every global qubit
+        stages = [StageChoice(everyone, tuple(range(len(ops))))] if ops else []
+    else:
+        stages = searched_stages(footprints, everyone, k, None, search_settings(True)[1])
+    passes = []
+    for stage in stages:
+        spanned = frozenset().union(*(footprints[i].needs_local for i in stage.ops))
+        passes.append(GradientPass(tuple(stage.ops), tuple(sorted(spanned))))
     return tuple(passes) or (GradientPass((), ()),)
 
 
@@ -386,13 +384,15 @@ def describe_run(
     circuit_key: str,
 ) -> StoredGradient:
     blocking = choose_blocking(circuit, dtype, memory_limit, workers)
+    passes = plan_passes(circuit, blocking)
     digest = hashlib.sha256()
-    for part in (circuit_key, dtype, str(basis), str((blocking.L, blocking.k))):
+    # the passes too: a store another dasq planned differently is another run
+    plan = str([(one.steps, one.spanned) for one in passes])
+    for part in (circuit_key, dtype, str(basis), str((blocking.L, blocking.k)), plan):
         digest.update(part.encode() + b"\0")
     for array in (np.asarray(x, dtype=np.float64), terms.masks, terms.weights):
         digest.update(np.ascontiguousarray(array).tobytes())
     x = np.asarray(x, dtype=np.float64).reshape(1, -1)
-    passes = plan_passes(circuit, blocking)
     return StoredGradient(circuit, x, terms, dtype, basis, blocking, passes, digest.hexdigest(), memory_limit)
 
 

@@ -166,7 +166,7 @@ def test_the_passes_come_from_the_stage_search_of_stored_runs(n, k):
     assert len(passes) <= _first_come_passes(body, blocking)
     where = {i: t for t, one in enumerate(passes) for i in one.steps}
     assert sorted(where) == list(range(len(body.operations)))
-    for t, one in enumerate(passes):
+    for one in passes:
         assert len(one.spanned) <= k and list(one.steps) == sorted(one.steps)
         for i in one.steps:
             assert {q for q in body.operations[i].qubits if q >= blocking.L} <= set(one.spanned)

@@ -127,7 +127,8 @@ def test_the_blocking_weighs_fewer_passes_against_smaller_blocks(tmp_path):
     want = dasq.gradient(circuit, "Z" * 14, parameters=x)
     got = dasq.gradient(circuit, "Z" * 14, parameters=x, memory_limit=limit, store=tmp_path / "g")
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert Manifest.read(tmp_path / "g").stages_done == 2 * len(sg.plan_passes(body, chosen)) + 1
+    # a Z observable flips no bit: the last forward pass, lambda and the first backward one are one
+    assert Manifest.read(tmp_path / "g").stages_done == 2 * len(sg.plan_passes(body, chosen)) - 1
     wide = slotted(ring(21))
     fewest = min(len(sg.plan_passes(wide, sg._blocking(wide, "complex128", 8 << 20, 2, k))) for k in (8, 9))
     picked = sg.choose_blocking(wide, "complex128", 8 << 20, 2)
@@ -176,6 +177,81 @@ def test_the_passes_come_from_the_stage_search_of_stored_runs(n, k):
                 assert where[i] <= where[j]
     if (n, k) == (21, 3):  # the blocking the 21-qubit ring gets in 8 MiB: the search saves passes
         assert len(passes) < _first_come_passes(body, blocking)
+
+
+def _label(paulis: dict[int, str]) -> str:
+    """An N-qubit Pauli label from {qubit: letter} (qubit 0 rightmost)."""
+    return "".join(paulis.get(q, "I") for q in reversed(range(N)))
+
+
+def _turning_observable() -> list[tuple[str, float]]:
+    """Terms that flip only local qubits and the global ones the last pass spans, with
+    Z and Y on global qubits it does not: lambda forms inside each of its groups."""
+    blocking = sg.choose_blocking(slotted(wide_circuit()), "complex128", LIMIT, 2)
+    spanned = sg.plan_passes(slotted(wide_circuit()), blocking)[-1].spanned
+    other = [q for q in range(blocking.L, N) if q not in spanned]
+    assert spanned and other
+    return [
+        (_label({0: "X", spanned[0]: "Y", other[0]: "Z"}), 0.6),
+        (_label({q: "Z" for q in range(N)}), -0.4),
+        (_label({3: "Y", spanned[-1]: "X"}), 1.3),
+    ]
+
+
+def test_the_last_forward_pass_lambda_and_the_first_backward_pass_are_one_pass(monkeypatch):
+    """Where every term's global flips lie in the last pass's spanned qubits, the turn
+    runs the last forward pass, lambda = O psi and the first backward pass in one read
+    and one write of each group (two passes fewer); its gradient and value are the
+    in-memory ones, its bytes the ones the run says it moves; an observable flipping
+    another global qubit takes the lambda pass."""
+    observable = _turning_observable()
+    circuit = wide_circuit()
+    want, value = dasq.gradient(circuit, observable, parameters=X, return_value=True)
+    real, runs = sg.run_stored_gradient, []
+    monkeypatch.setattr(
+        sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
+    )
+    moved = [0, 0]
+    read, write = st.read_amplitudes, st.write_amplitudes
+    monkeypatch.setattr(st, "read_amplitudes", lambda *a, **k: _counted(moved, 0, read(*a, **k)))
+    monkeypatch.setattr(
+        st,
+        "write_amplitudes",
+        lambda p, n, s, block, *a: _counted(moved, 1, write(p, n, s, block, *a), block),
+    )
+    got, got_value = dasq.gradient(circuit, observable, parameters=X, memory_limit=LIMIT, return_value=True)
+    dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT)
+    monkeypatch.undo()
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert got_value == pytest.approx(value, abs=1e-12)
+    turning, other = runs
+    F = len(turning.passes)
+    assert turning.turns and turning.total == 2 * F - 1
+    assert [kind for kind, _ in turning.schedule()].count("turn") == 1
+    assert not other.turns and other.total == 2 * F + 1
+    assert moved == [(16 << N) * (a + b) for a, b in zip(turning.state_moves(), other.state_moves())]
+
+
+def test_a_run_stopped_in_its_turn_resumes_to_the_same_gradient(tmp_path, monkeypatch):
+    """The turn is a pass like another: stopped in its second group, the same call on
+    the store runs it again from its start and ends at the in-memory gradient."""
+    observable, circuit = _turning_observable(), wide_circuit()
+    calls, real = [0], sg.turn_task
+
+    def stopping(*args):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(sg, "turn_task", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        dasq.gradient(circuit, observable, parameters=X, memory_limit=LIMIT, store=tmp_path / "g")
+    monkeypatch.setattr(sg, "turn_task", real)
+    blocking = sg.choose_blocking(slotted(circuit), "complex128", LIMIT, 2)
+    assert Manifest.read(tmp_path / "g").stages_done == len(sg.plan_passes(slotted(circuit), blocking)) - 1
+    got = dasq.gradient(circuit, observable, parameters=X, memory_limit=LIMIT, store=tmp_path / "g")
+    np.testing.assert_allclose(got, dasq.gradient(circuit, observable, parameters=X), atol=1e-12)
 
 
 def test_a_basis_state_and_a_batch_out_of_core():

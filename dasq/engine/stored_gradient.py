@@ -7,10 +7,14 @@ the natural order (the bits of a block's index are the global qubits). A pass ru
 a stretch of the circuit's operations whose global qubits number at most k: the 2^k
 blocks that differ only in those bits meet in one task as one (L + k)-qubit vector
 (the seed paper's pairwise exchange, for k qubits at once), and are written back.
-Forward passes run on psi; one pass makes lambda, each of its blocks read from the
-blocks the Pauli terms map onto; backward passes run the reverse sweep
-(``adjoint.undo_with_gradients``, over the pass's steps planned as one block by the
-row engine) on both states, each task returning its share of every derivative.
+The passes are staged by the search that stages a stored run (plan.search), the
+global qubits its wires and k its slots. Forward passes run on psi; one pass makes
+lambda, each of its blocks read from the blocks the Pauli terms map onto; backward
+passes run the reverse sweep (``adjoint.undo_with_gradients``, over the pass's steps
+planned as one block by the row engine) on both states, each task returning its
+share of every derivative. Where every term flips only global qubits the last pass
+spans, that pass, lambda and the first backward pass are one (the turn): two passes
+fewer.
 
 The passes run through the streaming executor (``stream.StreamExecutor.advance``)
 that runs a circuit's: every pass reads one array and writes the other (a/b), the
@@ -198,7 +202,8 @@ class PassWork:
     part: SlottedCircuit  # the pass's operations on a group's vector (pass_part)
     x: np.ndarray  # (1, P)
     basis: int = 0  # psi's basis state, before its first pass
-    terms: PauliTerms | None = None  # the lambda pass
+    terms: PauliTerms | None = None  # the lambda pass, or the turn
+    spanned: tuple[int, ...] | None = None  # the turn's global qubits (its group's bits L...)
 
     def row(self, slot: str, amplitudes: int) -> np.ndarray:
         """A row from the scratch of the process running the task (a worker's too)."""
@@ -294,6 +299,13 @@ def global_flips(terms: PauliTerms, L: int) -> set[int]:
     return {int(x) >> L for x, _ in terms.masks}
 
 
+def turns(passes: Sequence[GradientPass], terms: PauliTerms, L: int) -> bool:
+    """Whether the last forward pass, lambda and the first backward pass are one pass
+    (``turn_task``): every term's global flips lie in the last pass's spanned qubits."""
+    spanned = sum(1 << (q - L) for q in passes[-1].spanned)
+    return all(not flip & ~spanned for flip in global_flips(terms, L))
+
+
 def forward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
     """Run the pass's steps on one group of psi."""
     row = work.read(PSI, blocks, "psi")
@@ -339,6 +351,44 @@ def backward_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
     return work.result(np.concatenate([[0.0], grads[0]]), writes, len(blocks), 4 * len(blocks))
 
 
+def turn_task(work: PassWork, blocks: tuple[int, ...]) -> BlockResult:
+    """The last forward pass, lambda = O psi and the first backward pass on one group,
+    in one read and one write: every term's global flips lie in the bits the group
+    spans (``StoredGradient.turns``), so O acts inside the group. This group's share
+    of <psi|O|psi> and of every derivative."""
+    assert work.terms is not None and work.spanned is not None
+    program = rows_of_part(work.part)
+    psi = work.read(PSI, blocks, "psi")
+    psi[...] = program.apply(psi, work.x)
+    lam = work.row("lambda", psi.shape[1])
+    lam[...] = 0
+    L, low = work.L, (1 << work.L) - 1
+    spanned_bits = sum(1 << (q - L) for q in work.spanned)
+    for (x, z), w in zip(work.terms.masks, work.terms.weights):
+        x, z = int(x), int(z)
+        outside = (z >> L) & ~spanned_bits  # Z on global bits the group holds fixed: a sign
+        sign = -1.0 if bin(blocks[0] & outside).count("1") % 2 else 1.0
+        flip, phase = _in_group(x, work.spanned, L, low), _in_group(z, work.spanned, L, low)
+        HOST.add_pauli_rows(lam, psi, flip, phase, complex(w) * sign)
+    sums = np.zeros(1 + work.x.shape[1])
+    sums[0] = float(np.vdot(psi, lam).real)
+    grads = np.zeros((1, work.x.shape[1]))
+    psi, lam = undo_with_gradients(program, program.tables(work.x), psi, lam, grads)
+    sums[1:] = grads[0]
+    writes = work.write(PSI, blocks, psi) + work.write(LAMBDA, blocks, lam)
+    reads = 0 if work.source is None else len(blocks)
+    return work.result(sums, writes, len(blocks), reads + 2 * len(blocks))
+
+
+def _in_group(mask: int, spanned: Sequence[int], L: int, low: int) -> int:
+    """A term's mask on a group's vector: local bits stay, spanned qubit j -> bit L + j."""
+    out = mask & low
+    for j, q in enumerate(spanned):
+        if mask >> q & 1:
+            out |= 1 << (L + j)
+    return out
+
+
 # ------------------------------------------------------------------ the run
 @dataclass(frozen=True)
 class StoredGradient:
@@ -355,8 +405,20 @@ class StoredGradient:
     memory_limit: int  # what sized the blocks; recorded in the manifest, as a run's is
 
     @property
+    def turns(self) -> bool:
+        return turns(self.passes, self.terms, self.blocking.L)
+
+    def schedule(self) -> tuple[tuple[str, GradientPass | None], ...]:
+        """Every pass in order: ("forward" | "lambda" | "turn" | "backward", its operations)."""
+        ahead = [("forward", one) for one in self.passes]
+        back = [("backward", one) for one in self.passes[::-1]]
+        if self.turns:
+            return (*ahead[:-1], ("turn", self.passes[-1]), *back[1:])
+        return (*ahead, ("lambda", None), *back)
+
+    @property
     def total(self) -> int:
-        return 2 * len(self.passes) + 1
+        return len(self.schedule())
 
     @property
     def storage_qubits(self) -> int:
@@ -366,10 +428,13 @@ class StoredGradient:
         """(states read, states written) by all passes, each a whole state's bytes: what a
         run costs at the disk's rates. Forward passes read psi (but the first, from a
         basis state) and write it; the lambda pass reads psi once per flip (its own
-        block among them) and writes psi and lambda; backward passes read and write both."""
-        F = len(self.passes)
+        block among them) and writes psi and lambda; the turn reads psi (but as the
+        first pass) and writes both; backward passes read and write both."""
         flips = len(global_flips(self.terms, self.blocking.L) | {0})
-        return F - 1 + flips + 2 * F, F + 2 + 2 * F
+        read = {"forward": 1, "lambda": flips, "turn": 1, "backward": 2}
+        written = {"forward": 1, "lambda": 2, "turn": 2, "backward": 2}
+        kinds = [kind for kind, _ in self.schedule()]
+        return sum(read[k] for k in kinds) - (kinds[0] in ("forward", "turn")), sum(written[k] for k in kinds)
 
 
 def describe_run(
@@ -388,6 +453,7 @@ def describe_run(
     digest = hashlib.sha256()
     # the passes too: a store another dasq planned differently is another run
     plan = str([(one.steps, one.spanned) for one in passes])
+    plan += " turn" if turns(passes, terms, blocking.L) else ""
     for part in (circuit_key, dtype, str(basis), str((blocking.L, blocking.k)), plan):
         digest.update(part.encode() + b"\0")
     for array in (np.asarray(x, dtype=np.float64), terms.masks, terms.weights):
@@ -531,18 +597,20 @@ def _run(
 
 
 def _one_pass(run: StoredGradient, executor: StreamExecutor) -> PassResult:
-    """The next pass: forward on psi, lambda = O psi, or backward on both."""
-    t, F = executor.manifest.stages_done, len(run.passes)
+    """The next pass: forward on psi, lambda = O psi, the turn, or backward on both."""
+    t = executor.manifest.stages_done
+    kind, one = run.schedule()[t]
     nblocks = 1 << run.blocking.global_qubits
-    if t == F:
-        task, items, one = lambda_task, [(c,) for c in range(nblocks)], None
+    if kind == "lambda":
+        task, items = lambda_task, [(c,) for c in range(nblocks)]
     else:
-        one = run.passes[t] if t < F else run.passes[2 * F - t]
-        task = forward_task if t < F else backward_task
+        assert one is not None
+        task = {"forward": forward_task, "turn": turn_task, "backward": backward_task}[kind]
         items = [(group,) for group in groups(run.blocking, one.spanned)]
-    work = _work(run, executor, one)
+    work = _work(run, executor, one, kind)
     token = hashlib.sha256(f"{run.key}-{executor.manifest.store_id}-{t}".encode()).hexdigest()[:16]
-    states = {True: 2, False: 4}[t < F] if t != F else len(global_flips(run.terms, run.blocking.L) | {0}) + 2
+    flips = len(global_flips(run.terms, run.blocking.L) | {0})
+    states = {"forward": 2, "lambda": flips + 2, "turn": 3, "backward": 4}[kind]
     moved = states * nblocks * np.dtype(run.dtype).itemsize << run.blocking.L
     stored = StoredPass(work, task, tuple(items), work.target, token, moved, nblocks)
     return executor.advance(stored, _add_sums)
@@ -552,7 +620,7 @@ def _add_sums(m: Manifest, done: PassResult) -> None:
     m.sums = [float(a + b) for a, b in zip(m.sums, done.stats)]
 
 
-def _work(run: StoredGradient, executor: StreamExecutor, one: GradientPass | None) -> PassWork:
+def _work(run: StoredGradient, executor: StreamExecutor, one: GradientPass | None, kind: str) -> PassWork:
     m, L = executor.manifest, run.blocking.L
     return PassWork(
         store=str(executor.path),
@@ -568,7 +636,8 @@ def _work(run: StoredGradient, executor: StreamExecutor, one: GradientPass | Non
         part=pass_part(run.circuit, one, L) if one is not None else run.circuit,
         x=run.x,
         basis=run.basis,
-        terms=run.terms if one is None else None,
+        terms=run.terms if kind in ("lambda", "turn") else None,
+        spanned=one.spanned if kind == "turn" and one is not None else None,
     )
 
 

@@ -24,6 +24,7 @@ from test_random_circuits import circuits
 import dasq
 from dasq.cli import main
 from dasq.plan import lowering
+from dasq.storage import store as st
 from dasq.storage.manifest import Manifest
 
 ITEM = {"complex128": 16, "complex64": 8}
@@ -289,6 +290,31 @@ def test_refuses_when_disk_space_is_short(tmp_path, monkeypatch):
     with pytest.raises(dasq.StoreError, match=r"not enough disk .*GiB"):
         dasq.simulate(random_circuit(10, 2, seed=0), store=tmp_path / "s.zarr", **ooc(6))
     assert not (tmp_path / "s.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    "limit, dtype", [("64KiB", "complex128"), ("16KiB", "complex64"), ("256KiB", "complex128")]
+)
+def test_the_disk_a_run_is_said_to_need_holds_its_arrays(tmp_path, limit, dtype):
+    """``disk_needed`` (what the free-space check and `dasq info` use) is at least what a
+    finished run's two arrays take on disk, small chunk files' whole blocks counted."""
+    circuit = dasq.Circuit(14).h(0)
+    for q in range(13):
+        circuit.cx(q, q + 1)
+    dasq.simulate(circuit, store=tmp_path / "s", memory_limit=limit, dtype=dtype)
+    facts = dasq.info(tmp_path / "s")
+    taken = sum(
+        os.stat(os.path.join(root, name)).st_blocks * 512
+        for array in st.ARRAYS
+        for root, _, names in os.walk(tmp_path / "s" / array)
+        for name in names
+    )
+    assert facts["stages_done"] == 2  # both arrays written whole
+    assert (
+        taken
+        <= facts["disk_needed"]
+        <= taken + 2 * st.ALLOCATION_BYTES * (1 << (14 - facts["storage_chunk_qubits"]))
+    )
 
 
 def test_unwritable_paths_give_one_clear_error(tmp_path):

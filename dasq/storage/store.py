@@ -55,6 +55,7 @@ COMPRESSIONS = (None, "zstd", "blosc")
 FLOAT_OF = {"complex64": "float32", "complex128": "float64"}
 MANTISSA_BITS = {"complex64": 23, "complex128": 52}
 CRC_BYTES = 4
+ALLOCATION_BYTES = 4096  # the block a file system (ext4, xfs, tmpfs) allocates a file's bytes in
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,13 @@ def state_bytes(num_qubits: int, dtype: str) -> int:
 
 
 def disk_needed(num_qubits: int, dtype: str, storage_qubits: int) -> int:
-    """Bytes a run needs on disk at most: two uncompressed arrays plus checksums."""
+    """Bytes a run needs on disk at most: two uncompressed arrays, each a file per chunk
+    (its amplitudes and checksum) and its metadata, each file in whole ALLOCATION_BYTES
+    blocks (a 16 KiB chunk takes 20 KiB: small chunks would be a quarter over the count)."""
     chunks = 1 << max(0, num_qubits - storage_qubits)
-    return len(ARRAYS) * (state_bytes(num_qubits, dtype) + chunks * CRC_BYTES)
+    per_file = state_bytes(num_qubits, dtype) // chunks + CRC_BYTES
+    blocks = chunks * -(-per_file // ALLOCATION_BYTES) + 1
+    return len(ARRAYS) * blocks * ALLOCATION_BYTES
 
 
 def size_on_disk(path: StoreName) -> int:

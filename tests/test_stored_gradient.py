@@ -10,6 +10,8 @@ import json
 import dask
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hyp
 from resume import STOP_AT_PASS, stopped
 
 import dasq
@@ -230,6 +232,22 @@ def test_the_last_forward_pass_lambda_and_the_first_backward_pass_are_one_pass(m
     assert [kind for kind, _ in turning.schedule()].count("turn") == 1
     assert not other.turns and other.total == 2 * F + 1
     assert moved == [(16 << N) * (a + b) for a, b in zip(turning.state_moves(), other.state_moves())]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    terms=hyp.lists(
+        hyp.tuples(hyp.text("IIXYZ", min_size=N, max_size=N), hyp.floats(-2, 2, allow_nan=False)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_observable_out_of_core_gives_the_in_memory_gradient(terms):
+    """Random Pauli sums, turning (flips inside the last pass's spanned qubits) or not:
+    the stored gradient is the in-memory one."""
+    want = dasq.gradient(wide_circuit(), terms, parameters=X)
+    got = dasq.gradient(wide_circuit(), terms, parameters=X, memory_limit=LIMIT)
+    np.testing.assert_allclose(got, want, atol=1e-12)
 
 
 def test_a_run_stopped_in_its_turn_resumes_to_the_same_gradient(tmp_path, monkeypatch):

@@ -70,18 +70,7 @@ X = np.array([0.3, -1.2, 2.5, 0.7])
 def test_the_stored_gradient_is_the_in_memory_one(monkeypatch):
     circuit = wide_circuit()
     want, value = dasq.gradient(circuit, OBSERVABLE, parameters=X, return_value=True)
-    real, runs = sg.run_stored_gradient, []
-    monkeypatch.setattr(
-        sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
-    )
-    moved = [0, 0]  # bytes read, written: the states the run says its passes move (its floor)
-    read, write = st.read_amplitudes, st.write_amplitudes
-    monkeypatch.setattr(st, "read_amplitudes", lambda *a, **k: _counted(moved, 0, read(*a, **k)))
-    monkeypatch.setattr(
-        st,
-        "write_amplitudes",
-        lambda p, n, s, block, *a: _counted(moved, 1, write(p, n, s, block, *a), block),
-    )
+    runs, moved = _watched(monkeypatch)
     got, got_value = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, return_value=True)
     monkeypatch.undo()
     assert len(runs) == 1  # out of core
@@ -93,6 +82,23 @@ def test_the_stored_gradient_is_the_in_memory_one(monkeypatch):
     assert len(run.passes) > 1
     assert all(len(p.spanned) <= 2 for p in run.passes)
     assert sorted(i for p in run.passes for i in p.steps) == list(range(len(slotted(circuit).operations)))
+
+
+def _watched(monkeypatch) -> tuple[list, list[int]]:
+    """(the stored runs the calls make, [bytes read, bytes written] by their passes): what
+    the runs say their passes move (their floor) is checked against the second."""
+    real, runs, moved = sg.run_stored_gradient, [], [0, 0]
+    monkeypatch.setattr(
+        sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
+    )
+    read, write = st.read_amplitudes, st.write_amplitudes
+    monkeypatch.setattr(st, "read_amplitudes", lambda *a, **k: _counted(moved, 0, read(*a, **k)))
+    monkeypatch.setattr(
+        st,
+        "write_amplitudes",
+        lambda p, n, s, block, *a: _counted(moved, 1, write(p, n, s, block, *a), block),
+    )
+    return runs, moved
 
 
 def _counted(moved: list[int], which: int, out, block=None):
@@ -209,18 +215,7 @@ def test_the_last_forward_pass_lambda_and_the_first_backward_pass_are_one_pass(m
     observable = _turning_observable()
     circuit = wide_circuit()
     want, value = dasq.gradient(circuit, observable, parameters=X, return_value=True)
-    real, runs = sg.run_stored_gradient, []
-    monkeypatch.setattr(
-        sg, "run_stored_gradient", lambda run, *a, **k: runs.append(run) or real(run, *a, **k)
-    )
-    moved = [0, 0]
-    read, write = st.read_amplitudes, st.write_amplitudes
-    monkeypatch.setattr(st, "read_amplitudes", lambda *a, **k: _counted(moved, 0, read(*a, **k)))
-    monkeypatch.setattr(
-        st,
-        "write_amplitudes",
-        lambda p, n, s, block, *a: _counted(moved, 1, write(p, n, s, block, *a), block),
-    )
+    runs, moved = _watched(monkeypatch)
     got, got_value = dasq.gradient(circuit, observable, parameters=X, memory_limit=LIMIT, return_value=True)
     dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT)
     monkeypatch.undo()

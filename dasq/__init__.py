@@ -13,7 +13,7 @@ from dasq.api import info, plan, resume, run, simulate, warm_up
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.noise import NoiseModel, QuantumError, ReadoutError
 from dasq.circuit.parameters import Parameter
-from dasq.errors import DasqError, StoreError, ValidationError
+from dasq.errors import DasqError, StateLostError, StoreError, ValidationError
 from dasq.plan.steps import PhysicalPlan
 from dasq.plot import plot_plan, plot_probabilities
 from dasq.state.density import DensityMatrix
@@ -39,6 +39,7 @@ __all__ = [
     "QuantumError",
     "ReadoutError",
     "Result",
+    "StateLostError",
     "StateVector",
     "StoreError",
     "Trajectories",

@@ -4,6 +4,8 @@
 wrong *types* raise the built-in ``TypeError``. ``StoreError`` is a stored state
 that cannot be used as asked (missing, mismatched, damaged, in use).
 Both subclass ``ValueError``, so code written for plain ValueErrors keeps working.
+``StateLostError`` is a state on a cluster whose blocks were lost with a worker and
+that dasq cannot rebuild (a ``RuntimeError``: nothing the caller passed was wrong).
 """
 
 from __future__ import annotations
@@ -19,3 +21,7 @@ class ValidationError(DasqError, ValueError):
 
 class StoreError(DasqError, ValueError):
     """A stored state that cannot be used as asked (missing, mismatched, corrupted)."""
+
+
+class StateLostError(DasqError, RuntimeError):
+    """A state's blocks were lost with a worker, and dasq cannot compute them again."""

@@ -1,12 +1,15 @@
 """The direct executor (dasq/engine/direct.py): a plan run as one program per worker,
 relayout pieces sent worker to worker. The same states as threads, a few tasks per
-run whatever its steps, every step timed and its bytes counted, and a lost worker
-turned into a task-graph run that still gives the right state."""
+run whatever its steps, every step timed and its bytes counted, a lost worker
+turned into a task-graph run that still gives the right state, and a worker lost
+after the run recomputed instead of waited for."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -188,6 +191,84 @@ def test_a_worker_lost_during_a_direct_run_still_gives_the_right_state(tmp_path)
     assert marker.exists()
     assert not _direct(state)
     np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+@pytest.fixture
+def two_bare_workers():
+    """A scheduler and two worker processes without nannies (a killed one stays gone),
+    with a client; the processes, killed or not, are reaped after the test."""
+    with LocalCluster(n_workers=0, dashboard_address=":0") as cluster:
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address]
+        procs = [
+            subprocess.Popen(
+                [*worker, "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
+        try:
+            with Client(cluster, set_as_default=False) as own:
+                own.wait_for_workers(2, timeout=60)
+                yield own, procs
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+
+
+def _read_within(read, seconds: float):
+    """``read()``'s value or error, failing the test if it takes longer (a read-out
+    that waits for a dead worker would otherwise hang the suite)."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = read()
+        except Exception as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert out, f"the read-out still waits after {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _kill_first(client, procs) -> None:
+    """Kill the first worker process for good and wait until the scheduler knows."""
+    procs[0].kill()
+    procs[0].wait()
+    deadline = time.monotonic() + 30
+    while len(client.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(client.scheduler_info()["workers"]) == 1
+
+
+def test_a_worker_lost_after_a_direct_run_is_recomputed_not_waited_for(two_bare_workers):
+    own, procs = two_bare_workers
+    c = _random(14, 8, 4)
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the run itself finished as programs
+        state = dasq.simulate(c, chunk_qubits=10, client=own)
+    assert _direct(state)
+    _kill_first(own, procs)  # half the blocks, and the program that made them, are gone
+    got = _read_within(state.to_numpy, 60)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    assert _read_within(state.norm, 30) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_lost_direct_run_that_started_from_another_state_says_so(two_bare_workers):
+    own, procs = two_bare_workers
+    state = dasq.simulate(_random(14, 4, 5), chunk_qubits=10, client=own)
+    applied = state.apply(_random(14, 4, 6))
+    assert _direct(applied)
+    _kill_first(own, procs)
+    with pytest.raises(dasq.StateLostError, match="simulate the circuit again"):
+        _read_within(applied.to_numpy, 60)
 
 
 def test_a_controlled_relayout_sends_every_piece_it_needs(client):

@@ -51,8 +51,8 @@ LAZY = {
 # the logger of the scheduler's p2p plugin (named after its private module)
 P2P_SCHEDULER_LOGGER = "distributed.shuffle._scheduler_plugin"
 
-# distributed.scheduler.TaskState fields engine/stranded.py reads and clears
-TASK_STATE_FIELDS = ("worker_restrictions", "loose_restrictions")
+# distributed.scheduler.TaskState fields engine/stranded.py and engine/recompute.py read and set
+TASK_STATE_FIELDS = ("worker_restrictions", "loose_restrictions", "run_spec", "dependents", "key")
 
 # zarr.storage.LocalStore's own hooks that storage/contained_zarr.py overrides or calls
 ZARR_STORE_HOOKS = ("_ensure_open_sync", "_is_open", "_open", "_set", "_check_writable")
@@ -112,6 +112,11 @@ def metric_totals(worker: Any) -> MutableMapping[Any, float]:
 
 
 # ---------------------------------------------------------------- the scheduler
+def scheduler_task(scheduler: Any, key: Any) -> Any:
+    """The scheduler's task state of ``key``, or None when it has none."""
+    return scheduler.tasks.get(key)
+
+
 def unrunnable_tasks(scheduler: Any) -> list[Any]:
     """The scheduler's tasks that found no worker to run on (a copy: safe to change them)."""
     return list(scheduler.unrunnable)

@@ -297,6 +297,7 @@ class MemoryExecutor:
         """The direct run, or None after a warning when it failed (a worker lost, a link
         down): the task graph then runs the plan, recomputing what was lost."""
         from dasq.engine import direct
+        from dasq.engine.recompute import Recomputation, make_recomputable
 
         workers = worker_addresses(cluster)
         owned = self.basis_position is not None
@@ -318,6 +319,8 @@ class MemoryExecutor:
         except direct.DirectRunError as exc:
             warnings.warn(f"{exc}; running the plan as a task graph instead", RuntimeWarning, stacklevel=4)
             return None
+        again = Recomputation(plan, replace(self, client=None, on_step=None, progress=False))
+        make_recomputable(cluster, blocks.name, len(workers), again)
         return MemoryRun(blocks, records, timelines=timelines)
 
     def _run(self, plan: PhysicalPlan, x: da.Array, cluster: Any = None) -> MemoryRun:

@@ -6,6 +6,7 @@ after the run recomputed instead of waited for."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import subprocess
@@ -261,14 +262,26 @@ def test_a_worker_lost_after_a_direct_run_is_recomputed_not_waited_for(two_bare_
     assert _read_within(state.norm, 30) == pytest.approx(1.0, abs=1e-12)
 
 
-def test_a_lost_direct_run_that_started_from_another_state_says_so(two_bare_workers):
+@pytest.mark.parametrize("keep_first", [True, False], ids=["first-held", "first-dropped"])
+def test_a_lost_run_from_another_state_runs_again_from_it_while_it_is_held(two_bare_workers, keep_first):
     own, procs = two_bare_workers
-    state = dasq.simulate(_random(14, 4, 5), chunk_qubits=10, client=own)
-    applied = state.apply(_random(14, 4, 6))
+    first, then = _random(14, 4, 5), _random(14, 4, 6)
+    expected = dasq.simulate(_random(14, 4, 5).compose(then), chunk_qubits=10).to_numpy()
+    state = dasq.simulate(first, chunk_qubits=10, client=own)
+    applied = state.apply(then)
     assert _direct(applied)
+    if not keep_first:
+        del state
+        gc.collect()
+        deadline = time.monotonic() + 10  # until the scheduler has released its blocks
+        while len(own.who_has()) > applied.blocks.numblocks[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
     _kill_first(own, procs)
-    with pytest.raises(dasq.StateLostError, match="simulate the circuit again"):
-        _read_within(applied.to_numpy, 60)
+    if keep_first:
+        np.testing.assert_allclose(_read_within(applied.to_numpy, 60), expected, atol=1e-12)
+    else:
+        with pytest.raises(dasq.StateLostError, match="no longer held"):
+            _read_within(applied.to_numpy, 60)
 
 
 def test_a_controlled_relayout_sends_every_piece_it_needs(client):

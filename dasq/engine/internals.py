@@ -52,7 +52,7 @@ LAZY = {
 P2P_SCHEDULER_LOGGER = "distributed.shuffle._scheduler_plugin"
 
 # distributed.scheduler.TaskState fields engine/stranded.py and engine/recompute.py read and set
-TASK_STATE_FIELDS = ("worker_restrictions", "loose_restrictions", "run_spec", "dependents", "key")
+TASK_STATE_FIELDS = ("worker_restrictions", "loose_restrictions", "run_spec", "dependents", "key", "state")
 
 # zarr.storage.LocalStore's own hooks that storage/contained_zarr.py overrides or calls
 ZARR_STORE_HOOKS = ("_ensure_open_sync", "_is_open", "_open", "_set", "_check_writable")

@@ -319,7 +319,9 @@ class MemoryExecutor:
         except direct.DirectRunError as exc:
             warnings.warn(f"{exc}; running the plan as a task graph instead", RuntimeWarning, stacklevel=4)
             return None
-        again = Recomputation(plan, replace(self, client=None, on_step=None, progress=False))
+        again = Recomputation(
+            plan, replace(self, client=None, on_step=None, progress=False), None if owned else x.name
+        )
         make_recomputable(cluster, blocks.name, len(workers), again)
         return MemoryRun(blocks, records, timelines=timelines)
 

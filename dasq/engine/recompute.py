@@ -9,8 +9,9 @@ tasks are freed of their workers and each program's task becomes a recomputation
 run on any worker, it runs the plan as a task graph (the in-memory executor, which
 the cluster recomputes as it goes) from the basis state the run started from, and
 hands back that program's blocks. Only the lost worker's program runs again; the
-others' blocks stay where they are. A run that started from blocks it did not make
-(``apply`` on a state) cannot rebuild them here: its lost blocks raise
+others' blocks stay where they are. A run that started from another state's blocks
+(``apply``) runs again from them while that state is still held (its own lost
+blocks recomputed first, the same way); once it is not, the lost blocks raise
 ``StateLostError``, which says so, instead of waiting.
 """
 
@@ -30,11 +31,13 @@ from dasq.plan.steps import PhysicalPlan
 
 @dataclass(frozen=True)
 class Recomputation:
-    """What a lost program needs to run its plan again: the plan and the executor that
-    ran it (without its client: the worker's own is used)."""
+    """What a lost program needs to run its plan again: the plan, the executor that
+    ran it (without its client: the worker's own is used) and the name of the blocks
+    it started from (None: a basis state it made)."""
 
     plan: PhysicalPlan
     executor: Any  # a MemoryExecutor (not imported: it imports this module's callers)
+    input_name: str | None = None
 
 
 def make_recomputable(client: Any, name: str, workers: int, recomputation: Recomputation) -> None:
@@ -94,19 +97,56 @@ def recompute_program(payload: bytes, packed: bytes, w: int, *inputs: Any) -> Wo
 
     recomputation: Recomputation = pickle_loads(payload)
     spec: DirectPlan = pickle_loads(packed)
-    if spec.basis_position is None:
-        raise StateLostError(
-            f"blocks {spec.blocks_of(w).start}-{spec.blocks_of(w).stop - 1} of a finished direct run were "
-            "lost with their worker; the run started from another state's blocks, which dasq does not "
-            "rebuild: simulate the circuit again"
-        )
     plan = recomputation.plan
+    mine = spec.blocks_of(w)
     with worker_client() as client:
         executor = replace(recomputation.executor, client=client, lazy=True, direct=False)
-        start = layers.basis_state(
-            plan.num_qubits, spec.L, spec.basis_position, spec.dtype, spec.backend, f"{spec.run}-again"
-        )
+        if spec.basis_position is None:
+            start, held = _held_input(client, recomputation, spec, mine)
+        else:
+            start, held = (
+                layers.basis_state(
+                    plan.num_qubits,
+                    spec.L,
+                    spec.basis_position,
+                    spec.dtype,
+                    spec.backend,
+                    f"{spec.run}-again",
+                ),
+                [],
+            )
         blocks = executor.run(plan, start).blocks
-        keys = [(blocks.name, c) for c in spec.blocks_of(w)]
+        keys = [(blocks.name, c) for c in mine]
         found = client.get(dict(blocks.__dask_graph__()), keys, sync=True)
-    return WorkerResult(dict(zip(spec.blocks_of(w), found)))
+        del held
+    return WorkerResult(dict(zip(mine, found)))
+
+
+def _held_input(client: Any, recomputation: Recomputation, spec: DirectPlan, mine: range) -> tuple[Any, list]:
+    """The blocks the run started from, as an array whose tasks are the cluster's (and
+    futures that hold them meanwhile); StateLostError when one is no longer held."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+    from distributed import Future
+
+    name = recomputation.input_name
+    keys = [(name, c) for c in range(spec.num_blocks)]
+    if name is None or not client.run_on_scheduler(_in_memory, keys):
+        raise StateLostError(
+            f"blocks {mine.start}-{mine.stop - 1} of a state were lost with their worker after its run, "
+            "and the state that run started from is no longer held, so dasq cannot compute them again: "
+            "keep that state while you read this one, or simulate the whole circuit again"
+        )
+    held = [Future(key, client=client) for key in keys]
+    graph = HighLevelGraph.from_collections(name, {}, dependencies=[])
+    meta = spec.backend.meta(spec.dtype)
+    return da.Array(graph, name, chunks=(((1 << spec.L),) * spec.num_blocks,), meta=meta), held
+
+
+def _in_memory(keys: Sequence[Any], dask_scheduler: Any = None) -> bool:
+    """On the scheduler: whether every one of ``keys`` is held in a worker's memory."""
+    for key in keys:
+        ts = scheduler_task(dask_scheduler, key)
+        if ts is None or ts.state != "memory":
+            return False
+    return True

@@ -47,10 +47,13 @@ def circuit() -> dasq.Circuit:
 
 
 @pytest.fixture
-def finished(tmp_path, circuit) -> tuple[Path, np.ndarray]:
-    """A completed store and its amplitudes."""
+def finished(tmp_path, circuit, monkeypatch) -> tuple[Path, np.ndarray]:
+    """A completed store and its amplitudes, with the chunks of the array its last stage
+    read kept (a finished run drops them): the stale chunks a damage test copies."""
     store = tmp_path / "s.zarr"
-    state = dasq.simulate(circuit, store=store, **ooc(L))
+    with monkeypatch.context() as m:
+        m.setattr(st, "drop_stale_chunks", lambda *args: None)
+        state = dasq.simulate(circuit, store=store, **ooc(L))
     assert Manifest.read(store).stages_done >= 2
     return store, state.to_numpy()
 

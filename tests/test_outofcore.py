@@ -295,9 +295,11 @@ def test_refuses_when_disk_space_is_short(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "limit, dtype", [("64KiB", "complex128"), ("16KiB", "complex64"), ("256KiB", "complex128")]
 )
-def test_the_disk_a_run_is_said_to_need_holds_its_arrays(tmp_path, limit, dtype):
+def test_the_disk_a_run_is_said_to_need_holds_its_arrays(tmp_path, monkeypatch, limit, dtype):
     """``disk_needed`` (what the free-space check and `dasq info` use) is at least what a
-    finished run's two arrays take on disk, small chunk files' whole blocks counted."""
+    run's two arrays take on disk as its last stage leaves them, small chunk files'
+    whole blocks counted."""
+    monkeypatch.setattr(st, "drop_stale_chunks", lambda *args: None)  # the run's peak, kept
     circuit = dasq.Circuit(14).h(0)
     for q in range(13):
         circuit.cx(q, q + 1)
@@ -315,6 +317,36 @@ def test_the_disk_a_run_is_said_to_need_holds_its_arrays(tmp_path, limit, dtype)
         <= facts["disk_needed"]
         <= taken + 2 * st.ALLOCATION_BYTES * (1 << (14 - facts["storage_chunk_qubits"]))
     )
+
+
+def _chunk_files(store: Path) -> dict[str, int]:
+    return {a: sum(len(names) for _, _, names in os.walk(store / a / "c")) for a in st.ARRAYS}
+
+
+def test_a_finished_store_keeps_one_copy_of_the_state(tmp_path, monkeypatch):
+    """Once the last stage is done, the array it read loses its chunks (its metadata
+    stays): the store holds the state once, reads and verifies as before, and a store
+    finished with both copies (by an older dasq) sheds the stale one when reopened."""
+    circuit = random_circuit(10, 4, seed=3)
+    expected = reference_state(circuit)
+    dasq.simulate(circuit, store=tmp_path / "s", **ooc(6))
+    facts = dasq.info(tmp_path / "s", verify=True)
+    current = Manifest.read(tmp_path / "s").current
+    files = _chunk_files(tmp_path / "s")
+    assert files[current] == 1 << (10 - facts["storage_chunk_qubits"])
+    assert sum(files.values()) == files[current]  # the other array: no chunk left
+    assert facts["size_on_disk"] < 0.6 * facts["disk_needed"]
+    np.testing.assert_allclose(dasq.resume(tmp_path / "s").to_numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(dasq.StateVector.from_zarr(tmp_path / "s").to_numpy(), expected, atol=1e-12)
+
+    with monkeypatch.context() as m:  # as an older dasq left it: both arrays whole
+        m.setattr(st, "drop_stale_chunks", lambda *args: None)
+        dasq.simulate(circuit, store=tmp_path / "old", **ooc(6))
+    assert all(_chunk_files(tmp_path / "old").values())
+    np.testing.assert_allclose(
+        dasq.simulate(circuit, store=tmp_path / "old", **ooc(6)).to_numpy(), expected, atol=1e-12
+    )
+    assert sorted(_chunk_files(tmp_path / "old").values())[0] == 0
 
 
 def test_unwritable_paths_give_one_clear_error(tmp_path):

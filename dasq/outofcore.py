@@ -243,7 +243,7 @@ def _execute(
     backend = get_backend(device)  # runs the stages; blocks go from the store to it and back
     if not manifest.complete:
         stream.StreamExecutor(path, manifest, backend, lock, client=client, progress=progress).run(plan)
-    st.drop_stale_chunks(path, manifest)  # a store finished by an older dasq too
+    st.drop_unread_chunks(path, manifest)  # a store finished by an older dasq too
     state = StateVector.from_zarr(path, client=client)
     n, L = manifest.num_qubits, manifest.chunk_qubits
     nblocks = 1 << (n - L)

@@ -52,7 +52,7 @@ def finished(tmp_path, circuit, monkeypatch) -> tuple[Path, np.ndarray]:
     read kept (a finished run drops them): the stale chunks a damage test copies."""
     store = tmp_path / "s.zarr"
     with monkeypatch.context() as m:
-        m.setattr(st, "drop_stale_chunks", lambda *args: None)
+        m.setattr(st, "drop_unread_chunks", lambda *args: None)
         state = dasq.simulate(circuit, store=store, **ooc(L))
     assert Manifest.read(store).stages_done >= 2
     return store, state.to_numpy()

@@ -299,7 +299,7 @@ def test_the_disk_a_run_is_said_to_need_holds_its_arrays(tmp_path, monkeypatch, 
     """``disk_needed`` (what the free-space check and `dasq info` use) is at least what a
     run's two arrays take on disk as its last stage leaves them, small chunk files'
     whole blocks counted."""
-    monkeypatch.setattr(st, "drop_stale_chunks", lambda *args: None)  # the run's peak, kept
+    monkeypatch.setattr(st, "drop_unread_chunks", lambda *args: None)  # the run's peak, kept
     circuit = dasq.Circuit(14).h(0)
     for q in range(13):
         circuit.cx(q, q + 1)
@@ -340,7 +340,7 @@ def test_a_finished_store_keeps_one_copy_of_the_state(tmp_path, monkeypatch):
     np.testing.assert_allclose(dasq.StateVector.from_zarr(tmp_path / "s").to_numpy(), expected, atol=1e-12)
 
     with monkeypatch.context() as m:  # as an older dasq left it: both arrays whole
-        m.setattr(st, "drop_stale_chunks", lambda *args: None)
+        m.setattr(st, "drop_unread_chunks", lambda *args: None)
         dasq.simulate(circuit, store=tmp_path / "old", **ooc(6))
     assert all(_chunk_files(tmp_path / "old").values())
     np.testing.assert_allclose(

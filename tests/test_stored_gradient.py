@@ -267,6 +267,18 @@ def test_a_run_stopped_in_its_turn_resumes_to_the_same_gradient(tmp_path, monkey
     np.testing.assert_allclose(got, dasq.gradient(circuit, observable, parameters=X), atol=1e-12)
 
 
+def test_a_finished_gradient_store_keeps_its_answer_not_its_states(tmp_path):
+    """Its value and gradient are in the manifest: the states' chunk files go once the
+    last pass is done, and the same call answers again from the store."""
+    circuit, store = wide_circuit(), tmp_path / "g"
+    first = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    assert Manifest.read(store).complete
+    assert not [p for p in store.rglob("*") if p.is_file() and p.parent.name == "c"]
+    again = dasq.gradient(circuit, OBSERVABLE, parameters=X, memory_limit=LIMIT, store=store)
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(first, dasq.gradient(circuit, OBSERVABLE, parameters=X), atol=1e-12)
+
+
 def test_a_basis_state_and_a_batch_out_of_core():
     circuit = wide_circuit()
     sets = np.stack([X, X[::-1]])

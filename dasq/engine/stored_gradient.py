@@ -588,6 +588,7 @@ def _run(
     try:
         while m.stages_done < run.total:
             _one_pass(run, executor)
+        st.drop_unread_chunks(where, m)  # the answer is in the manifest: the states go
     finally:
         SCRATCH.clear()
         if client is not None:  # the workers' scratch too: it would outlive the run there

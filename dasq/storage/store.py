@@ -503,19 +503,22 @@ def remove_partial_files(store: StoreName) -> None:
             where.files.remove(key)  # nothing when renamed into place meanwhile
 
 
-def drop_stale_chunks(store: StoreName, manifest: Manifest) -> None:
-    """A finished run's other array loses its chunk files (its metadata stays): only the
-    current array is read once the last stage is done, and nothing writes a finished
-    store again, so the second copy of the state would only hold the disk. Nothing when
-    the run is not finished or the chunks are already gone."""
+def drop_unread_chunks(store: StoreName, manifest: Manifest) -> None:
+    """A finished run's arrays that nothing reads any more lose their chunk files (their
+    metadata stays): a state's other array (the one its last stage read), and both of a
+    gradient's (its answer is in its manifest). Nothing writes a finished store again,
+    so they would only hold the disk. Nothing when the run is not finished or the
+    chunks are already gone."""
     if not manifest.complete:
         return
-    stale = next(a for a in ARRAYS if a != manifest.current)
     where = location(store)
-    if isinstance(where, LocalDir):
-        where.files.remove(f"{stale}/c")
-    elif isinstance(where, FsspecDir):
-        where.remove([key for key in where.list_keys() if key.startswith(f"{stale}/c/")])
+    for name in ARRAYS:
+        if name == manifest.current and manifest.kind != "gradient":
+            continue
+        if isinstance(where, LocalDir):
+            where.files.remove(f"{name}/c")
+        elif isinstance(where, FsspecDir):
+            where.remove([key for key in where.list_keys() if key.startswith(f"{name}/c/")])
 
 
 def sync_to_disk(store: StoreName, written: tuple[str, ...] = ARRAYS) -> None:

@@ -78,6 +78,9 @@ def test_a_run_on_a_url_equals_the_in_memory_run_and_info_describes_it(circuit_a
     assert URL in capsys.readouterr().out
     again = dasq.simulate(c, store=URL, **ooc(L))  # a complete run is opened, not re-run
     np.testing.assert_allclose(again.to_numpy(), want, atol=1e-12)
+    current = Manifest.read(location(URL)).current
+    arrays = {key.split("/")[0] for key in location(URL).list_keys() if "/c/" in key} & set(st.ARRAYS)
+    assert arrays == {current}  # the array the last stage read holds no chunk any more
 
 
 def test_an_interrupted_run_resumes_from_its_url(circuit_and_reference, monkeypatch):

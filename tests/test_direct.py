@@ -263,7 +263,9 @@ def test_a_worker_lost_after_a_direct_run_is_recomputed_not_waited_for(two_bare_
 
 
 @pytest.mark.parametrize("keep_first", [True, False], ids=["first-held", "first-dropped"])
-def test_a_lost_run_from_another_state_runs_again_from_it_while_it_is_held(two_bare_workers, keep_first):
+def test_a_lost_run_from_another_state_runs_again_from_it(two_bare_workers, keep_first):
+    """``apply``'s lost program starts again from the state it was applied to: held, or
+    dropped by the user and computed again by the cluster (its own lost run first)."""
     own, procs = two_bare_workers
     first, then = _random(14, 4, 5), _random(14, 4, 6)
     expected = dasq.simulate(_random(14, 4, 5).compose(then), chunk_qubits=10).to_numpy()
@@ -271,17 +273,56 @@ def test_a_lost_run_from_another_state_runs_again_from_it_while_it_is_held(two_b
     applied = state.apply(then)
     assert _direct(applied)
     if not keep_first:
+        name = state.blocks.name
         del state
         gc.collect()
-        deadline = time.monotonic() + 10  # until the scheduler has released its blocks
-        while len(own.who_has()) > applied.blocks.numblocks[0] and time.monotonic() < deadline:
+
+        def first_held() -> int:
+            return sum(bool(w) for k, w in own.who_has().items() if isinstance(k, tuple) and k[0] == name)
+
+        deadline = time.monotonic() + 10  # until the workers have let the first state's blocks go
+        while first_held() and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert not first_held()
     _kill_first(own, procs)
-    if keep_first:
-        np.testing.assert_allclose(_read_within(applied.to_numpy, 60), expected, atol=1e-12)
-    else:
-        with pytest.raises(dasq.StateLostError, match="no longer held"):
-            _read_within(applied.to_numpy, 60)
+    np.testing.assert_allclose(_read_within(applied.to_numpy, 60), expected, atol=1e-12)
+
+
+def test_a_worker_lost_before_the_run_is_made_recomputable_is_not_waited_for(two_bare_workers, monkeypatch):
+    """The program of a worker lost between the run's end and its rebinding has found no
+    worker already: the rebinding sends it back to be placed."""
+    from dasq.engine import recompute
+
+    own, procs = two_bare_workers
+    c = _random(14, 6, 1)
+    expected = dasq.simulate(c, chunk_qubits=10).to_numpy()
+    real = recompute.make_recomputable
+
+    def late(*args):
+        _kill_first(own, procs)
+        time.sleep(0.5)
+        real(*args)
+
+    monkeypatch.setattr(recompute, "make_recomputable", late)
+    state = dasq.simulate(c, chunk_qubits=10, client=own)
+    assert _direct(state)
+    np.testing.assert_allclose(_read_within(state.to_numpy, 60), expected, atol=1e-12)
+
+
+def test_blocks_the_cluster_neither_holds_nor_can_compute_are_a_state_lost_error(client):
+    from dasq.backend.registry import get_backend
+    from dasq.engine import recompute
+    from dasq.engine.direct import DirectPlan
+
+    held = client.persist(dask.array.ones(8, chunks=4))
+    client.gather(distributed.futures_of(held))  # the scheduler knows them, in memory
+    assert client.run_on_scheduler(recompute._recomputable, [(held.name, 0), (held.name, 1)])
+    unknown = [("dasq-blocks-no-one-made", 0)]
+    assert not client.run_on_scheduler(recompute._recomputable, unknown)
+    spec = DirectPlan("r", (), 2, 2, ("w",), "complex128", get_backend("cpu"), None, False, 1.0)
+    lost = recompute.Recomputation(None, None, "dasq-blocks-no-one-made")  # type: ignore[arg-type]
+    with pytest.raises(dasq.StateLostError, match=r"blocks 0-1 .* simulate the whole circuit again"):
+        recompute._known_input(client, lost, spec, range(2))
 
 
 def test_a_controlled_relayout_sends_every_piece_it_needs(client):

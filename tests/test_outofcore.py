@@ -25,6 +25,7 @@ import dasq
 from dasq.cli import main
 from dasq.plan import lowering
 from dasq.storage import store as st
+from dasq.storage.contained import Contained
 from dasq.storage.manifest import Manifest
 
 ITEM = {"complex128": 16, "complex64": 8}
@@ -347,6 +348,23 @@ def test_a_finished_store_keeps_one_copy_of_the_state(tmp_path, monkeypatch):
         dasq.simulate(circuit, store=tmp_path / "old", **ooc(6)).to_numpy(), expected, atol=1e-12
     )
     assert sorted(_chunk_files(tmp_path / "old").values())[0] == 0
+
+
+def test_chunks_that_cannot_be_removed_only_warn(tmp_path, monkeypatch):
+    """The removal is housekeeping: where it fails (a read-only directory of a shared
+    store), the finished store still opens, with a warning that says what is left."""
+    circuit = random_circuit(10, 4, seed=3)
+    with monkeypatch.context() as m:
+        m.setattr(st, "drop_unread_chunks", lambda *args: None)
+        dasq.simulate(circuit, store=tmp_path / "s", **ooc(6))
+
+    def refused(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted", "9")
+
+    monkeypatch.setattr(Contained, "remove", refused)
+    with pytest.warns(RuntimeWarning, match=r"chunks of array '.', .* could not be removed \(Operation not"):
+        state = dasq.resume(tmp_path / "s")
+    np.testing.assert_allclose(state.to_numpy(), reference_state(circuit), atol=1e-12)
 
 
 def test_unwritable_paths_give_one_clear_error(tmp_path):

@@ -52,7 +52,15 @@ LAZY = {
 P2P_SCHEDULER_LOGGER = "distributed.shuffle._scheduler_plugin"
 
 # distributed.scheduler.TaskState fields engine/stranded.py and engine/recompute.py read and set
-TASK_STATE_FIELDS = ("worker_restrictions", "loose_restrictions", "run_spec", "dependents", "key", "state")
+TASK_STATE_FIELDS = (
+    "worker_restrictions",
+    "loose_restrictions",
+    "run_spec",
+    "dependents",
+    "key",
+    "state",
+    "has_lost_dependencies",
+)
 
 # zarr.storage.LocalStore's own hooks that storage/contained_zarr.py overrides or calls
 ZARR_STORE_HOOKS = ("_ensure_open_sync", "_is_open", "_open", "_set", "_check_writable")
@@ -115,6 +123,12 @@ def metric_totals(worker: Any) -> MutableMapping[Any, float]:
 def scheduler_task(scheduler: Any, key: Any) -> Any:
     """The scheduler's task state of ``key``, or None when it has none."""
     return scheduler.tasks.get(key)
+
+
+def retry_tasks(scheduler: Any, keys: list[Any], why: str) -> None:
+    """Send tasks that found no worker back through the scheduler's choice of one (after
+    their restrictions changed): released, they are wanted again at once."""
+    scheduler.transitions({key: "released" for key in keys}, stimulus_id=why)
 
 
 def unrunnable_tasks(scheduler: Any) -> list[Any]:

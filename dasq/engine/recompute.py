@@ -10,9 +10,10 @@ run on any worker, it runs the plan as a task graph (the in-memory executor, whi
 the cluster recomputes as it goes) from the basis state the run started from, and
 hands back that program's blocks. Only the lost worker's program runs again; the
 others' blocks stay where they are. A run that started from another state's blocks
-(``apply``) runs again from them while that state is still held (its own lost
-blocks recomputed first, the same way); once it is not, the lost blocks raise
-``StateLostError``, which says so, instead of waiting.
+(``apply``, ``initial=``) runs again from them: held, or computed again by the
+cluster from the tasks it still knows (a lost run of programs among them, the same
+way); where the cluster knows neither, the lost blocks raise ``StateLostError``,
+which says so, instead of waiting.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from dasq.engine import layers
 from dasq.engine.direct import DirectPlan, WorkerResult
-from dasq.engine.internals import DataNode, Task, scheduler_task
+from dasq.engine.internals import DataNode, Task, retry_tasks, scheduler_task
 from dasq.errors import StateLostError
 from dasq.plan.steps import PhysicalPlan
 
@@ -71,9 +72,11 @@ def _warn_once(error: BaseException) -> None:
 
 def _rebind(programs: Sequence[Any], name: str, payload: bytes, dask_scheduler: Any = None) -> int:
     """On the scheduler: each program's task recomputes (``recompute_program`` with the
-    same arguments), and no task of the run is tied to a worker. Returns how many
-    programs were rebound."""
+    same arguments), and no task of the run is tied to a worker; a program that already
+    found no worker (its worker lost since the run ended) looks for one again. Returns
+    how many programs were rebound."""
     rebound = 0
+    stranded = []
     for key in programs:
         ts = scheduler_task(dask_scheduler, key)
         if ts is None or ts.run_spec is None:
@@ -85,6 +88,10 @@ def _rebind(programs: Sequence[Any], name: str, payload: bytes, dask_scheduler: 
             if isinstance(dts.key, tuple) and str(dts.key[0]).startswith(name):
                 dts.worker_restrictions = None
                 dts.loose_restrictions = False
+        if ts.state == "no-worker":
+            stranded.append(key)
+    if stranded:
+        retry_tasks(dask_scheduler, stranded, "dasq-recomputable")
     return rebound
 
 
@@ -102,51 +109,43 @@ def recompute_program(payload: bytes, packed: bytes, w: int, *inputs: Any) -> Wo
     with worker_client() as client:
         executor = replace(recomputation.executor, client=client, lazy=True, direct=False)
         if spec.basis_position is None:
-            start, held = _held_input(client, recomputation, spec, mine)
+            start = _known_input(client, recomputation, spec, mine)
         else:
-            start, held = (
-                layers.basis_state(
-                    plan.num_qubits,
-                    spec.L,
-                    spec.basis_position,
-                    spec.dtype,
-                    spec.backend,
-                    f"{spec.run}-again",
-                ),
-                [],
+            start = layers.basis_state(
+                plan.num_qubits, spec.L, spec.basis_position, spec.dtype, spec.backend, f"{spec.run}-again"
             )
         blocks = executor.run(plan, start).blocks
         keys = [(blocks.name, c) for c in mine]
         found = client.get(dict(blocks.__dask_graph__()), keys, sync=True)
-        del held
     return WorkerResult(dict(zip(mine, found)))
 
 
-def _held_input(client: Any, recomputation: Recomputation, spec: DirectPlan, mine: range) -> tuple[Any, list]:
-    """The blocks the run started from, as an array whose tasks are the cluster's (and
-    futures that hold them meanwhile); StateLostError when one is no longer held."""
+def _known_input(client: Any, recomputation: Recomputation, spec: DirectPlan, mine: range) -> Any:
+    """The blocks the run started from, as an array of keys the cluster holds or can
+    compute again (their own lost ones first); StateLostError when one is neither."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
-    from distributed import Future
 
     name = recomputation.input_name
     keys = [(name, c) for c in range(spec.num_blocks)]
-    if name is None or not client.run_on_scheduler(_in_memory, keys):
+    if name is None or not client.run_on_scheduler(_recomputable, keys):
         raise StateLostError(
             f"blocks {mine.start}-{mine.stop - 1} of a state were lost with their worker after its run, "
-            "and the state that run started from is no longer held, so dasq cannot compute them again: "
-            "keep that state while you read this one, or simulate the whole circuit again"
+            "and the cluster no longer holds the blocks that run started from, nor how to compute them, "
+            "so dasq cannot compute them again: simulate the whole circuit again"
         )
-    held = [Future(key, client=client) for key in keys]
-    graph = HighLevelGraph.from_collections(name, {}, dependencies=[])
+    graph = HighLevelGraph.from_collections(name, {}, dependencies=[])  # the scheduler's own tasks
     meta = spec.backend.meta(spec.dtype)
-    return da.Array(graph, name, chunks=(((1 << spec.L),) * spec.num_blocks,), meta=meta), held
+    return da.Array(graph, name, chunks=(((1 << spec.L),) * spec.num_blocks,), meta=meta)
 
 
-def _in_memory(keys: Sequence[Any], dask_scheduler: Any = None) -> bool:
-    """On the scheduler: whether every one of ``keys`` is held in a worker's memory."""
+def _recomputable(keys: Sequence[Any], dask_scheduler: Any = None) -> bool:
+    """On the scheduler: whether every one of ``keys`` is held, or known with the task
+    that computes it (and what that task needs): a graph that names them gets them."""
     for key in keys:
         ts = scheduler_task(dask_scheduler, key)
-        if ts is None or ts.state != "memory":
+        if ts is None or ts.state in ("erred", "forgotten"):
+            return False
+        if ts.state != "memory" and (ts.run_spec is None or ts.has_lost_dependencies):
             return False
     return True

@@ -508,17 +508,27 @@ def drop_unread_chunks(store: StoreName, manifest: Manifest) -> None:
     metadata stays): a state's other array (the one its last stage read), and both of a
     gradient's (its answer is in its manifest). Nothing writes a finished store again,
     so they would only hold the disk. Nothing when the run is not finished or the
-    chunks are already gone."""
+    chunks are already gone; a removal that fails (a read-only directory of a shared
+    store) only warns: the store is whole either way."""
     if not manifest.complete:
         return
     where = location(store)
     for name in ARRAYS:
         if name == manifest.current and manifest.kind != "gradient":
             continue
-        if isinstance(where, LocalDir):
-            where.files.remove(f"{name}/c")
-        elif isinstance(where, FsspecDir):
-            where.remove([key for key in where.list_keys() if key.startswith(f"{name}/c/")])
+        try:
+            if isinstance(where, LocalDir):
+                where.files.remove(f"{name}/c")
+            elif isinstance(where, FsspecDir):
+                chunks_dir = where / name / "c"
+                chunks_dir.remove(chunks_dir.list_keys())
+        except OSError as exc:
+            warnings.warn(
+                f"{where}: the chunks of array {name!r}, which a finished run no longer reads, could "
+                f"not be removed ({write_failure(exc)}); the store is whole, they only take disk",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 def sync_to_disk(store: StoreName, written: tuple[str, ...] = ARRAYS) -> None:

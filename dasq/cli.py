@@ -744,6 +744,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status
         raise KeyboardInterrupt  # pressed, but swallowed where it was raised
     except KeyboardInterrupt:  # Ctrl-C: a stored run stays resumable (dasq/engine/stream.py)
+        from dasq.engine.internals import release_thread_pools
+
+        release_thread_pools()  # else the exit may wait for a thread the Ctrl-C orphaned
         _close_progress_bars()
         print(_interrupted(args), file=sys.stderr)
         return INTERRUPTED

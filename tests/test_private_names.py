@@ -97,6 +97,11 @@ def _everything_missing(tmp_path: Path) -> list[str]:
     _check(problems, "dask Array._meta", lambda: internals.meta_of(da.zeros(4, chunks=2)), _a(np.ndarray))
     with Callback():
         _check(problems, "dask.callbacks.Callback.active", internals.callbacks_active, lambda on: on is True)
+    import dask.threaded
+
+    _check(problems, "dask.threaded.pools_lock", lambda: dask.threaded.pools_lock, lambda x: x is not None)
+    _check(problems, "dask.threaded.pools", lambda: dask.threaded.pools, _a(Mapping))
+    _check(problems, "dask.threaded.default_pool", lambda: hasattr(dask.threaded, "default_pool"), bool)
     store = LocalStore(tmp_path)
     problems += [f"zarr LocalStore.{h}" for h in internals.ZARR_STORE_HOOKS if not hasattr(store, h)]
     asyncio.run(_on_a_live_worker(internals, problems))
@@ -141,3 +146,38 @@ def test_no_other_dasq_module_reaches_inside_dask_distributed_or_zarr():
         if path != INTERNALS and (names := _reaches_inside(path))
     }
     assert not found, f"private names outside dasq/engine/internals.py: {found}"
+
+
+def test_released_thread_pools_end_their_threads_even_one_the_pool_never_registered():
+    """A thread that a Ctrl-C orphaned while Dask's pool started it (started, but not yet
+    in the pool's records) ends once the pools are released, and Dask then makes a new
+    pool: later computations still run."""
+    import inspect
+    import threading
+    import weakref
+    from concurrent.futures import thread as futures_thread
+
+    import dask
+    import dask.array as da
+    import dask.threaded
+    import pytest
+
+    from dasq.engine.internals import release_thread_pools
+
+    wanted = ["executor_reference", "work_queue", "initializer", "initargs"]
+    if list(inspect.signature(futures_thread._worker).parameters) != wanted:
+        pytest.skip("this Python's thread pools start their threads otherwise")
+    assert int(da.ones(4, chunks=2).sum().compute(scheduler="threads")) == 4
+    pool = dask.threaded.default_pool
+    orphan = threading.Thread(
+        target=futures_thread._worker, args=(weakref.ref(pool), pool._work_queue, None, ()), daemon=True
+    )
+    orphan.start()
+    threads = [*pool._threads, orphan]
+    release_thread_pools()
+    for t in threads:
+        t.join(10)
+    assert not [t for t in threads if t.is_alive()]
+    assert dask.threaded.default_pool is None
+    assert int(da.ones(4, chunks=2).sum().compute(scheduler="threads")) == 4
+    assert dask.threaded.default_pool is not pool

@@ -17,6 +17,7 @@ buffers from their public modules (``zarr.buffer``, ``zarr.abc.buffer``).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,24 @@ def callbacks_active() -> bool:
     from dask.callbacks import Callback
 
     return bool(Callback.active)
+
+
+def release_thread_pools() -> None:
+    """Tell the threads of Dask's local pools to exit, without waiting for them, and let
+    Dask make new pools when it next needs one. A Ctrl-C that lands while such a pool
+    starts its first thread can leave that thread unknown to Python's exit (the pool
+    registers it only after starting it), and the process then waits for it forever:
+    shut down, its pool wakes it and it ends."""
+    threaded = sys.modules.get("dask.threaded")
+    if threaded is None:  # never imported: no pool was made
+        return
+    with threaded.pools_lock:
+        pools = [threaded.default_pool, *(p for sized in threaded.pools.values() for p in sized.values())]
+        threaded.default_pool = None
+        threaded.pools.clear()
+    for pool in pools:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ---------------------------------------------------------------- a distributed worker

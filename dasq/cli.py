@@ -314,8 +314,29 @@ def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
         yield client
         if args.report:
             print(f"dasq: performance report {args.report}", file=sys.stderr)
+    except KeyboardInterrupt:
+        _quiet_teardown(client)
+        raise
     finally:
         _close(client)
+
+
+def _quiet_teardown(client: Any) -> None:
+    """After Ctrl-C the cluster is closed under work in flight: the client's pending
+    gathers end in errors no one reads (asyncio logs each one, with its traceback, as it
+    is collected) and the workers log each task they cancel. The command says it was
+    interrupted, once; these would bury that line."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    for name in ("distributed.process", "distributed.nanny"):  # worker processes reaped at exit
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if client is not None and client.cluster is not None:  # workers this command started
+        with contextlib.suppress(Exception):
+            client.run(_quiet_worker_logs, nanny=False)
+
+
+def _quiet_worker_logs() -> None:
+    for name in ("distributed.worker", "distributed.worker.state_machine", "distributed.core"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _amplitudes(args: argparse.Namespace, circuit: Circuit) -> int:

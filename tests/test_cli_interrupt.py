@@ -156,3 +156,22 @@ def test_a_ctrl_c_in_an_ignored_callback_prints_no_traceback(monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.strip() == "dasq: interrupted", err
     assert sys.unraisablehook is hook  # Python's report is back for everything after
+
+
+def test_after_ctrl_c_the_closing_cluster_says_nothing_of_its_own():
+    """A cluster closed under work in flight: the client's unread gather errors (asyncio
+    logs each, with its traceback) and the reaping of worker processes stay quiet, so
+    the command's one line is all a user sees."""
+    import logging
+
+    from dasq.cli import _quiet_teardown
+
+    names = ("asyncio", "distributed.process", "distributed.nanny")
+    before = {name: logging.getLogger(name).level for name in names}
+    try:
+        _quiet_teardown(None)
+        assert logging.getLogger("asyncio").level == logging.CRITICAL
+        assert logging.getLogger("distributed.process").level == logging.ERROR
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)

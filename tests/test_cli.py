@@ -105,6 +105,8 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
         (["plan", EXAMPLE, "--chunk-qubits", "6"], "--chunk-qubits must be between 0 and 5"),
         (["run", EXAMPLE, "--compression", "zstd"], "--compression and --keep-bits apply to stored states"),
         (["run", EXAMPLE, "--method", "per-operation", "--store", "x.zarr"], "--method per-operation is"),
+        (["info", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
+        (["resume", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
     ],
 )
 def test_errors_are_one_line_and_nonzero(argv, message, capsys):
@@ -178,3 +180,14 @@ def test_report_writes_a_dask_performance_report(tmp_path, capsys):
     text = out.read_text()
     assert "Dask Performance Report" in text
     assert "dasq-direct" in text or "dasq-stage" in text  # the task stream names the run's programs or steps
+
+
+def test_a_program_without_qubits_and_a_density_matrix_too_big_say_what_they_are(tmp_path, capsys):
+    empty = tmp_path / "empty.qasm"
+    empty.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\n')
+    assert main(["run", str(empty)]) == 2
+    assert "the OpenQASM program declares no qubits" in capsys.readouterr().err
+    wide = tmp_path / "wide.qasm"
+    wide.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[24];\nh q[0];\n')
+    assert main(["run", str(wide), "--density"]) == 2
+    assert "an in-memory run of a 24-qubit density matrix needs about" in capsys.readouterr().err

@@ -373,14 +373,16 @@ MAX_BLOCKS = 1 << 16  # wider graphs cost more to build and schedule than their 
 
 
 def check_in_memory_run(
-    num_qubits: int, itemsize: int, chunk_qubits: int, available: int, where: str
+    num_qubits: int, itemsize: int, chunk_qubits: int, available: int, where: str, density: bool = False
 ) -> None:
     """Refuse, before any graph is built, an in-memory run that cannot fit or whose
-    graph would be absurdly wide; the message carries the numbers."""
+    graph would be absurdly wide; the message carries the numbers (``density``: the
+    ``num_qubits`` are a density matrix's vector, of twice its qubits)."""
     need = _config.IN_MEMORY_COPIES * (itemsize << num_qubits)
     if need > available:
+        what = f"{num_qubits // 2}-qubit density matrix" if density else f"{num_qubits}-qubit state"
         raise ValidationError(
-            f"an in-memory run of {num_qubits} qubits needs about {_bytes(need)} ({need} bytes: the state "
+            f"an in-memory run of a {what} needs about {_bytes(need)} ({need} bytes: the state "
             f"and a stage's output), but {where} has {_bytes(available)}; pass store='state.zarr' (and "
             "memory_limit=) to stream the state from disk, or use a cluster with more memory"
         )

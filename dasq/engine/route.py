@@ -70,7 +70,7 @@ def block_qubits(spec: RunSpec) -> int:
         on_gpu = spec.backend.memory_bytes() is not None
         L = _config.default_chunk_qubits(spec.width, running_on, on_gpu, array_code_only())
     available, where = available_memory(spec)
-    v.check_in_memory_run(spec.width, np.dtype(spec.dtype).itemsize, L, available, where)
+    v.check_in_memory_run(spec.width, np.dtype(spec.dtype).itemsize, L, available, where, spec.density)
     return L
 
 

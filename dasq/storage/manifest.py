@@ -98,7 +98,9 @@ class Manifest:
         try:
             data = json.loads(where.read_bytes(MANIFEST).decode())
         except NotADirectoryError:  # the path names a file
-            raise StoreError(f"{where} is not a dasq store: no such directory") from None
+            raise StoreError(
+                f"{where} is not a dasq store: it is a file, and a store is a directory"
+            ) from None
         except FileNotFoundError:
             if not where.exists():
                 raise StoreError(f"{where} is not a dasq store: no such directory") from None

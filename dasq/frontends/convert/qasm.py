@@ -61,6 +61,10 @@ def _circuit_from_program(
         if type(exc).__name__ != "PanicException":
             raise
         raise ValidationError(f"invalid OpenQASM: Qiskit's parser failed ({str(exc)[:200]})") from None
+    if qc.num_qubits == 0:
+        raise ValidationError(
+            "the OpenQASM program declares no qubits (a qreg or qubit declaration): nothing to run"
+        )
     try:
         return convert(qc, circuit_cls, Budget.of_setting(qasm_limits.operations_message))
     except (ValidationError, ImportError, RecursionError, MemoryError):

@@ -2,8 +2,9 @@
 ``dasq plan CIRCUIT.qasm`` prints the physical plan without simulating.
 
 Ctrl-C ends a command with one line and exit status 130, never a traceback: a stored
-run keeps its finished stages, so that line is the ``dasq resume`` command that
-finishes it, with the options the interrupted command was given."""
+run keeps its finished stages, so that line is the command that finishes it, with the
+options the interrupted command was given: ``dasq run`` again (on its store it resumes,
+then prints what the uninterrupted run would have), or ``dasq resume``."""
 
 from __future__ import annotations
 
@@ -665,7 +666,8 @@ def _interrupted(args: argparse.Namespace) -> str:
     except (DasqError, OSError):
         return f"dasq: interrupted before the store {store} was created; run the command again"
     done = f"{manifest.stages_done}/{manifest.stages_total} stages"
-    return f"dasq: interrupted; {store} keeps {done} done; resume it with: {_resume_command(args)}"
+    again = _rerun_command(args) if args.command == "run" else _resume_command(args)
+    return f"dasq: interrupted; {store} keeps {done} done; resume it with: {again}"
 
 
 def _close_progress_bars() -> None:
@@ -682,8 +684,21 @@ def _close_progress_bars() -> None:
 def _resume_command(args: argparse.Namespace) -> str:
     """``dasq resume STORE`` with each option of ``args`` that ``dasq resume`` takes and
     that differs from its default: the resume parser is the one list of them."""
-    words = ["dasq", "resume", args.store]
-    for action in _subparser("resume")._actions:
+    return shlex.join(["dasq", "resume", args.store, *_options(args, "resume")])
+
+
+def _rerun_command(args: argparse.Namespace) -> str:
+    """The interrupted ``dasq run`` itself, with its options: run again on its store, it
+    resumes the run and then samples and prints exactly as the run would have (the
+    circuit's registers, the same draws for the same seed), where ``dasq resume`` knows
+    only the stored state."""
+    return shlex.join(["dasq", "run", args.circuit, *_options(args, "run")])
+
+
+def _options(args: argparse.Namespace, command: str) -> list[str]:
+    """Each option of ``args`` that ``command`` takes, where it differs from its default."""
+    words: list[str] = []
+    for action in _subparser(command)._actions:
         value = getattr(args, action.dest, None)
         if not action.option_strings or value is None or value == action.default:
             continue
@@ -691,9 +706,12 @@ def _resume_command(args: argparse.Namespace) -> str:
             words.append(action.option_strings[0 if value else 1])
         elif action.nargs == 0:  # store_true
             words.append(action.option_strings[-1])
+        elif isinstance(value, list):  # appended: -I DIR, once per directory
+            for item in value:
+                words += [action.option_strings[-1], str(item)]
         else:
             words += [action.option_strings[-1], str(value)]
-    return shlex.join(words)
+    return words
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -343,17 +344,34 @@ def _cli_run(store: Path) -> list[str]:
 
 
 def _cli_resume(store: Path, said: str) -> np.ndarray:
-    """Ctrl-C printed one line naming the ``dasq resume`` command, which finishes the run."""
-    from dasq.cli import main
-
+    """Ctrl-C printed one line naming the command that finishes the run: ``dasq run``
+    again, which resumes it and prints the counts the run would have printed unstopped."""
     assert "Traceback" not in said and len(said.strip().splitlines()) == 1, said
     command = said.strip().split(RESUME_WITH)[1]
-    assert command == shlex.join(["dasq", "resume", str(store), *CLI_GIVEN])
+    qasm = str(store.with_suffix(".qasm"))
+    options = [*CLI_GIVEN[:4], "--chunk-qubits", "13", "--store", str(store), *CLI_GIVEN[4:]]
+    assert command == shlex.join(["dasq", "run", qasm, *options])
+    assert _printed(shlex.split(command)[1:]) == _cli_counts()
+    return dasq.resume(store).to_numpy()
+
+
+def _printed(argv: list[str]) -> str:
+    from dasq.cli import main
+
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(shlex.split(command)[1:]) == 0
+        assert main(argv) == 0
     assert sum(int(n) for n in printed.getvalue().split()[1::2]) == 50
-    return dasq.resume(store).to_numpy()
+    return printed.getvalue()
+
+
+@functools.cache
+def _cli_counts() -> str:
+    """What the run prints unstopped (in memory: the same draws as stored, same seed)."""
+    with tempfile.TemporaryDirectory() as where:
+        qasm = Path(where) / "c.qasm"
+        qasm.write_text(CLI_QASM)
+        return _printed(["run", str(qasm), *CLI_GIVEN])
 
 
 @functools.cache

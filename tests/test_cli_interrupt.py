@@ -58,8 +58,9 @@ def test_ctrl_c_in_a_terminal_stops_the_workers_of_run_quietly(tmp_path):
     ended = interrupted(argv, store, Stop(stages=1, signal=signal.SIGINT, group=True))
     assert ended.returncode == 130, ended.stderr
     assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr, ended.stderr
-    resume = ended.stderr.strip().splitlines()[-1].split(RESUME_WITH)[1]
-    assert resume.endswith(" --workers 1 --memory-limit 64MiB --top 0 --no-progress")
+    again = ended.stderr.strip().splitlines()[-1].split(RESUME_WITH)[1]
+    assert again.startswith("dasq run ") and " --workers 1 --memory-limit 64MiB --store " in again, again
+    assert again.endswith(" --top 0 --no-progress"), again
 
 
 def test_processes_started_for_a_cluster_ignore_ctrl_c():

@@ -233,11 +233,27 @@ OPTIONAL += ("memory_limit", "compression", "keep_bits", "include_path")
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Arguments with every optional setting present (None when not given): help
     shows "(default: ...)" only where a default is a value."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_signed_sizes(sys.argv[1:] if argv is None else list(argv)))
     for name in OPTIONAL:
         if not hasattr(args, name):
             setattr(args, name, None)
     return args
+
+
+SIZE_OPTIONS = ("--memory-limit",)
+
+
+def _signed_sizes(argv: list[str]) -> list[str]:
+    """``--memory-limit -5GiB`` as ``--memory-limit=-5GiB``: argparse takes a value that
+    starts with '-' for an option unless it is a plain number, so the size's own check
+    (which says it must be positive) would never see it."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] in SIZE_OPTIONS and re.match(r"-\d", word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _cli_words(message: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -303,6 +304,8 @@ def _run(args: argparse.Namespace) -> int:
 def _run_once(args: argparse.Namespace) -> int:
     # a circuit that measures nothing is measured on every qubit: dasq.run does it
     circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
+    if args.store is not None and _holds_a_run(args.store):  # run again on its store: it resumes
+        _check_resume_memory(args)
     later = _compiles_later(args, circuit)
     with _cluster(args) as client:
         start = time.perf_counter()
@@ -332,23 +335,42 @@ def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
         if args.report:
             print(f"dasq: performance report {args.report}", file=sys.stderr)
     except KeyboardInterrupt:
-        _quiet_teardown(client)
+        with _quiet_teardown(client):
+            _close(client)
         raise
-    finally:
+    else:
         _close(client)
 
 
-def _quiet_teardown(client: Any) -> None:
+QUIETED = {
+    "asyncio": logging.CRITICAL,
+    "distributed.process": logging.ERROR,
+    "distributed.nanny": logging.ERROR,
+}
+
+
+@contextlib.contextmanager
+def _quiet_teardown(client: Any) -> Iterator[None]:
     """After Ctrl-C the cluster is closed under work in flight: the client's pending
     gathers end in errors no one reads (asyncio logs each one, with its traceback, as it
-    is collected) and the workers log each task they cancel. The command says it was
-    interrupted, once; these would bury that line."""
-    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-    for name in ("distributed.process", "distributed.nanny"):  # worker processes reaped at exit
-        logging.getLogger(name).setLevel(logging.ERROR)
-    if client is not None and client.cluster is not None:  # workers this command started
+    is collected), the workers log each task they cancel and their processes are reaped.
+    The command says it was interrupted, once; these would bury that line. The levels
+    come back after the close (``main`` may run inside a longer process)."""
+    if client is None:  # threads only: nothing of distributed's to close
+        yield
+        return
+    saved = {name: logging.getLogger(name).level for name in QUIETED}
+    for name, level in QUIETED.items():
+        logging.getLogger(name).setLevel(level)
+    if client.cluster is not None:  # workers this command started
         with contextlib.suppress(Exception):
             client.run(_quiet_worker_logs, nanny=False)
+    try:
+        yield
+    finally:
+        gc.collect()  # the unread gathers are collected (and not logged) while quiet
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _quiet_worker_logs() -> None:
@@ -450,10 +472,18 @@ def _resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _holds_a_run(store: str) -> bool:
+    try:
+        Manifest.read(store)
+    except (DasqError, OSError):
+        return False
+    return True
+
+
 def _check_resume_memory(args: argparse.Namespace) -> None:
-    """``dasq resume --memory-limit``: a stored run keeps the blocks (and the blocks in
-    flight) it was sized for when it started, so a limit below that one is refused
-    before any work rather than exceeded."""
+    """``dasq resume --memory-limit`` (or ``dasq run`` again on its store): a stored run
+    keeps the blocks (and the blocks in flight) it was sized for when it started, so a
+    limit below that one is refused before any work rather than exceeded."""
     if args.memory_limit is None:
         return
     limit = check_memory_limit(args.memory_limit)

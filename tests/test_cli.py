@@ -106,6 +106,7 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
         (["run", EXAMPLE, "--compression", "zstd"], "--compression and --keep-bits apply to stored states"),
         (["run", EXAMPLE, "--method", "per-operation", "--store", "x.zarr"], "--method per-operation is"),
         (["info", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
+        (["info", f"{EXAMPLE}/s.zarr"], "s.zarr is not a dasq store: no such directory"),
         (["run", EXAMPLE, "--memory-limit", "-5GiB"], "--memory-limit must be positive, got '-5GiB'"),
         (["resume", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
     ],

@@ -159,20 +159,37 @@ def test_a_ctrl_c_in_an_ignored_callback_prints_no_traceback(monkeypatch, capsys
     assert sys.unraisablehook is hook  # Python's report is back for everything after
 
 
-def test_after_ctrl_c_the_closing_cluster_says_nothing_of_its_own():
+def test_after_ctrl_c_the_closing_cluster_says_nothing_of_its_own_then_logs_as_before():
     """A cluster closed under work in flight: the client's unread gather errors (asyncio
-    logs each, with its traceback) and the reaping of worker processes stay quiet, so
-    the command's one line is all a user sees."""
+    logs each, with its traceback) and the reaping of worker processes stay quiet while
+    it closes, so the command's one line is all a user sees; the levels come back after
+    (``main`` may run inside a longer process)."""
     import logging
+    import types
 
-    from dasq.cli import _quiet_teardown
+    from dasq.cli import QUIETED, _quiet_teardown
 
-    names = ("asyncio", "distributed.process", "distributed.nanny")
-    before = {name: logging.getLogger(name).level for name in names}
-    try:
-        _quiet_teardown(None)
+    before = {name: logging.getLogger(name).level for name in QUIETED}
+    with _quiet_teardown(types.SimpleNamespace(cluster=None)):
         assert logging.getLogger("asyncio").level == logging.CRITICAL
         assert logging.getLogger("distributed.process").level == logging.ERROR
-    finally:
-        for name, level in before.items():
-            logging.getLogger(name).setLevel(level)
+    assert {name: logging.getLogger(name).level for name in QUIETED} == before
+    with _quiet_teardown(None):  # threads only: nothing to quiet
+        assert logging.getLogger("asyncio").level == before["asyncio"]
+
+
+def test_run_again_on_its_store_refuses_less_memory_than_the_run_was_sized_for(tmp_path, capsys):
+    """``dasq run`` on its store resumes it (what Ctrl-C suggests): the same rule as
+    ``dasq resume``."""
+    qasm, store = tmp_path / "ghz.qasm", tmp_path / "ghz.zarr"
+    qasm.write_text(
+        'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[10];\nh q[0];\n'
+        + "".join(f"cx q[{q}],q[{q + 1}];\n" for q in range(9))
+    )
+    run = ["run", str(qasm), "--store", str(store), "--shots", "10", "--no-progress"]
+    assert main([*run, "--memory-limit", "64KiB"]) == 0
+    capsys.readouterr()
+    assert main([*run, "--memory-limit", "32KiB"]) == 2
+    err = capsys.readouterr().err
+    assert "sized for --memory-limit 64.00 kiB" in err and "give at least 64.00 kiB" in err, err
+    assert main([*run, "--memory-limit", "64KiB"]) == 0

@@ -168,13 +168,29 @@ def test_released_thread_pools_end_their_threads_even_one_the_pool_never_registe
     if list(inspect.signature(futures_thread._worker).parameters) != wanted:
         pytest.skip("this Python's thread pools start their threads otherwise")
     assert int(da.ones(4, chunks=2).sum().compute(scheduler="threads")) == 4
+    other: dict = {}  # another thread's pool, which its computes keep using
+
+    def elsewhere():
+        other["sum"] = int(da.ones(4, chunks=2).sum().compute(scheduler="threads", num_workers=2))
+        other["pools"] = dict(dask.threaded.pools.get(threading.current_thread(), {}))
+        released.wait(10)
+        other["after"] = int(da.ones(4, chunks=2).sum().compute(scheduler="threads", num_workers=2))
+
+    released = threading.Event()
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
     pool = dask.threaded.default_pool
     orphan = threading.Thread(
         target=futures_thread._worker, args=(weakref.ref(pool), pool._work_queue, None, ()), daemon=True
     )
     orphan.start()
     threads = [*pool._threads, orphan]
+    while "pools" not in other and worker.is_alive():
+        worker.join(0.05)
     release_thread_pools()
+    released.set()
+    worker.join(30)
+    assert other["sum"] == 4 and other["after"] == 4  # the other thread's pool was left alone
     for t in threads:
         t.join(10)
     assert not [t for t in threads if t.is_alive()]

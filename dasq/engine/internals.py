@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -89,18 +90,18 @@ def callbacks_active() -> bool:
 
 
 def release_thread_pools() -> None:
-    """Tell the threads of Dask's local pools to exit, without waiting for them, and let
-    Dask make new pools when it next needs one. A Ctrl-C that lands while such a pool
+    """Tell the threads of Dask's local pools that this thread (the main one, where a
+    Ctrl-C lands) uses to exit, without waiting for them, and let Dask make new pools
+    when it next needs one. A Ctrl-C that lands while such a pool
     starts its first thread can leave that thread unknown to Python's exit (the pool
     registers it only after starting it), and the process then waits for it forever:
     shut down, its pool wakes it and it ends."""
     threaded = sys.modules.get("dask.threaded")
     if threaded is None:  # never imported: no pool was made
         return
-    with threaded.pools_lock:
-        pools = [threaded.default_pool, *(p for sized in threaded.pools.values() for p in sized.values())]
+    with threaded.pools_lock:  # this thread's pools only: other threads' computes go on
+        pools = [threaded.default_pool, *threaded.pools.pop(threading.current_thread(), {}).values()]
         threaded.default_pool = None
-        threaded.pools.clear()
     for pool in pools:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
 from dasq.errors import StoreError
-from dasq.storage.location import Location, location
+from dasq.storage.location import LocalDir, Location, location
 
 MANIFEST = "dasq-manifest.json"
 GRADIENT_RECORD = "dasq-gradient.json"  # a dasq.gradient store's record, in place of a manifest
@@ -97,10 +97,12 @@ class Manifest:
         path = where / MANIFEST
         try:
             data = json.loads(where.read_bytes(MANIFEST).decode())
-        except NotADirectoryError:  # the path names a file
-            raise StoreError(
-                f"{where} is not a dasq store: it is a file, and a store is a directory"
-            ) from None
+        except NotADirectoryError:  # the path, or a directory above it, names a file
+            if isinstance(where, LocalDir) and where.path.is_file():
+                raise StoreError(
+                    f"{where} is not a dasq store: it is a file, and a store is a directory"
+                ) from None
+            raise StoreError(f"{where} is not a dasq store: no such directory") from None
         except FileNotFoundError:
             if not where.exists():
                 raise StoreError(f"{where} is not a dasq store: no such directory") from None

@@ -100,11 +100,13 @@ ARRAY_CODE_CHUNK_QUBITS = 20
 # ---------------------------------------------------------------- stored runs (engine/stream.py)
 # A stored run's blocks: at most 2^26 amplitudes (a pass holds a few per task beside
 # the budget's share), at least 2^8 (below that a task's work is less than its
-# scheduling), and chunk files of compressed stores at least 2^16 amplitudes (smaller
-# ones cost more per file than their bytes; dask config dasq.min-storage-chunk-qubits).
+# scheduling), and chunk files of compressed stores at least 2^12 amplitudes (each
+# costs a codec call and a few system calls, about the work of 2^11 amplitudes, and
+# a relayout's piece of a larger chunk decodes the whole chunk; dask config
+# dasq.min-storage-chunk-qubits).
 MAX_BLOCK_QUBITS = 26
 MIN_BLOCK_QUBITS = 8
-MIN_STORAGE_QUBITS = 16
+MIN_STORAGE_QUBITS = 12
 # A stored pass pays a fixed cost per block besides its bytes (files opened, checksums,
 # the task's bookkeeping): about the work of this many amplitudes. A stored gradient
 # weighs fewer passes against smaller blocks with it (stored_gradient.pass_cost).

@@ -67,9 +67,11 @@ def simulate_to_store(
     min_local = max((len(lowering.needs_local(op)) for op in circuit), default=0)
     workers = 1 if client is not None else _config.cores()
     encoded = codec.compression is not None or codec.keep_bits is not None
-    # raw chunks of a local store are read and written without zarr's buffers
-    direct = not encoded and isinstance(path, LocalDir)
-    L, workers = stream.choose_blocks(n, dtype, limit, chunk_qubits, workers, min_local, direct)
+    # the chunks of a local store are read and written without zarr's buffers
+    direct = isinstance(path, LocalDir)
+    L, workers = stream.choose_blocks(
+        n, dtype, limit, chunk_qubits, workers, min_local, direct, coded=encoded
+    )
     plan = _plan(circuit, L, fusion_size)
     passes = stream.stream_passes(plan)
     swapped = max((len(p.relayout.pairs) for p in passes if p.relayout), default=0)

@@ -189,10 +189,12 @@ RSS_SCRIPT = textwrap.dedent(
     # blocks run numpy's array code instead), then a small copy of the run: imports,
     # thread pools
     limit, n = int(sys.argv[2]), int(sys.argv[3])
+    codec = json.loads(sys.argv[4])
     dasq.warm_up(dtypes=["complex128"])
-    dasq.simulate(circuit_for_rss(14), store=sys.argv[1] + "/warm.zarr", memory_limit=limit >> (n - 14))
+    warm = sys.argv[1] + "/warm.zarr"
+    dasq.simulate(circuit_for_rss(14), store=warm, memory_limit=limit >> (n - 14), **codec)
     base = rss("VmRSS")
-    state = dasq.simulate(circuit_for_rss(n), store=sys.argv[1] + "/big.zarr", memory_limit=limit)
+    state = dasq.simulate(circuit_for_rss(n), store=sys.argv[1] + "/big.zarr", memory_limit=limit, **codec)
     print(json.dumps({"base": base, "peak": rss("VmHWM"), "stages": len(state.plan.stages),
                       "L": state.chunk_qubits, "norm": state.norm()}))
     """
@@ -200,7 +202,9 @@ RSS_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
-def test_peak_memory_stays_under_the_budget_for_a_state_8x_larger(tmp_path):
+@pytest.mark.parametrize("codec", [{}, {"compression": "zstd", "keep_bits": 20}], ids=["raw", "zstd-rounded"])
+def test_peak_memory_stays_under_the_budget_for_a_state_8x_larger(tmp_path, codec):
+    """Coded chunks (decoded, rounded and compressed in the task's thread) too."""
     n, limit = 24, 32 << 20  # 256 MiB of complex128 amplitudes, 32 MiB of working memory
     assert (16 << n) == 8 * limit
     (tmp_path / "tests_helpers.py").write_text(
@@ -213,7 +217,7 @@ def test_peak_memory_stays_under_the_budget_for_a_state_8x_larger(tmp_path):
         "    return c\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", RSS_SCRIPT, str(tmp_path), str(limit), str(n)],
+        [sys.executable, "-c", RSS_SCRIPT, str(tmp_path), str(limit), str(n), json.dumps(codec)],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -48,10 +48,13 @@ STATS = 4  # lossy only: norm^2, overlap with rounded (re, im), rounded norm^2
 # chunks that zarr encodes or moves need its buffers beside the block (BLOCK_COPIES);
 # raw local chunk files (dasq.storage.direct) only the block, the whole chunk its first
 # piece's reader checks, and kernel buffers (DIRECT_BLOCK_COPIES), and a double-buffered
-# task (from 2^OVERLAP_FROM_QUBITS) a block read or written beside those.
+# task (from 2^OVERLAP_FROM_QUBITS) a block read or written beside those; coded local
+# chunks (compressed, bit-rounded) a chunk's file and its decoded or rounded copy more
+# for a read and for a write (CODED_EXTRA_COPIES).
 BLOCK_COPIES = 8
 DIRECT_BLOCK_COPIES = 4
 OVERLAPPED_BLOCK_COPIES = 6
+CODED_EXTRA_COPIES = 2
 
 
 @dataclass(frozen=True)
@@ -99,16 +102,17 @@ def choose_blocks(
     direct: bool = False,
     per_task: int = 0,
     what: str = "a stored run",
+    coded: bool = False,
 ) -> tuple[int, int]:
     """(L, workers): the largest blocks such that ``workers`` tasks in flight, each
-    holding ``block_copies(L, direct)`` blocks (or ``per_task``: a stored gradient's
+    holding ``block_copies(L, direct, coded)`` blocks (or ``per_task``: a stored gradient's
     groups), stay within ``memory_limit``; fewer workers where that makes the blocks
     large enough for a wide gate, a task, or threads (``_config.THREADED_FROM_QUBITS``).
     The one block sizer of every stored run."""
     itemsize = np.dtype(dtype).itemsize
 
     def copies(L: int) -> int:
-        return per_task or block_copies(L, direct)
+        return per_task or block_copies(L, direct, coded)
 
     def fit(w: int, copies: int) -> int:
         fits = max(1, memory_limit // (w * copies * itemsize))
@@ -147,12 +151,13 @@ def choose_blocks(
     return L, max(1, min(workers, memory_limit // need))
 
 
-def block_copies(L: int, direct: bool) -> int:
-    """Blocks' worth of memory a task of blocks of 2^L amplitudes holds (``direct``: raw
-    local chunk files)."""
+def block_copies(L: int, direct: bool, coded: bool = False) -> int:
+    """Blocks' worth of memory a task of blocks of 2^L amplitudes holds (``direct``: local
+    chunk files, dasq.storage.direct; ``coded``: compressed or bit-rounded ones)."""
     if not direct:
         return BLOCK_COPIES
-    return OVERLAPPED_BLOCK_COPIES if L >= _config.OVERLAP_FROM_QUBITS else DIRECT_BLOCK_COPIES
+    copies = OVERLAPPED_BLOCK_COPIES if L >= _config.OVERLAP_FROM_QUBITS else DIRECT_BLOCK_COPIES
+    return copies + CODED_EXTRA_COPIES * coded
 
 
 def storage_qubits(L: int, max_swapped: int, compressed: bool = False) -> int:

@@ -406,26 +406,29 @@ def _pread_all(fd: int, count: int, offset: int) -> bytearray:
 
 
 def overwrite_in(
-    dfd: int, name: str, data: tuple[bytes | memoryview, ...], writeback: bool = False
+    dfd: int, name: str, data: tuple[bytes | memoryview, ...], writeback: bool = False, resize: bool = False
 ) -> int | None:
     """Write file ``name`` of the directory open as ``dfd`` over its old bytes when it is
-    a regular file of exactly this size (Contained.overwrite), in one call where the
-    system takes it; None (nothing written) when it is not such a file."""
+    a regular file of exactly this size (Contained.overwrite; ``resize``: of any size,
+    cut to this one: a compressed chunk), in one call where the system takes it; None
+    (nothing written) when it is not such a file."""
     size = sum(memoryview(part).nbytes for part in data)
     try:
         found = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    if not (stat.S_ISREG(found.st_mode) and found.st_size == size):
+    if not (stat.S_ISREG(found.st_mode) and (resize or found.st_size == size)):
         return None
     fd = os.open(name, _OVERWRITE_FLAGS, dir_fd=dfd)
     try:
         now = os.fstat(fd)
-        if not (stat.S_ISREG(now.st_mode) and now.st_size == size):
+        if not (stat.S_ISREG(now.st_mode) and (resize or now.st_size == size)):
             return None
         if os.pwritev(fd, data, 0) != size:  # rare: cut short; written again part by part
             os.lseek(fd, 0, os.SEEK_SET)
             sum(_write_all(fd, memoryview(part).cast("B")) for part in data)
+        if now.st_size > size:
+            os.ftruncate(fd, size)
         if writeback:
             start_writeback(fd)
         return size

@@ -8,7 +8,13 @@ operation. An uncompressed dasq chunk is its floats' bytes then their crc32c
 into the block, and written with its checksum in one file, with nothing but the
 bytes between the block and the file: the same files zarr reads and writes.
 
-Every read checks the file's size (exactly one chunk). A chunk read whole is
+A compressed or bit-rounded chunk (``coding``) is read whole and decoded here, in
+the reading thread, with the codecs zarr would run: a relayout then gathers its
+pieces as whole chunks of 2^(L-k) amplitudes (dasq.engine.stream.storage_qubits),
+each decoded once a pass, where zarr decoded a chunk of the whole block per piece.
+
+Every read checks the file's size (exactly one chunk; a coded one at most its
+encoding's limit). A chunk read whole is
 checked against the manifest's checksum for its place (a missing, moved or stale
 chunk is named) and against its bytes. A chunk read in parts (a relayout's
 pieces, by several blocks) is checked so, whole, by the reader of its first piece
@@ -33,7 +39,7 @@ from dasq.backend.preads import read_rows
 from dasq.errors import StoreError
 from dasq.storage import chunks
 from dasq.storage.contained import READ_FLAGS, Contained, create_in, overwrite_in, split_key
-from dasq.storage.encoding import CRC_BYTES, ChunkEncoding
+from dasq.storage.encoding import CRC_BYTES, ChunkCoding, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
 # disk writes them while later blocks compute; starting it costs more than a small
@@ -82,12 +88,14 @@ def _kept_at_most() -> int:
 
 @dataclass(frozen=True)
 class ChunkFiles:
-    """The chunk files of array ``array`` in a local store: ``chunk_bytes`` raw bytes each."""
+    """The chunk files of array ``array`` in a local store: ``chunk_bytes`` raw bytes each,
+    encoded by ``coding`` (None: stored as they are)."""
 
     files: Contained
     array: str
     chunk_bytes: int
     store_id: str = ""
+    coding: ChunkCoding | None = None
 
     @contextlib.contextmanager
     def _chunk_directory(self) -> Iterator[int]:
@@ -129,6 +137,8 @@ class ChunkFiles:
         starts = np.asarray(starts, np.int64)
         rows = np.arange(starts.size) if rows is None else np.asarray(rows, np.int64)
         raw = out.view(np.uint8).reshape(out.shape[0], -1)
+        if self.coding is not None:
+            return self._read_decoded(starts * out.itemsize, raw, rows, crcs, crcs_from, stage)
         nbytes = raw.shape[1]
         done = 0
         opened = _open_files((str(self.files.root), self.array, self.store_id, stage))
@@ -176,6 +186,62 @@ class ChunkFiles:
                     done += dest.size
         return done
 
+    def _read_decoded(
+        self,
+        begins: np.ndarray,
+        raw: np.ndarray,
+        rows: np.ndarray,
+        crcs: np.ndarray | None,
+        crcs_from: int,
+        stage: int,
+    ) -> int:
+        """``read`` of coded chunks: each chunk a piece touches is read whole, checked and
+        decoded, straight into the piece when the piece is the whole chunk."""
+        size, done = self.chunk_bytes, 0
+        last: tuple[int, np.ndarray] | None = None  # the chunk decoded for a part of it
+        with self._chunk_directory() as dfd:
+            for begin, row in zip(begins.tolist(), rows.tolist()):
+                view = raw[row]
+                for ci in range(begin // size, (begin + view.size - 1) // size + 1):
+                    lo, hi = max(begin, ci * size), min(begin + view.size, (ci + 1) * size)
+                    expected = None if crcs is None else int(crcs[ci - crcs_from])
+                    dest = view[lo - begin : hi - begin]
+                    if dest.size == size:
+                        done += self._decode_chunk(dfd, ci, dest, expected, stage)
+                        continue
+                    if last is None or last[0] != ci:
+                        whole = np.empty(size, np.uint8)
+                        done += self._decode_chunk(dfd, ci, whole, expected, stage)
+                        last = (ci, whole)
+                    dest[:] = last[1][lo - ci * size : hi - ci * size]
+        return done
+
+    def _decode_chunk(self, dfd: int, ci: int, dest: np.ndarray, expected: int | None, stage: int) -> int:
+        """Coded chunk ``ci`` read whole, checked (its place, its bytes, the size it
+        declares) and decoded into ``dest``; returns the bytes read."""
+        assert self.coding is not None
+        fd = self._open(dfd, ci, expected, stage)
+        try:
+            data = np.empty(os.fstat(fd).st_size, np.uint8)
+            self._pread(fd, ci, [memoryview(data)], 0)
+        finally:
+            os.close(fd)
+        body = data[:-CRC_BYTES]
+        self._check_crc(ci, body, int.from_bytes(data[-CRC_BYTES:].tobytes(), "little"), expected, stage)
+        self.coding.decode_into(lambda: self.where(ci), body, dest)
+        return data.size
+
+    def _check_crc(self, ci: int, body: np.ndarray, crc: int, expected: int | None, stage: int) -> None:
+        """Refuse chunk ``ci`` unless its checksum ``crc`` is the manifest's (``expected``)
+        and matches its bytes ``body``."""
+        if expected is not None and crc != expected:
+            raise self._misplaced(ci, expected, stage)
+        if google_crc32c.value(body) != crc:
+            raise StoreError(
+                f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
+                "bytes were changed or damaged in storage)"
+            )
+
     def _keep_open(
         self, opened: _OpenFiles, chunk: np.ndarray, crcs: np.ndarray | None, crcs_from: int, stage: int
     ) -> None:
@@ -212,7 +278,11 @@ class ChunkFiles:
         except IsADirectoryError:
             raise StoreError(f"chunk {self.where(ci)} is a directory; the store is damaged") from None
         found = os.fstat(fd).st_size
-        if found != self.chunk_bytes + CRC_BYTES:
+        if self.coding is not None:
+            fits = CRC_BYTES < found <= self.coding.encoding.limit
+        else:
+            fits = found == self.chunk_bytes + CRC_BYTES
+        if not fits:
             os.close(fd)
             raise self._wrong_size(ci, found)
         return fd
@@ -236,20 +306,17 @@ class ChunkFiles:
             self._pread(fd, ci, [memoryview(body), memoryview(tail)], 0)
         finally:
             os.close(fd)
-        crc = int.from_bytes(tail, "little")
-        if expected is not None and crc != expected:
-            raise self._misplaced(ci, expected, stage)
-        if google_crc32c.value(body) != crc:
-            raise StoreError(
-                f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
-                "bytes were changed or damaged in storage)"
-            )
+        self._check_crc(ci, body, int.from_bytes(tail, "little"), expected, stage)
         if not whole:
             dest[:] = body[offset : offset + dest.size]
         return self.chunk_bytes + CRC_BYTES
 
     def _wrong_size(self, ci: int, found: int) -> StoreError:
-        encoding = ChunkEncoding.uncompressed(self.chunk_bytes)
+        encoding = self.coding.encoding if self.coding else ChunkEncoding.uncompressed(self.chunk_bytes)
+        if self.coding and found <= CRC_BYTES:
+            return StoreError(
+                f"chunk {self.where(ci)} holds {found} bytes, no more than its checksum; the store is damaged"
+            )
         if found > encoding.limit:  # as dasq.storage.contained refuses any file too large
             return StoreError(
                 f"{self.where(ci)} holds {found} bytes, more than the {encoding.limit} a file of a dasq "
@@ -276,13 +343,20 @@ class ChunkFiles:
         out = np.empty(count, np.uint32)
         dfd = self._target_directory()
         early = size >= WRITEBACK_FROM
+        coding = self.coding
         for i in range(count):
             body = view[i * size : (i + 1) * size]
+            if coding is not None:
+                body = coding.encode(body)
             crc = google_crc32c.value(body)
             out[i] = crc
             parts = (body, crc.to_bytes(CRC_BYTES, "little"))
             name = str(first + i)
-            if overwrite_in(dfd, name, parts, early) is None and create_in(dfd, name, parts, early) is None:
+            resize = coding is not None  # a coded chunk's size changes with its data
+            if (
+                overwrite_in(dfd, name, parts, early, resize) is None
+                and create_in(dfd, name, parts, early) is None
+            ):
                 # neither a chunk of this size nor missing: replaced whole, or refused
                 self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out

@@ -6,12 +6,17 @@ the bytes of one chunk of its array: a few kilobytes that would decompress to
 gigabytes, or a frame of the wrong size, are one StoreError and are never
 decompressed. zstd and blosc both put the decoded size in the frame's header, and
 numcodecs allocates what the header says: checking it bounds the memory a chunk
-takes. Every chunk zarr reads passes here (dasq.storage.contained_zarr).
+takes. Every chunk zarr reads passes here (dasq.storage.contained_zarr), and every
+chunk dasq decodes itself (ChunkCoding, for dasq.storage.direct).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from dasq.errors import StoreError
 
@@ -40,7 +45,11 @@ class ChunkEncoding:
     def check(self, where: object, data: bytes | bytearray | memoryview) -> None:
         """Refuse, before zarr decodes it, a chunk file that cannot decode to one chunk:
         its size (uncompressed) or the size its frame header declares (zstd, blosc)."""
-        body = memoryview(data)[: max(0, len(data) - CRC_BYTES)]
+        self.check_body(where, memoryview(data)[: max(0, len(data) - CRC_BYTES)])
+
+    def check_body(self, where: object, body: memoryview) -> None:
+        """``check`` of a chunk file's bytes without their checksum (``where``: the chunk's name,
+        or a function that makes it)."""
         if self.compression == "zstd":
             size = zstd_content_size(body)
         elif self.compression == "blosc":
@@ -48,7 +57,7 @@ class ChunkEncoding:
         else:
             size = len(body)
         if size != self.raw:
-            raise self.wrong_size(where, size)
+            raise self.wrong_size(where() if callable(where) else where, size)
 
     def wrong_size(self, where: object, size: int | None) -> StoreError:
         """The refusal of a chunk that would decode to ``size`` bytes (None: undeclared)."""
@@ -83,3 +92,43 @@ def blosc_size(frame: memoryview) -> int | None:
         return None
     nbytes, cbytes = int.from_bytes(frame[4:8], "little"), int.from_bytes(frame[12:16], "little")
     return nbytes if cbytes == len(frame) else None
+
+
+@dataclass(frozen=True)
+class ChunkCoding:
+    """The codecs of a compressed or bit-rounded array, run in the thread that reads or
+    writes the chunk: zarr hops to its I/O thread and a codec thread per chunk, which
+    cost more than decoding a small chunk. ``compressor``: the numcodecs codec zarr's
+    own zstd or blosc codec runs (None: none); ``keep_bits``: the bit rounding zarr's
+    BitRound filter applies before it (None: none). The same bytes either way: zarr
+    reads what this writes, and this what zarr writes."""
+
+    encoding: ChunkEncoding
+    floats: str  # the array's float dtype: what bit rounding and blosc's shuffle see
+    compressor: Any = None
+    keep_bits: int | None = None
+
+    def encode(self, raw: np.ndarray) -> np.ndarray:
+        """A chunk's file body (uint8, no checksum) for one chunk's raw bytes (uint8)."""
+        floats = raw.view(self.floats)
+        if self.keep_bits is not None:
+            from numcodecs import BitRound
+
+            floats = BitRound(keepbits=self.keep_bits).encode(floats)
+        if self.compressor is not None:
+            return np.frombuffer(self.compressor.encode(floats), np.uint8)
+        return np.ascontiguousarray(floats).view(np.uint8)
+
+    def decode_into(self, where: Callable[[], object], body: np.ndarray, dest: np.ndarray) -> None:
+        """Decode a chunk's file body (checksum off, already checked) into ``dest``
+        (uint8, one chunk's raw bytes), refused undecoded unless it declares exactly
+        that size (``check``); a frame that then fails to decode is one StoreError.
+        ``where``: the chunk's name, made only for an error."""
+        self.encoding.check_body(where, memoryview(body))
+        if self.compressor is None:
+            dest[:] = body
+            return
+        try:
+            self.compressor.decode(body, out=dest)
+        except (RuntimeError, ValueError) as exc:  # numcodecs' zstd and blosc errors
+            raise StoreError(f"chunk {where()} cannot be decoded ({exc}); the store is damaged") from None

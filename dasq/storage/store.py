@@ -31,7 +31,7 @@ from dasq.errors import StoreError, ValidationError
 from dasq.storage import chunks, durable, objectstore
 from dasq.storage.contained import MAX_SMALL_FILE, PARTIAL
 from dasq.storage.direct import ChunkFiles
-from dasq.storage.encoding import ChunkEncoding
+from dasq.storage.encoding import ChunkCoding, ChunkEncoding
 from dasq.storage.location import (
     FsspecDir,
     LocalDir,
@@ -363,16 +363,41 @@ def chunk_encoding(arr: zarr.Array) -> ChunkEncoding:
     return ChunkEncoding(raw, compression, ChunkEncoding.uncompressed(raw).limit)
 
 
+def chunk_coding(arr: zarr.Array) -> ChunkCoding | None:
+    """The codecs of ``arr`` (one chunk_encoding accepts), for dasq to run them itself
+    (None: its chunks are raw floats and a crc32c)."""
+    import numcodecs
+    from zarr.codecs import BloscCodec, ZstdCodec
+
+    encoding = chunk_encoding(arr)
+    keep_bits = next((int(f.codec_config["keepbits"]) for f in arr.filters), None)
+    compressor = None
+    first = next(iter(arr.compressors))
+    if isinstance(first, ZstdCodec):
+        compressor = numcodecs.Zstd(level=first.level, checksum=first.checksum)
+    elif isinstance(first, BloscCodec):
+        shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[first.shuffle.name]
+        compressor = numcodecs.Blosc(
+            cname=first.cname.name,
+            clevel=first.clevel,
+            shuffle=shuffle,
+            blocksize=first.blocksize,
+            typesize=first.typesize,
+        )
+    if compressor is None and keep_bits is None:
+        return None
+    return ChunkCoding(encoding, str(arr.dtype), compressor, keep_bits)
+
+
 @lru_cache(maxsize=16)
 def _direct(path: str, name: str, store_id: str) -> ChunkFiles | None:
-    """The chunk files of array ``name``, read and written without zarr, when its chunks
-    are raw floats and a crc32c in a local directory (None: zarr reads and writes them)."""
+    """The chunk files of array ``name`` in a local directory, read and written without
+    zarr (None: an object store's, which zarr reads and writes)."""
     where = location(path)
     arr = open_array(path, name, store_id)
-    encoding = chunk_encoding(arr)
-    if not isinstance(where, LocalDir) or encoding.compression is not None or tuple(arr.filters):
+    if not isinstance(where, LocalDir):
         return None
-    return ChunkFiles(where.files, name, encoding.raw, store_id)
+    return ChunkFiles(where.files, name, chunk_encoding(arr).raw, store_id, chunk_coding(arr))
 
 
 def open_array(path: str, name: str, store_id: str = "") -> zarr.Array:

@@ -313,7 +313,7 @@ def test_the_sizes_counted_before_parsing_are_the_parsed_circuits(version, sizes
     header = "OPENQASM 2.0;\n" if version == 2 else "OPENQASM 3.0;\n"
     text = header + "\n".join(lines) + "\n"
     if qubits > MAX_QUBITS or clbits > MAX_CLBITS:
-        with pytest.raises(dasq.ValidationError, match="the program declares more than 62"):
+        with pytest.raises(dasq.ValidationError, match="the program declares more than"):
             dasq.Circuit.from_qasm(text)
         return
     if version == 2:

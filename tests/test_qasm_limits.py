@@ -82,7 +82,7 @@ def test_a_billion_qubits_in_any_radix_or_expression_are_refused_before_allocati
 
 @pytest.mark.parametrize("declaration", ["bit[0x3B9ACA00] c;", "creg c[1000000000];"])
 def test_a_billion_classical_bits_are_refused_before_allocation(declaration):
-    refused(f"OPENQASM 3.0;\n{declaration}\n", "line 2: the program declares more than 62 classical bits")
+    refused(f"OPENQASM 3.0;\n{declaration}\n", "line 2: the program declares more than 4096 classical bits")
 
 
 def test_qubits_are_counted_across_declarations_and_named_at_the_line_passing_the_limit():

@@ -2,6 +2,9 @@
 
 A circuit's classical bits are numbered 0..num_clbits-1 across its registers in
 declaration order. A shot's classical memory is one int whose bit b is clbit b.
+Arrays of such memories (one per distinct outcome, or per shot) are int64 while
+they fit, object arrays of Python ints past that: ``memory_dtype`` is the one place
+that chooses.
 Counts are keyed as Qiskit Aer keys them: the registers from last declared to
 first, separated by spaces, each written from its highest bit to bit 0.
 """
@@ -16,7 +19,30 @@ import numpy as np
 
 from dasq.errors import ValidationError
 
-MAX_CLBITS = 62  # a shot's memory is one int64
+MAX_CLBITS = 4096  # a sanity bound: a Python int holds any memory, but a file declaring 10^9 bits is refused
+INT64_CLBITS = 62  # up to this many clbits, memory arrays are int64 (a sign bit spare for ~)
+
+
+def memory_dtype(num_clbits: int) -> np.dtype:
+    """The dtype of memory arrays of a circuit with ``num_clbits`` classical bits:
+    int64 while every value fits (fast, as before), else object (Python ints)."""
+    return np.dtype(np.int64) if num_clbits <= INT64_CLBITS else np.dtype(object)
+
+
+def memory_array(values: Any, num_clbits: int) -> np.ndarray:
+    """``values`` (ints) as a memory array of ``memory_dtype(num_clbits)``."""
+    dtype = memory_dtype(num_clbits)
+    if dtype.kind == "O":  # each element a Python int: numpy ints would wrap at 64 bits
+        flat = [int(x) for x in np.asarray(values, dtype=object).ravel()]
+        out = np.empty(len(flat), dtype=object)
+        out[:] = flat
+        return out.reshape(np.shape(values))
+    return np.asarray(values, dtype=dtype)
+
+
+def with_clbit(memory: np.ndarray, clbit: int, bits: np.ndarray) -> np.ndarray:
+    """``memory`` with clbit ``clbit`` set to ``bits`` (0 or 1 each), in its own dtype."""
+    return (memory & ~(1 << clbit)) | (np.asarray(bits).astype(memory.dtype, copy=False) << clbit)
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,12 @@ def _joined(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray,
 
 def total_by_value(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values ascending, the int64 sum of ``counts`` of each): exact at any
-    size (a float bincount rounds counts above 2^53)."""
-    distinct, inverse = np.unique(np.asarray(values, dtype=np.int64), return_inverse=True)
+    size (a float bincount rounds counts above 2^53). Values are int64, or stay Python
+    ints in an object array (classical memories past 62 bits)."""
+    values = np.asarray(values)
+    if values.dtype.kind != "O":
+        values = values.astype(np.int64, copy=False)
+    distinct, inverse = np.unique(values, return_inverse=True)
     totals = np.zeros(distinct.size, dtype=np.int64)
     np.add.at(totals, inverse.ravel(), np.asarray(counts, dtype=np.int64))
     return distinct, totals

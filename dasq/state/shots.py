@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dasq import _config
-from dasq.circuit.classical import ClassicalRegister, count_keys
+from dasq.circuit.classical import ClassicalRegister, count_keys, memory_array, memory_dtype, with_clbit
 from dasq.circuit.dynamic import ShotProgram
 from dasq.engine.draws import total_by_value
 from dasq.errors import ValidationError
@@ -38,7 +38,9 @@ class Branch:
 @dataclass(frozen=True)
 class Outcomes:
     """The classical values the shots ended in (bit b: clbit b), ascending, and how
-    many shots ended in each: what counts are made of, at any number of shots."""
+    many shots ended in each: what counts are made of, at any number of shots.
+    ``values`` is int64 up to 62 classical bits, an object array of Python ints past
+    that (``dasq.circuit.classical.memory_dtype``); ``counts`` is int64."""
 
     values: np.ndarray
     counts: np.ndarray
@@ -56,7 +58,8 @@ class Result:
     seed: int | None
     registers: tuple[ClassicalRegister, ...]
     branches: int
-    shot_values: np.ndarray | None = None  # per shot: the classical bits as one int (bit b: clbit b)
+    shot_values: np.ndarray | None = None  # per shot: the classical bits as one int (bit b: clbit b);
+    # int64 up to 62 classical bits, else an object array of Python ints
     state: StateVector | None = None
     outcomes: Outcomes | None = None  # every distinct classical value drawn, with its count
 
@@ -124,23 +127,25 @@ def sample_branches(
     counts) of the terminal measurements of every branch, readout errors applied to
     the bits they record."""
     terminal = program.terminal
+    num_clbits = sum(r.size for r in registers)
+    dtype = memory_dtype(num_clbits)
     values_seen, counts_seen = [], []
     for branch in branches:
         assert branch.state is not None
         seed = int(rng.integers(0, 2**62))
         if terminal:
             indices, counts = branch.state.sample_counts(branch.shots, seed)
-            memory = np.full(indices.size, branch.memory, dtype=np.int64)
+            memory = np.full(indices.size, branch.memory, dtype=dtype)
             for q, c in terminal:
-                memory = (memory & ~np.int64(1 << c)) | (((indices >> q) & 1) << c)
+                memory = with_clbit(memory, c, (indices >> q) & 1)
             for (_, c), error in zip(terminal, program.readout):
                 if any(error):
                     memory, counts = _readout_flips(memory, counts, c, error, rng)
         else:
-            memory, counts = np.array([branch.memory], dtype=np.int64), np.array([branch.shots])
+            memory, counts = memory_array([branch.memory], num_clbits), np.array([branch.shots])
         values_seen.append(memory)
         counts_seen.append(counts)
-    every = np.concatenate(values_seen) if values_seen else np.zeros(0, np.int64)
+    every = np.concatenate(values_seen) if values_seen else memory_array([], num_clbits)
     weights = np.concatenate(counts_seen) if counts_seen else np.zeros(0, np.int64)
     values, totals = total_by_value(every, weights)
     keys = count_keys(values, registers)
@@ -159,6 +164,6 @@ def _readout_flips(
     bit = (memory >> clbit) & 1
     flips = rng.binomial(counts, np.where(bit == 1, error[1], error[0]))
     return (
-        np.concatenate([memory, memory ^ np.int64(1 << clbit)]),
+        np.concatenate([memory, memory ^ (1 << clbit)]),
         np.concatenate([counts - flips, flips]),
     )

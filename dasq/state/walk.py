@@ -325,7 +325,7 @@ class Walker:
             memory = child.memory
             for op, b in zip(ops, bits):
                 if getattr(op, "clbit", -1) >= 0:
-                    memory = (memory & ~(1 << op.clbit)) | (b << op.clbit)
+                    memory = (memory & ~(1 << op.clbit)) | (int(b) << op.clbit)  # a Python int: any width
             out.append(replace(child, memory=memory))
         return out
 

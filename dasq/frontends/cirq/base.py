@@ -17,6 +17,7 @@ import numpy as np
 from dasq import _config
 from dasq.api import simulate, simulate_settings
 from dasq.circuit.circuit import Circuit
+from dasq.circuit.classical import with_clbit
 from dasq.circuit.kinds import Measure
 from dasq.circuit.validation import check_bytes, check_dtype, check_per_shot, is_int
 from dasq.errors import ValidationError
@@ -195,7 +196,7 @@ class SimulatorBase:
         assert converted is not None  # a circuit with measurements has qubits
         repetitions = int(repetitions)
         if repetitions == 0:  # nothing to draw, so nothing to simulate
-            return converted.records(np.zeros(0, dtype=np.int64))
+            return converted.records(converted.memory([]))
         if terminal_only(converted.circuit, self._density):
             return converted.records(self._sample_final(prog, repetitions))
         events = max(1, count_events(list(converted.circuit), converted, self._density))
@@ -204,11 +205,11 @@ class SimulatorBase:
         for first in range(0, repetitions, batch):
             count = min(batch, repetitions - first)
             _, groups = self._trajectories_of(prog, None, count)
-            memory = np.zeros(count, dtype=np.int64)
+            memory = converted.memory(np.zeros(count, dtype=np.int64))
             for g in groups:
                 memory[g.reps] = g.memory
             values.append(memory)
-        return converted.records(np.concatenate(values) if values else np.zeros(0, dtype=np.int64))
+        return converted.records(np.concatenate(values) if values else converted.memory([]))
 
     def _sample_final(self, prog: Program, repetitions: int) -> np.ndarray:
         """Classical values of ``repetitions`` samples of the measurements that end the
@@ -246,9 +247,9 @@ class SimulatorBase:
             indices, counts = state.sample_counts(repetitions, seed)
             drawn = self._prng.permutation(np.repeat(indices, counts))
             bits = {q: (drawn >> q) & 1 for q in qubits}
-        values = np.zeros(repetitions, dtype=np.int64)
+        values = converted.memory(np.zeros(repetitions, dtype=np.int64))
         for op in measures:
-            values = (values & ~np.int64(1 << op.clbit)) | (bits[op.targets[0]].astype(np.int64) << op.clbit)
+            values = with_clbit(values, op.clbit, bits[op.targets[0]])
         for instances in converted.keys.values():
             for instance in instances:
                 values = self._confused(
@@ -271,7 +272,7 @@ class SimulatorBase:
                 recorded[:, i] = (value >> (width - 1 - t)) & 1
         raw = recorded ^ instance.mask
         for j, c in enumerate(instance.register.clbits):
-            values = (values & ~np.int64(1 << c)) | (raw[:, j].astype(np.int64) << c)
+            values = with_clbit(values, c, raw[:, j])
         return values
 
     def _final(self, prog: Program, initial: Any) -> tuple[StateVector | None, dict[str, np.ndarray]]:

@@ -105,7 +105,7 @@ class Simulator(
             done = {
                 op.clbit for op in flat_records(list(prog.converted.circuit)[:end]) if isinstance(op, Measure)
             }
-            values = np.array([memory], dtype=np.int64)
+            values = prog.converted.memory([memory])
             for key, instances in prog.converted.keys.items():
                 seen = [i for i in instances if set(i.register.clbits) & done]
                 if seen:

@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - cirq is an optional extra
 from dasq import _config
 from dasq.circuit.budget import Budget
 from dasq.circuit.channels import CHANNEL_ATOL
-from dasq.circuit.classical import ClassicalRegister, Condition
+from dasq.circuit.classical import ClassicalRegister, Condition, memory_array
 from dasq.circuit.kinds import Measure
 from dasq.errors import ValidationError
 
@@ -56,7 +56,8 @@ class Instance:
 
     def recorded(self, raw: np.ndarray) -> np.ndarray:
         """The bits Cirq records (repetitions, qubits) from raw classical values."""
-        bits = (raw[:, None] >> (self.register.start + np.arange(self.register.size))) & 1
+        shifts = self.register.start + np.arange(self.register.size)
+        bits = ((raw[:, None] >> shifts.astype(raw.dtype)) & 1).astype(np.int64)
         return bits ^ self.mask
 
 
@@ -73,9 +74,13 @@ class Converted:
     confusions: dict[str, list[tuple[tuple[int, ...], np.ndarray]]] = field(default_factory=dict)
     keep_confusion: bool = False
 
+    def memory(self, values: Any) -> np.ndarray:
+        """``values`` as a memory array of the circuit's classical bits (``memory_dtype``)."""
+        return memory_array(values, self.circuit.num_clbits)
+
     def records(self, values: np.ndarray) -> dict[str, np.ndarray]:
         """Cirq's records (repetition, instance, bit) from per-shot classical values."""
-        values = np.asarray(values, dtype=np.int64)
+        values = self.memory(values)
         return {
             key: np.stack([i.recorded(values) for i in instances], axis=1).astype(np.int8)
             for key, instances in self.keys.items()
@@ -83,7 +88,7 @@ class Converted:
 
     def measurements(self, value: int) -> dict[str, np.ndarray]:
         """Each key's last instance in one shot, as ``simulate`` reports them."""
-        return {key: rec[0, -1].astype(np.uint8) for key, rec in self.records(np.array([value])).items()}
+        return {key: rec[0, -1].astype(np.uint8) for key, rec in self.records(self.memory([value])).items()}
 
 
 def convert(

@@ -268,6 +268,15 @@ def _stored_statevector(store: Path) -> dasq.StateVector:
     return dasq.simulate(random_circuit(**KILL_CIRCUIT), store=store, **ooc(KILL_L))
 
 
+def _stored_compressed(store: Path) -> dasq.StateVector:
+    """As "simulate", its chunks zstd-compressed and as small as the relayouts allow:
+    each written whole over the last one's file, whatever their sizes."""
+    from test_outofcore import KILL_CIRCUIT, KILL_L, ooc, random_circuit
+
+    with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
+        return dasq.simulate(random_circuit(**KILL_CIRCUIT), store=store, compression="zstd", **ooc(KILL_L))
+
+
 @functools.cache
 def _statevector() -> np.ndarray:
     from test_outofcore import KILL_CIRCUIT, random_circuit
@@ -413,6 +422,7 @@ STOP_AT_PASS = {
 
 KINDS: dict[str, Kind] = {
     "simulate": Kind(_stored_statevector, None, _stages, _resumed_amplitudes, _statevector, _amplitudes),
+    "simulate-zstd": Kind(_stored_compressed, None, _stages, _resumed_amplitudes, _statevector, _amplitudes),
     **{
         f"density-{n}q": Kind(
             functools.partial(_stored_density, n),

@@ -32,6 +32,13 @@ def test_sigkill_at_several_points_then_resume_gives_the_same_amplitudes(tmp_pat
     stop_and_resume("simulate", tmp_path / "s.zarr", stop)
 
 
+@pytest.mark.parametrize("stop", [case(Stop(blocks=b, done=((b - 1) // BLOCKS_PER_STAGE,))) for b in (9, 30)])
+def test_a_killed_compressed_run_resumes_to_the_same_amplitudes(tmp_path, stop):
+    """Its chunks decoded and encoded by dasq (dasq.storage.direct), rewritten in place
+    at other sizes: killed mid-stage, the stages before are intact."""
+    stop_and_resume("simulate-zstd", tmp_path / "s.zarr", stop)
+
+
 def test_sigkill_at_random_instants_then_resume(tmp_path):
     rng = np.random.default_rng(0)
     stops = [Stop(after_s=round(float(rng.uniform(0, 0.3)), 3)) for _ in range(3)]

@@ -83,6 +83,17 @@ def test_a_run_on_a_url_equals_the_in_memory_run_and_info_describes_it(circuit_a
     assert arrays == {current}  # the array the last stage read holds no chunk any more
 
 
+@pytest.mark.parametrize("codec", [{"compression": "zstd"}, {"compression": "blosc", "keep_bits": 40}])
+@pytest.mark.filterwarnings("ignore:Numcodecs codecs are not in the Zarr")
+def test_a_coded_run_on_a_url_goes_through_zarr_and_equals_the_in_memory_run(circuit_and_reference, codec):
+    """An object store's chunks are zarr's to encode (a local store's are dasq's own)."""
+    c, want = circuit_and_reference
+    state = dasq.simulate(c, store=URL, **ooc(L), **codec)
+    assert st._direct(URL, Manifest.read(URL).current, Manifest.read(URL).store_id) is None
+    np.testing.assert_allclose(state.to_numpy(), want, atol=1e-12 if "keep_bits" not in codec else 1e-9)
+    assert dasq.info(URL, verify=True)["verified"]["state"] == "intact"
+
+
 def test_an_interrupted_run_resumes_from_its_url(circuit_and_reference, monkeypatch):
     c, want = circuit_and_reference
     free = fill_disk_after(monkeypatch, 20)

@@ -4,6 +4,8 @@ of the plan's passes; each run in a child ``_oocrate`` of run.py.
     python benchmarks/run.py ooc --quick            # 20-24 qubits, budgets 1/4..1/64
     python benchmarks/run.py ooc --qubits 26 --dtypes complex128 --fractions 4
     python benchmarks/run.py ooc --qubits 28 --dtypes complex64 --fractions 4 --device gpu --output ooc-gpu
+    python benchmarks/run.py ooc --qubits 22 24 --dtypes complex128 --fractions 16 --compression zstd \
+        --circuits layers --output ooc-zstd
 
 A pass reads and writes the whole state once, so a plan of P passes cannot beat
 P x (state / write rate + state / read rate); the rates are measured in the child
@@ -75,6 +77,7 @@ def child(args: argparse.Namespace) -> None:
     limit = state_bytes // args.fraction
     store = Path(args.store)
     threads = {"num_workers": args.threads} if args.threads else {}
+    options = {"device": args.device, "compression": args.compression}
     with dask.config.set(threads):
         warm = store.with_suffix(".warm.zarr")
         # kernels are compiled per block size and shape: the warm-up runs the circuit on
@@ -83,11 +86,14 @@ def child(args: argparse.Namespace) -> None:
         from dasq import _config
         from dasq.engine.stream import choose_blocks
 
-        L, _ = choose_blocks(args.qubits, args.dtype, limit, None, _config.cores(), 2, direct=True)
+        coded = args.compression is not None
+        L, _ = choose_blocks(
+            args.qubits, args.dtype, limit, None, _config.cores(), 2, direct=True, coded=coded
+        )
         for qubits, budget in ((min(args.qubits - 1, L + 3), limit), (14, 2 * 8 * itemsize << 9)):
             shutil.rmtree(warm, ignore_errors=True)
             c = _circuit(args.circuit, qubits)
-            dasq.simulate(c, store=warm, dtype=args.dtype, memory_limit=budget, device=args.device)
+            dasq.simulate(c, store=warm, dtype=args.dtype, memory_limit=budget, **options)
             dasq.simulate(c, dtype=args.dtype).norm()  # the in-memory check's
         shutil.rmtree(warm)
         disk = disk_rates(store.parent, state_bytes)
@@ -95,7 +101,7 @@ def child(args: argparse.Namespace) -> None:
         reset_peak_rss()
         base = vm("VmRSS")
         t = time.perf_counter()
-        state = dasq.simulate(circuit, store=store, dtype=args.dtype, memory_limit=limit, device=args.device)
+        state = dasq.simulate(circuit, store=store, dtype=args.dtype, memory_limit=limit, **options)
         seconds = time.perf_counter() - t
         peak = peak_rss()
     info = dasq.info(store)
@@ -154,11 +160,21 @@ def _pass_bound(circuit, L: int) -> dict:
     }
 
 
-def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: int, device: str) -> dict:
+def _row(
+    work: Path,
+    circuit: str,
+    n: int,
+    dtype: str,
+    fraction: int,
+    threads: int,
+    device: str,
+    compression: str | None,
+) -> dict:
     store = work / f"ooc-{circuit}-{n}.zarr"
     shutil.rmtree(store, ignore_errors=True)
     options = ["--circuit", circuit, "--qubits", str(n), "--dtype", dtype, "--store", str(store)]
     options += ["--fraction", str(fraction), "--threads", str(threads), "--device", device]
+    options += ["--compression", compression] if compression else []
     try:
         run = children.run("_oocrate", *options, what=f"{circuit} {n} 1/{fraction}", timeout=3600, tail=3000)
     finally:
@@ -175,6 +191,7 @@ def _row(work: Path, circuit: str, n: int, dtype: str, fraction: int, threads: i
         "fraction": fraction,
         "threads": threads or None,
         "device": device,
+        "compression": compression,
         "state_bytes": state,
         **run,
         "write_rate": disk["bytes"] / write_s,
@@ -196,7 +213,7 @@ def suite_ooc(args: argparse.Namespace) -> dict:
     rows = output.saved_rows(name, args.append)
     for n, dtype, fraction, threads in configs:
         for circuit in args.circuits:
-            row = _row(work, circuit, n, dtype, fraction, threads, args.device)
+            row = _row(work, circuit, n, dtype, fraction, threads, args.device, args.compression)
             rows.append(row)
             shown = {k: v for k, v in row.items() if k not in ("check", "stage_seconds")}
             print(json.dumps(shown), flush=True)

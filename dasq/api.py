@@ -200,7 +200,7 @@ def make_spec(
     """``simulate``'s settings checked in one place, in the order users meet them; the
     circuit's own checks (its parameters, channels, conditions) wait for ``_simulate``."""
     if not isinstance(circuit, Circuit):
-        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        raise TypeError(v.not_a_circuit(circuit))
     if trajectories is not None:
         trajectories = v.check_int(trajectories, "trajectories", 1)
         if density or store is not None or lazy:
@@ -440,7 +440,7 @@ def run(
         ValidationError: A setting out of range.
     """
     if not isinstance(circuit, Circuit):
-        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        raise TypeError(v.not_a_circuit(circuit))
     if is_batch(circuit.parameters, options.get("parameters")):
         return _each_set(
             circuit,
@@ -604,7 +604,7 @@ def plan(
         ``plan.to_json()`` its data.
     """
     if not isinstance(circuit, Circuit):
-        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        raise TypeError(v.not_a_circuit(circuit))
     n = circuit.num_qubits
     L = _config.default_chunk_qubits(n) if chunk_qubits is None else v.check_chunk_qubits(chunk_qubits, n)
     preferred = get_backend(_config.device_name(None)).preferred_fusion_size()  # simulate's default device

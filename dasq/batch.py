@@ -236,7 +236,7 @@ def expectation(
             width, or settings out of range.
     """
     if not isinstance(circuit, Circuit):
-        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        raise TypeError(v.not_a_circuit(circuit))
     dtype = v.check_dtype(dtype)
     client = v.check_client(client)
     batch = parameter_batch(circuit.parameters, parameters)
@@ -331,7 +331,7 @@ def gradient(
         StoreError: A ``store`` that holds something else, or is damaged.
     """
     if not isinstance(circuit, Circuit):
-        raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+        raise TypeError(v.not_a_circuit(circuit))
     dtype = v.check_dtype(dtype)
     client = v.check_client(client)
     if not circuit.parameters:

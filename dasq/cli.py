@@ -267,8 +267,8 @@ def _cli_words(message: str) -> str:
         return "--" + match[1].replace("_", "-") + value
 
     message = re.sub(rf"\b({names})=('?)([\w.-]*)\2", flag, message)
-    return re.sub(
-        r"\b(chunk_qubits|fusion_size|keep_bits|memory_limit)\b",
+    return re.sub(  # a name in quotes is a key of a record shown as it is (a manifest's codec)
+        r"(?<!')\b(chunk_qubits|fusion_size|keep_bits|memory_limit)\b(?!')",
         lambda m: "--" + m[1].replace("_", "-"),
         message,
     )

@@ -9,6 +9,7 @@ that stream: ``import dasq`` needs ``resume`` by name only.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -61,6 +62,11 @@ def simulate_to_store(
             _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
             return _resume_locked(path, lock, manifest, client, progress, device)
     path = st.new_store_path(path)
+    if codec.keep_bits is not None and codec.compression is None:
+        logging.getLogger("dasq").info(
+            "bit rounding saves disk only with compression (zstd or blosc): without it, the rounded "
+            "amplitudes take the same space"
+        )
     if fusion_size is None:
         fusion_size = default_fusion_size(get_backend(device).preferred_fusion_size())
     n = circuit.num_qubits
@@ -130,7 +136,11 @@ def _check_same_run(
     if codec.compression is not None or codec.keep_bits is not None:
         asked["compression"], stored["compression"] = codec.compression, manifest.codec.get("compression")
         asked["keep_bits"], stored["keep_bits"] = codec.keep_bits, manifest.codec.get("keep_bits")
-    differ = [f"{k} {stored[k]} (asked: {asked[k]})" for k in asked if asked[k] != stored[k]]
+
+    def shown(value: object) -> object:
+        return "none" if value is None else value
+
+    differ = [f"{k} {shown(stored[k])} (asked: {shown(asked[k])})" for k in asked if asked[k] != stored[k]]
     if differ:
         raise StoreError(
             f"{path} holds a run of this circuit with {', '.join(differ)}; a stored run keeps the options "

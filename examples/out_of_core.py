@@ -2,6 +2,7 @@
 
     python examples/out_of_core.py            # 20 qubits, a few seconds
     python examples/out_of_core.py 32 4GiB    # 32 GiB of amplitudes (complex64), 64 GiB of disk
+    python examples/out_of_core.py 20 16MiB /scratch/q.zarr   # elsewhere (default: ./dasq-qft-N.zarr)
 
 The run can be killed at any moment (Ctrl-C, kill -9); running the script again
 finishes it from the last completed stage.
@@ -10,7 +11,6 @@ finishes it from the last completed stage.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,8 @@ def qft(n: int) -> dasq.Circuit:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     limit = sys.argv[2] if len(sys.argv) > 2 else "16MiB"
-    store = Path(sys.argv[3]) if len(sys.argv) > 3 else Path(tempfile.gettempdir()) / f"dasq-qft-{n}.zarr"
+    # in the working directory, not a shared /tmp: another user's store of that name is not ours to resume
+    store = Path(sys.argv[3]) if len(sys.argv) > 3 else Path(f"dasq-qft-{n}.zarr")
     # simulate() on an existing store of the same circuit resumes it instead of starting over
     state = dasq.simulate(qft(n), dtype="complex64", store=store, memory_limit=limit, progress=True)
     facts = dasq.info(store)

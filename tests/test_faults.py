@@ -520,8 +520,8 @@ def test_an_array_directory_linked_elsewhere_is_refused(finished, tmp_path):
 def test_a_finished_store_refuses_other_options(finished, circuit):
     store, _ = finished
     for options, match in [
-        ({"compression": "zstd"}, "compression None \\(asked: zstd\\)"),
-        ({"keep_bits": 10}, "keep_bits None \\(asked: 10\\)"),
+        ({"compression": "zstd"}, "compression none \\(asked: zstd\\)"),
+        ({"keep_bits": 10}, "keep_bits none \\(asked: 10\\)"),
         (
             {"chunk_qubits": L + 1, "memory_limit": ooc(L + 1)["memory_limit"]},
             f"chunk_qubits {L} \\(asked: {L + 1}\\)",

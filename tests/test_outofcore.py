@@ -670,3 +670,14 @@ def test_a_chunk_left_half_written_in_a_new_array_is_replaced_when_the_pass_runs
     np.testing.assert_allclose(state.to_numpy(), reference_state(c), atol=1e-12)
     assert half.stat().st_size == (ITEM["complex128"] << KILL_L) + 4
     assert st.verify_store(store)["state"] == "intact"
+
+
+def test_bit_rounding_without_compression_says_it_saves_no_disk(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="dasq"):
+        dasq.simulate(random_circuit(8, 2, seed=1), store=tmp_path / "r.zarr", keep_bits=10, **ooc(6))
+    assert "saves disk only with compression" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="dasq"):
+        c = random_circuit(8, 2, seed=1)
+        dasq.simulate(c, store=tmp_path / "z.zarr", keep_bits=10, compression="zstd", **ooc(6))
+    assert "saves disk only" not in caplog.text

@@ -227,3 +227,20 @@ def test_a_run_store_is_named_by_circuit_precision_and_basis(tmp_path):
         run_store("s3://bucket/runs/", "cd" * 20, "complex64", 0)
         == f"s3://bucket/runs/{'cd' * 12}-complex64-0.zarr"
     )
+
+
+@pytest.mark.parametrize(
+    "make, hint",
+    [
+        (lambda: pytest.importorskip("qiskit").QuantumCircuit(2), "dasq.Circuit.from_qiskit"),
+        (lambda: pytest.importorskip("cirq").Circuit(), "dasq.Circuit.from_cirq"),
+        (lambda: "OPENQASM 2.0; qreg q[1];", "dasq.Circuit.from_qasm"),
+        (lambda: 5, None),
+    ],
+)
+def test_a_circuit_of_another_library_is_refused_naming_its_converter(make, hint):
+    value = make()
+    for call in (lambda: dasq.simulate(value), lambda: dasq.run(value, shots=1)):
+        with pytest.raises(TypeError, match=r"expected a dasq\.Circuit") as refused:
+            call()
+        assert (hint in str(refused.value)) if hint else ":" not in str(refused.value)

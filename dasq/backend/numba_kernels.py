@@ -960,7 +960,7 @@ def pauli_rows(states, masks):  # pragma: no cover - compiled
 
 
 COMPILE_NOTE = (
-    "compiling numba kernels for {dtype} (once per installation: later runs load them from numba's cache)"
+    "compiling numba kernels for {dtype} (kept in numba's cache: later runs of this kind load them)"
 )
 _noted: set[str] = set()
 _noted_lock = threading.Lock()

@@ -41,6 +41,7 @@ from dasq.circuit.validation import (
     check_num_qubits,
     check_pauli_label,
     check_qubits,
+    not_a_circuit,
 )
 from dasq.errors import ValidationError
 
@@ -197,7 +198,7 @@ class Circuit:
     def compose(self, other: Circuit) -> Circuit:
         """Append all operations of ``other`` (same or fewer qubits and classical bits)."""
         if not isinstance(other, Circuit):
-            raise TypeError(f"expected a dasq.Circuit, got {type(other).__name__}")
+            raise TypeError(not_a_circuit(other))
         if other.num_qubits > self.num_qubits or other.num_clbits > self.num_clbits:
             raise ValidationError(
                 f"cannot compose a circuit of {other.num_qubits} qubits and {other.num_clbits} classical "

@@ -24,7 +24,7 @@ from dasq.circuit import channels
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import IfElse
 from dasq.circuit.kinds import Channel, Measure, Operation
-from dasq.circuit.validation import check_name, check_probability
+from dasq.circuit.validation import check_name, check_probability, not_a_circuit
 from dasq.errors import ValidationError
 
 
@@ -157,7 +157,7 @@ class NoiseModel:
         """The noisy circuit: channels after (before, for ``measure``) the gates they
         follow, readout errors on the measurements."""
         if not isinstance(circuit, Circuit):
-            raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+            raise TypeError(not_a_circuit(circuit))
         if circuit.parameters:
             raise ValidationError("bind the circuit's parameters before applying a noise model")
         noisy = circuit.copy()

@@ -416,3 +416,16 @@ def check_readout_qubits(qubits: object, num_qubits: int) -> tuple[int, ...]:
     if qubits is None:
         return tuple(range(num_qubits))
     return check_qubits(qubits, num_qubits, "qubits")
+
+
+def not_a_circuit(value: object) -> str:
+    """The refusal of ``value`` where a dasq.Circuit is expected, naming the converter
+    for a Qiskit or Cirq circuit, or for OpenQASM text."""
+    kind = type(value)
+    module = "str" if isinstance(value, str) else kind.__module__.split(".")[0]
+    hint = {
+        "qiskit": ": convert it with dasq.Circuit.from_qiskit(circuit)",
+        "cirq": ": convert it with dasq.Circuit.from_cirq(circuit)",
+        "str": ": OpenQASM text or a file is read by dasq.Circuit.from_qasm(text_or_path)",
+    }.get(module, "")
+    return f"expected a dasq.Circuit, got {kind.__name__}{hint}"

@@ -19,7 +19,13 @@ import numpy as np
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.kinds import pauli_masks
-from dasq.circuit.validation import check_index, check_qubits, check_readout_qubits, check_shots
+from dasq.circuit.validation import (
+    check_index,
+    check_qubits,
+    check_readout_qubits,
+    check_shots,
+    not_a_circuit,
+)
 from dasq.engine.draws import layout_tables, sample_shots
 from dasq.errors import ValidationError
 from dasq.plan.choi import choi_circuit
@@ -114,7 +120,7 @@ class DensityMatrix:
     def apply(self, circuit: Circuit) -> DensityMatrix:
         """A new density matrix: this one with ``circuit`` (gates, channels, resets) applied."""
         if not isinstance(circuit, Circuit):
-            raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+            raise TypeError(not_a_circuit(circuit))
         if circuit.num_qubits != self._n:
             raise ValidationError(f"circuit has {circuit.num_qubits} qubits but the state has {self._n}")
         return DensityMatrix(self.choi.apply(choi_circuit(circuit)), self.measurements)

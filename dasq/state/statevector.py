@@ -27,7 +27,13 @@ from dasq import _config
 from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
-from dasq.circuit.validation import check_client, check_index, check_readout_qubits, check_shots
+from dasq.circuit.validation import (
+    check_client,
+    check_index,
+    check_readout_qubits,
+    check_shots,
+    not_a_circuit,
+)
 from dasq.engine.draws import layout_tables, sample_shots, total_by_value
 from dasq.engine.report import Report
 from dasq.engine.run import RunOptions, evolve, project
@@ -221,7 +227,7 @@ class StateVector:
     def apply(self, circuit: Circuit) -> StateVector:
         """A new state: this one with ``circuit`` applied (this state is unchanged)."""
         if not isinstance(circuit, Circuit):
-            raise TypeError(f"expected a dasq.Circuit, got {type(circuit).__name__}")
+            raise TypeError(not_a_circuit(circuit))
         if circuit.num_qubits != self._n:
             raise ValidationError(f"circuit has {circuit.num_qubits} qubits but the state has {self._n}")
         run = evolve(

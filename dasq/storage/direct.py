@@ -232,15 +232,16 @@ class ChunkFiles:
         return data.size
 
     def _check_crc(self, ci: int, body: np.ndarray, crc: int, expected: int | None, stage: int) -> None:
-        """Refuse chunk ``ci`` unless its checksum ``crc`` is the manifest's (``expected``)
-        and matches its bytes ``body``."""
-        if expected is not None and crc != expected:
-            raise self._misplaced(ci, expected, stage)
+        """Refuse chunk ``ci`` unless its checksum ``crc`` matches its bytes ``body`` (else it
+        is damaged: a flipped byte, a file cut short) and is the manifest's (``expected``;
+        else it is another whole chunk: moved, replaced, stale)."""
         if google_crc32c.value(body) != crc:
             raise StoreError(
                 f"corrupted chunk {self.where(ci)}: its crc32c checksum does not match its data (its "
                 "bytes were changed or damaged in storage)"
             )
+        if expected is not None and crc != expected:
+            raise self._misplaced(ci, expected, stage)
 
     def _keep_open(
         self, opened: _OpenFiles, chunk: np.ndarray, crcs: np.ndarray | None, crcs_from: int, stage: int

@@ -58,6 +58,16 @@ CRC_BYTES = 4
 ALLOCATION_BYTES = 4096  # the block a file system (ext4, xfs, tmpfs) allocates a file's bytes in
 
 
+def quiet_numcodecs_warning() -> None:
+    """Silence zarr's warning that bit rounding (a numcodecs codec) is not in the zarr v3
+    specification, for the process: zarr raises it in its own I/O thread, where a
+    ``catch_warnings`` of the calling thread does not reach (and two threads' blocks
+    restore each other's filters), so it leaked into a run's output now and then. Each
+    call puts the one filter first again (warnings drops its duplicate), in case a
+    ``catch_warnings`` elsewhere has put the filters back since."""
+    warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
+
+
 @dataclass(frozen=True)
 class Codec:
     """How chunks are encoded: optional lossy bit rounding, optional lossless
@@ -91,9 +101,8 @@ class Codec:
             return []
         from zarr.codecs.numcodecs import BitRound
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-            return [BitRound(keepbits=self.keep_bits)]
+        quiet_numcodecs_warning()
+        return [BitRound(keepbits=self.keep_bits)]
 
     def compressors(self, dtype: str) -> list:
         from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
@@ -292,19 +301,18 @@ def create_arrays(
     )
     size = 2 << num_qubits
     chunk = 2 << storage_qubits
+    quiet_numcodecs_warning()
     for name in ARRAYS:
-        with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
-            warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-            group.create_array(
-                name,
-                shape=(size,),
-                chunks=(chunk,),
-                dtype=FLOAT_OF[dtype],
-                filters=codec.filters(),
-                compressors=codec.compressors(dtype),
-                fill_value=0.0,
-                config={"write_empty_chunks": True},
-            )
+        group.create_array(
+            name,
+            shape=(size,),
+            chunks=(chunk,),
+            dtype=FLOAT_OF[dtype],
+            filters=codec.filters(),
+            compressors=codec.compressors(dtype),
+            fill_value=0.0,
+            config={"write_empty_chunks": True},
+        )
     return {name: metadata_digest(path, name) for name in ARRAYS}
 
 
@@ -322,13 +330,12 @@ def _open(path: str, name: str, store_id: str) -> zarr.Array:
     import zarr
 
     where = location(path)
-    with warnings.catch_warnings():  # bit rounding is a numcodecs codec: "not in the zarr v3 spec"
-        warnings.filterwarnings("ignore", message="Numcodecs codecs are not in the Zarr")
-        arr = zarr.open_array(where.zarr_store(), path=name, mode="r+", zarr_format=3)
-        # opened again with its chunk files checked against what its metadata says a
-        # chunk is: a file larger than that is refused unread, one that would decode to
-        # another size (a decompression bomb) is refused undecoded
-        arr = zarr.open_array(where.zarr_store(chunk_encoding(arr)), path=name, mode="r+", zarr_format=3)
+    quiet_numcodecs_warning()
+    arr = zarr.open_array(where.zarr_store(), path=name, mode="r+", zarr_format=3)
+    # opened again with its chunk files checked against what its metadata says a
+    # chunk is: a file larger than that is refused unread, one that would decode to
+    # another size (a decompression bomb) is refused undecoded
+    arr = zarr.open_array(where.zarr_store(chunk_encoding(arr)), path=name, mode="r+", zarr_format=3)
     # every chunk is written, zeros included: a missing chunk is damage, never "all zeros"
     return arr.with_config({"write_empty_chunks": True})
 

@@ -193,3 +193,10 @@ def test_a_program_without_qubits_and_a_density_matrix_too_big_say_what_they_are
     wide.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[24];\nh q[0];\n')
     assert main(["run", str(wide), "--density"]) == 2
     assert "an in-memory run of a 24-qubit density matrix needs about" in capsys.readouterr().err
+
+
+def test_a_record_shown_in_an_error_keeps_its_keys_in_quotes():
+    from dasq.cli import _cli_words
+
+    said = _cli_words("codec {'compression': 'lz4', 'keep_bits': None} is not a dasq codec; keep_bits=3")
+    assert "'keep_bits': None" in said and said.endswith("--keep-bits 3")

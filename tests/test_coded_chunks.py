@@ -92,3 +92,21 @@ def test_a_coded_chunk_replaced_by_a_smaller_one_reads_back(tmp_path):
     st.write_amplitudes(str(store), m.current, 0, np.zeros(1 << n, complex), m.store_id)
     assert (store / m.current / "c" / "0").stat().st_size < big // 4
     assert not st.read_amplitudes(str(store), m.current, 0, 1 << n, "complex128", m.store_id).any()
+
+
+@pytest.mark.parametrize("damage", ["cut short", "checksum flipped"])
+def test_a_damaged_coded_chunk_is_named_corrupted(tmp_path, damage):
+    """Its bytes no longer match its own checksum: damaged in storage, not another
+    stage's chunk moved there (which the manifest's checksum would tell)."""
+    store = tmp_path / "s.zarr"
+    state = dasq.simulate(random_circuit(10, 4, seed=2), store=store, compression="zstd", **ooc(6))
+    m = Manifest.read(store)
+    chunk = store / m.current / "c" / "1"
+    data = bytearray(chunk.read_bytes())
+    if damage == "cut short":
+        del data[len(data) // 2 :]
+    else:
+        data[-1] ^= 0x10
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(dasq.StoreError, match=r"corrupted chunk .*/c/1.*crc32c"):
+        state.to_numpy()

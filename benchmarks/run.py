@@ -20,15 +20,14 @@
     python benchmarks/run.py sweeps --qubits 12 --sets 1000 --gradient-qubits 12 20 --threads 1
     python benchmarks/run.py stored_gradient --qubits 26 --memory-limit 1GiB --check
 
-Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py, ...: SUITES
-below) with the children it starts (CHILDREN: each runs as ``python benchmarks/run.py _VERB ...``);
-this file only parses the options and calls them. Each timed run happens in a fresh subprocess (so
-its peak RSS is its own), contenders alternate A B C A B C, medians and ratios to the fastest peer
-are reported, and the memory bandwidth (a plain copy of the state) is measured in the same run.
-Results go to benchmarks/results/SUITE.json with the machine's details; benchmarks/README.md has the
-method and each suite's current table. ``--old PATH`` adds a contender "dasq-old": the dasq of
-another checkout (for example ``git worktree add /tmp/dasq-old <commit>``), run side by side. Needs
-the `bench` extra (qiskit-aer, qsimcirq, psutil).
+Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py, ...: SUITES below) with
+the children it starts (CHILDREN: each runs as ``python benchmarks/run.py _VERB ...``); this file only
+parses the options and calls them. Each timed run happens in a fresh subprocess (so its peak RSS is its
+own), contenders alternate A B C A B C, medians and ratios to the fastest peer are reported, and the memory
+bandwidth (a plain copy of the state) is measured in the same run. Results go to
+benchmarks/results/SUITE.json with the machine's details; benchmarks/README.md has the method and each
+suite's current table. ``--old PATH`` adds a contender "dasq-old": the dasq of another checkout (``git
+worktree add``), run side by side. Needs the `bench` extra (qiskit-aer, qsimcirq, psutil).
 """
 
 from __future__ import annotations

@@ -594,3 +594,30 @@ def test_the_worker_preload_is_a_dask_setup():
     import dasq.worker
 
     assert inspect.iscoroutinefunction(dasq.worker.dask_setup)
+
+
+def test_blocks_cancelled_by_a_lost_scheduler_are_one_connection_error(client):
+    """A run or read-out whose futures the client cancelled as it lost the scheduler
+    fails with one ConnectionError that says so; futures cancelled otherwise raise
+    distributed's own error."""
+    from types import SimpleNamespace
+
+    import dask.array as da
+    from distributed import futures_of
+    from distributed.client import FutureCancelledError, FuturesCancelledError
+
+    from dasq.engine.memory import compute, raise_first_error, scheduler_loss_said
+
+    blocks = client.persist(da.ones(8, chunks=4))
+    client.cancel(futures_of(blocks))
+    with pytest.raises(FuturesCancelledError):
+        raise_first_error(blocks, client)
+    with pytest.raises((FutureCancelledError, FuturesCancelledError)):
+        compute(blocks.sum(), client=client)
+    # the client as it is once it lost the scheduler (a real one then waits to reconnect)
+    lost = SimpleNamespace(status="connecting", scheduler=SimpleNamespace(address="tcp://10.0.0.1:8786"))
+    said = r"scheduler tcp://10\.0\.0\.1:8786 during the read-out$"
+    with pytest.raises(ConnectionError, match=said), scheduler_loss_said(lost, "read-out"):
+        raise FutureCancelledError("x", reason="scheduler-connection-lost")
+    with pytest.raises(FutureCancelledError), scheduler_loss_said(client, "run"):
+        raise FutureCancelledError("x", reason="cancelled by the user")

@@ -17,7 +17,7 @@ import graphlib
 import logging
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -175,12 +175,13 @@ def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) ->
     and a transfer of every part."""
     if client is not None:
         parts = [readout.block_parts(thing) for thing in things]
-        if all(p is not None for p in parts):
-            graph = HighLevelGraph.merge(*[g for g, _ in parts])  # type: ignore[misc]
-            keys = [k for _, ks in parts for k in ks]  # type: ignore[misc]
-            found = dict(zip(keys, client.get(graph, keys, sync=True)))
-            return tuple(readout.add_parts([found[k] for k in ks]) for _, ks in parts)  # type: ignore[misc]
-        return tuple(client.compute(list(things), sync=True))
+        with scheduler_loss_said(client, "read-out"):
+            if all(p is not None for p in parts):
+                graph = HighLevelGraph.merge(*[g for g, _ in parts])  # type: ignore[misc]
+                keys = [k for _, ks in parts for k in ks]  # type: ignore[misc]
+                found = dict(zip(keys, client.get(graph, keys, sync=True)))
+                return tuple(readout.add_parts([found[k] for k in ks]) for _, ks in parts)  # type: ignore[misc]
+            return tuple(client.compute(list(things), sync=True))
     scheduler = local_scheduler(blocks, client) if blocks is not None else None
     return dask.compute(*things, scheduler=dask_scheduler(scheduler))
 
@@ -546,11 +547,30 @@ def raise_first_error(blocks: da.Array, client: Any) -> None:
     from distributed import futures_of, wait
 
     futures = futures_of(blocks)
-    with client.as_current():  # wait() asks for the current client: ours need not be Dask's default
+    with client.as_current(), scheduler_loss_said(client, "run"):  # wait() asks for the current client
         wait(futures)
     for future in futures:
         if future.status == "error":
             future.result()  # raises the task's own exception, with its traceback
+
+
+@contextlib.contextmanager
+def scheduler_loss_said(client: Any, during: str) -> Iterator[None]:
+    """Futures the client cancelled as it lost the scheduler are one ConnectionError
+    that says so (as a run of programs says it, direct.py), not distributed's
+    cancellation of a key the user never named; futures cancelled otherwise stay
+    distributed's error."""
+    from distributed.client import FutureCancelledError, FuturesCancelledError
+
+    try:
+        yield
+    except (FutureCancelledError, FuturesCancelledError):
+        if client.status == "running":
+            raise
+        raise ConnectionError(
+            f"the client lost its connection to the Dask scheduler {client.scheduler.address} during the "
+            f"{during}"
+        ) from None
 
 
 def _with_received(result: MemoryRun, client: Any, p2p_before: int | None, rounded: bool) -> list[StepRecord]:

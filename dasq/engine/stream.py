@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -300,13 +300,17 @@ def _overlapped(work: BlockWork, blocks: range) -> list[BlockResult]:
                 gathered = reading.result()
                 if c + 1 < blocks.stop:
                     reading = io.submit(gather_block, work, c + 1)
-                out, stats = compute_block(work, c, gathered)
-                zeros, nbytes = gathered.only_zeros, gathered.nbytes
+                if gathered.only_zeros:
+                    write: Callable[[], BlockResult] = partial(write_zero_block, work, c)
+                else:
+                    out, stats = compute_block(work, c, gathered)
+                    write = partial(write_block, work, c, out, stats, gathered.nbytes)
+                    del out
                 del gathered
                 if writing is not None:
                     results.append(writing.result())
-                writing = io.submit(write_block, work, c, out, stats, zeros, nbytes)
-                del out
+                writing = io.submit(write)
+                del write
             if writing is not None:
                 results.append(writing.result())
         except BaseException:
@@ -317,11 +321,14 @@ def _overlapped(work: BlockWork, blocks: range) -> list[BlockResult]:
 
 @dataclass(frozen=True)
 class Gathered:
-    """Block c's amplitudes read on the host (None: the pass starts from a basis state)."""
+    """Block c's amplitudes read on the host (None: the pass starts from a basis state,
+    or the block holds only zeros)."""
 
     host: np.ndarray | None
     nbytes: int = 0
-    only_zeros: bool = False  # every piece comes from a block known to be zeros: not run
+    # every piece comes from a block known to be zeros: the program leaves it zeros (it
+    # is linear), so it is neither made, run nor copied, only written as zeros
+    only_zeros: bool = False
 
 
 def gather_block(work: BlockWork, c: int) -> Gathered:
@@ -329,7 +336,7 @@ def gather_block(work: BlockWork, c: int) -> Gathered:
     sources, mine = work.sources(c)
     from_zeros = work.from_zeros(sources)
     only_zeros = from_zeros is not None and bool(from_zeros.all())
-    if work.source is None:
+    if work.source is None or only_zeros:
         return Gathered(None, 0, only_zeros)
     backend = work.runner.backend
     size = 1 << work.L
@@ -357,7 +364,7 @@ def gather_block(work: BlockWork, c: int) -> Gathered:
             work.source_crcs,
             work.source_stage,
         )
-    return Gathered(host, starts.size * piece * host.itemsize, only_zeros)
+    return Gathered(host, starts.size * piece * host.itemsize)
 
 
 def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarray, np.ndarray]:
@@ -371,7 +378,7 @@ def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarr
         )
     else:
         block = gathered.host if backend.xp is np else backend.from_host(gathered.host, work.dtype)
-    out = backend.to_host(block if gathered.only_zeros else work.runner(block, c))
+    out = backend.to_host(work.runner(block, c))
     del block
     if work.keep_bits is not None:  # what rounding costs: an extra pass, only in lossy mode
         host = get_backend("cpu")  # ``out`` is on the host now, whatever ran the stage
@@ -383,14 +390,21 @@ def compute_block(work: BlockWork, c: int, gathered: Gathered) -> tuple[np.ndarr
     return out, stats
 
 
-def write_block(
-    work: BlockWork, c: int, out: np.ndarray, stats: np.ndarray, zeros: bool, nbytes: int = 0
-) -> BlockResult:
-    """Write block ``c`` to the pass's target array (``zeros``: it holds only zeros;
-    ``nbytes``: what its gather read)."""
+def write_block(work: BlockWork, c: int, out: np.ndarray, stats: np.ndarray, nbytes: int = 0) -> BlockResult:
+    """Write block ``c`` to the pass's target array (``nbytes``: what its gather read)."""
     crcs = st.write_amplitudes(work.store, work.target, c << work.L, out, work.store_id)
     first = c << (work.L - work.storage_qubits)
-    return BlockResult(stats, ((first, crcs),), (c,) if zeros else (), 1, nbytes + out.nbytes)
+    return BlockResult(stats, ((first, crcs),), (), 1, nbytes + out.nbytes)
+
+
+def write_zero_block(work: BlockWork, c: int) -> BlockResult:
+    """Write block ``c``, known to hold only zeros, as zeros (nothing read, nothing run):
+    the next pass reads none of it."""
+    size = 1 << work.L
+    zeros = st.Zeros(size, work.dtype)
+    crcs = st.write_amplitudes(work.store, work.target, c << work.L, zeros, work.store_id)
+    first = c << (work.L - work.storage_qubits)
+    return BlockResult(np.zeros(STATS), ((first, crcs),), (c,), 1, size * np.dtype(work.dtype).itemsize)
 
 
 def blocks_per_task(nblocks: int, workers: int) -> int:
@@ -402,10 +416,12 @@ def blocks_per_task(nblocks: int, workers: int) -> int:
 def run_block(work: BlockWork, c: int) -> BlockResult:
     """Run the pass on block ``c`` and write it."""
     gathered = gather_block(work, c)
+    if gathered.only_zeros:
+        return write_zero_block(work, c)
     out, stats = compute_block(work, c, gathered)
-    zeros, nbytes = gathered.only_zeros, gathered.nbytes
+    nbytes = gathered.nbytes
     del gathered
-    return write_block(work, c, out, stats, zeros, nbytes)
+    return write_block(work, c, out, stats, nbytes)
 
 
 @lru_cache(maxsize=64)

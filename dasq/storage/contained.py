@@ -462,6 +462,31 @@ def create_in(
     return written
 
 
+def zeros_in(dfd: int, name: str, size: int, trailer: bytes) -> int | None:
+    """Make file ``name`` of the directory open as ``dfd`` hold ``size`` zero bytes, then
+    ``trailer``: the zeros as a hole, so nothing is copied or sent to the disk for
+    them, and a later read returns them from no block. A new file, or a regular one
+    cut to nothing first; None (nothing written) when ``name`` is not a regular file.
+    As ``overwrite_in``, only for a stage's target chunks: a file a crash left cut
+    short is written again by the stage that resumes."""
+    try:
+        found = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        found = None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        return None
+    fd = os.open(name, _OVERWRITE_FLAGS | os.O_CREAT, 0o644, dir_fd=dfd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.ftruncate(fd, 0)  # the old bytes' blocks go back to the file system unwritten
+        if os.pwrite(fd, trailer, size) != len(trailer):
+            raise OSError(errno.EIO, "a chunk's checksum was cut short")
+        return size + len(trailer)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: memoryview) -> int:
     done = 0
     while done < len(data):

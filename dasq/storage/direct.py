@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 import threading
@@ -38,7 +39,7 @@ import numpy as np
 from dasq.backend.preads import read_rows
 from dasq.errors import StoreError
 from dasq.storage import chunks
-from dasq.storage.contained import READ_FLAGS, Contained, create_in, overwrite_in, split_key
+from dasq.storage.contained import READ_FLAGS, Contained, create_in, overwrite_in, split_key, zeros_in
 from dasq.storage.encoding import CRC_BYTES, ChunkCoding, ChunkEncoding
 
 # Chunks from this size start their writeback as soon as they are written, so the
@@ -84,6 +85,16 @@ def _kept_at_most() -> int:
     if MAX_OPEN is None:
         MAX_OPEN = _max_open()
     return MAX_OPEN
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros_crc(nbytes: int) -> int:
+    """The crc32c of ``nbytes`` zero bytes (a zero chunk's checksum), once per size."""
+    crc = 0
+    step = np.zeros(min(nbytes, 1 << 20), np.uint8)
+    for done in range(0, nbytes, step.size):
+        crc = google_crc32c.extend(crc, step[: min(step.size, nbytes - done)])
+    return crc
 
 
 @dataclass(frozen=True)
@@ -361,6 +372,25 @@ class ChunkFiles:
                 # neither a chunk of this size nor missing: replaced whole, or refused
                 self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
         return out
+
+    def write_zeros(self, start: int, nbytes: int) -> np.ndarray:
+        """``write`` of ``nbytes`` zero bytes: an uncompressed chunk of zeros is a hole
+        and its checksum (``contained.zeros_in``), the file zarr would read as those
+        zeros, with no zeros in memory and none written; a coded one is encoded."""
+        size = self.chunk_bytes
+        first, count = start // size, max(1, nbytes // size)
+        if start % size or nbytes != count * size:
+            raise ValueError("direct writes cover whole chunks")  # a dasq bug
+        if self.coding is not None:
+            return self.write(start, np.zeros(nbytes, np.uint8))
+        crc = _zeros_crc(size)
+        trailer = crc.to_bytes(CRC_BYTES, "little")
+        dfd = self._target_directory()
+        for i in range(count):
+            name = str(first + i)
+            if zeros_in(dfd, name, size, trailer) is None:  # not a regular file: replaced whole, or refused
+                self.files.write(chunks.chunk_key(self.array, first + i), (bytes(size), trailer))
+        return np.full(count, crc, np.uint32)
 
     def _target_directory(self) -> int:
         """This thread's open directory of the chunks it writes: opened once for all the

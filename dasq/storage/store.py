@@ -510,10 +510,27 @@ def _corrupt_chunk(arr: zarr.Array, path: str, name: str, start: int, count: int
     return f"corrupted data in {location(path) / name} between amplitudes {start} and {start + count}"
 
 
-def write_amplitudes(path: str, name: str, start: int, block: np.ndarray, store_id: str = "") -> np.ndarray:
+@dataclass(frozen=True)
+class Zeros:
+    """A block known to hold only zeros, written without being made: ``count``
+    amplitudes of ``dtype``."""
+
+    count: int
+    dtype: str
+
+
+def write_amplitudes(
+    path: str, name: str, start: int, block: np.ndarray | Zeros, store_id: str = ""
+) -> np.ndarray:
     """Write ``block`` from amplitude ``start`` (whole chunks); returns the checksums of
-    the chunks written, for the manifest."""
+    the chunks written, for the manifest. ``Zeros`` in a local store: files of zeros
+    with nothing written for them (``ChunkFiles.write_zeros``)."""
     direct = _direct(str(path), name, store_id)
+    if isinstance(block, Zeros):
+        itemsize = np.dtype(block.dtype).itemsize
+        if direct is not None:
+            return direct.write_zeros(start * itemsize, block.count * itemsize)
+        block = np.zeros(block.count, block.dtype)
     if direct is not None:
         return direct.write(start * block.itemsize, np.ascontiguousarray(block))
     arr = open_array(path, name, store_id)

@@ -97,6 +97,20 @@ def _zeros_crc(nbytes: int) -> int:
     return crc
 
 
+_CODED_ZEROS: dict[tuple[str, int], bytes] = {}
+
+
+def _coded_zeros(coding: ChunkCoding, nbytes: int) -> bytes:
+    """A chunk of ``nbytes`` zero bytes as ``coding`` stores it, once per coding and size
+    (keyed by its repr, which names every codec's settings: numcodecs codecs are not
+    hashable)."""
+    key = (repr(coding), nbytes)
+    found = _CODED_ZEROS.get(key)
+    if found is None:
+        found = _CODED_ZEROS[key] = bytes(coding.encode(np.zeros(nbytes, np.uint8)))
+    return found
+
+
 @dataclass(frozen=True)
 class ChunkFiles:
     """The chunk files of array ``array`` in a local store: ``chunk_bytes`` raw bytes each,
@@ -349,40 +363,26 @@ class ChunkFiles:
         """Write whole chunks from byte ``start``; returns their checksums (for the manifest)."""
         view = data.reshape(-1).view(np.uint8)
         size = self.chunk_bytes
-        first, count = start // size, max(1, view.size // size)
-        if start % size or view.size != count * size:
-            raise ValueError("direct writes cover whole chunks")  # a dasq bug
+        first, count = self._chunks(start, view.size)
         out = np.empty(count, np.uint32)
-        dfd = self._target_directory()
-        early = size >= WRITEBACK_FROM
         coding = self.coding
         for i in range(count):
             body = view[i * size : (i + 1) * size]
             if coding is not None:
                 body = coding.encode(body)
-            crc = google_crc32c.value(body)
-            out[i] = crc
-            parts = (body, crc.to_bytes(CRC_BYTES, "little"))
-            name = str(first + i)
-            resize = coding is not None  # a coded chunk's size changes with its data
-            if (
-                overwrite_in(dfd, name, parts, early, resize) is None
-                and create_in(dfd, name, parts, early) is None
-            ):
-                # neither a chunk of this size nor missing: replaced whole, or refused
-                self.files.write(chunks.chunk_key(self.array, first + i), parts, writeback=early)
+            out[i] = self._write_chunk(first + i, body)
         return out
 
     def write_zeros(self, start: int, nbytes: int) -> np.ndarray:
-        """``write`` of ``nbytes`` zero bytes: an uncompressed chunk of zeros is a hole
-        and its checksum (``contained.zeros_in``), the file zarr would read as those
-        zeros, with no zeros in memory and none written; a coded one is encoded."""
+        """``write`` of ``nbytes`` zero bytes, with no zeros in memory: an uncompressed
+        chunk of zeros is a hole and its checksum (``contained.zeros_in``), the file zarr
+        reads as those zeros, with none written; a coded one is its encoding of zeros,
+        made once."""
         size = self.chunk_bytes
-        first, count = start // size, max(1, nbytes // size)
-        if start % size or nbytes != count * size:
-            raise ValueError("direct writes cover whole chunks")  # a dasq bug
+        first, count = self._chunks(start, nbytes)
         if self.coding is not None:
-            return self.write(start, np.zeros(nbytes, np.uint8))
+            body = _coded_zeros(self.coding, size)
+            return np.array([self._write_chunk(first + i, body) for i in range(count)], np.uint32)
         crc = _zeros_crc(size)
         trailer = crc.to_bytes(CRC_BYTES, "little")
         dfd = self._target_directory()
@@ -391,6 +391,28 @@ class ChunkFiles:
             if zeros_in(dfd, name, size, trailer) is None:  # not a regular file: replaced whole, or refused
                 self.files.write(chunks.chunk_key(self.array, first + i), (bytes(size), trailer))
         return np.full(count, crc, np.uint32)
+
+    def _chunks(self, start: int, nbytes: int) -> tuple[int, int]:
+        """(first chunk, chunks) of a write of ``nbytes`` from byte ``start``."""
+        size = self.chunk_bytes
+        first, count = start // size, max(1, nbytes // size)
+        if start % size or nbytes != count * size:
+            raise ValueError("direct writes cover whole chunks")  # a dasq bug
+        return first, count
+
+    def _write_chunk(self, index: int, body: bytes | memoryview | np.ndarray) -> int:
+        """Write chunk ``index`` (``body``, as stored, then its crc32c); returns the crc."""
+        crc = google_crc32c.value(body)
+        parts = (body, crc.to_bytes(CRC_BYTES, "little"))
+        dfd = self._target_directory()
+        early = self.chunk_bytes >= WRITEBACK_FROM
+        name = str(index)
+        resize = self.coding is not None  # a coded chunk's size changes with its data
+        written = overwrite_in(dfd, name, parts, early, resize)
+        if written is None and create_in(dfd, name, parts, early) is None:
+            # neither a chunk of this size nor missing: replaced whole, or refused
+            self.files.write(chunks.chunk_key(self.array, index), parts, writeback=early)
+        return crc
 
     def _target_directory(self) -> int:
         """This thread's open directory of the chunks it writes: opened once for all the

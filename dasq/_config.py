@@ -174,6 +174,16 @@ CHAIN_MARGINAL_FROM = 1 << 14
 SCATTER_TILE_QUBITS = 6
 
 # ---------------------------------------------------------------- plans (plan/bounds.py)
+# A stored run's plan gives the exact solver (plan/search.py) SOLVER_SECONDS_PER_GIB
+# seconds per GiB of state to find fewer stages, from states of SOLVER_FROM_BYTES, at
+# most SOLVER_MAX_SECONDS: each stage is a pass over the state, at least about a
+# second per GiB read and written, and where the solver helps (layers of 22-30 qubits:
+# 4 stages for the search's 5) it needs a small share of that. Below a GiB, importing
+# scipy.optimize and solving cost about what the pass saves. Its answer depends on
+# the clock, so the run records the staging it follows and its resume replays it.
+SOLVER_FROM_BYTES = 1 << 30
+SOLVER_SECONDS_PER_GIB = 0.25
+SOLVER_MAX_SECONDS = 10.0
 # The exact solver's 0/1 program for a plan's lower bound is built only up to this many
 # variables (with dasq.plan-bound-seconds): larger ones take the cheap bounds.
 MILP_MAX_VARIABLES = 20_000

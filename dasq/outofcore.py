@@ -13,6 +13,8 @@ import logging
 import os
 from typing import Any
 
+import numpy as np
+
 from dasq import _config
 from dasq.backend.registry import get_backend
 from dasq.circuit.circuit import Circuit
@@ -23,6 +25,7 @@ from dasq.errors import StoreError, ValidationError
 from dasq.plan import lowering
 from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import make_plan
+from dasq.plan.search import SearchSettings, search_settings
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix
 from dasq.state.statevector import StateVector
@@ -78,7 +81,7 @@ def simulate_to_store(
     L, workers = stream.choose_blocks(
         n, dtype, limit, chunk_qubits, workers, min_local, direct, coded=encoded
     )
-    plan = _plan(circuit, L, fusion_size)
+    plan = _plan(circuit, L, fusion_size, search_settings(True, solver_seconds(n, dtype)))
     passes = stream.stream_passes(plan)
     swapped = max((len(p.relayout.pairs) for p in passes if p.relayout), default=0)
     S = stream.storage_qubits(L, swapped, compressed=encoded)
@@ -97,6 +100,7 @@ def simulate_to_store(
         basis=basis,
         fusion_size=fusion_size,
         plan_digest=plan.digest,
+        staging=[sorted(local) for local in plan.staging],
         density_qubits=density_qubits,
     )
 
@@ -148,8 +152,18 @@ def _check_same_run(
         )
 
 
-def _plan(circuit: Circuit, L: int, fusion_size: int, search: bool = True) -> PhysicalPlan:
-    """The stored run's plan: stages searched for (each is a pass over the stored state)."""
+def solver_seconds(num_qubits: int, dtype: str) -> float:
+    """The solver's seconds for a stored run's plan (0: none): a share of what one pass
+    over the state costs, from states of ``_config.SOLVER_FROM_BYTES``."""
+    state = np.dtype(dtype).itemsize << num_qubits
+    if state < _config.SOLVER_FROM_BYTES:
+        return 0.0
+    return min(_config.SOLVER_MAX_SECONDS, _config.SOLVER_SECONDS_PER_GIB * state / (1 << 30))
+
+
+def _plan(circuit: Circuit, L: int, fusion_size: int, search: bool | SearchSettings = True) -> PhysicalPlan:
+    """The stored run's plan: stages searched for (each is a pass over the stored state),
+    or replayed from the staging its store recorded."""
     return make_plan(
         circuit.operations,
         circuit.num_qubits,
@@ -211,9 +225,7 @@ def _resume_locked(
     if manifest.circuit_hash is None:  # a saved state, nothing to run
         return _as_state(StateVector.from_zarr(path, client=client), manifest)
     recorded = _recorded_circuit(path, manifest)
-    plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size)
-    if plan.digest != manifest.plan_digest:  # a store started before stages were searched for
-        plan = _plan(recorded, manifest.chunk_qubits, manifest.fusion_size, search=False)
+    plan = _replanned(path, recorded, manifest)
     if plan.digest != manifest.plan_digest:
         raise StoreError(
             f"{path} was planned differently by the dasq that started it; this dasq cannot resume it "
@@ -222,6 +234,25 @@ def _resume_locked(
     if not manifest.complete:
         st.check_resumable(path, manifest)
     return _execute(path, lock, manifest, plan, client, progress, device)
+
+
+def _replanned(path: Location, circuit: Circuit, manifest: Manifest) -> PhysicalPlan:
+    """The plan a stored run follows: its recorded staging replayed, else (a store of an
+    earlier dasq) planned again, searched, then greedy (a store started before stages
+    were searched for); the caller compares digests."""
+    L, fusion = manifest.chunk_qubits, manifest.fusion_size
+    if manifest.staging is not None:
+        staging = tuple(frozenset(stage) for stage in manifest.staging)
+        try:
+            return _plan(circuit, L, fusion, SearchSettings(True, staging=staging))
+        except ValueError:
+            raise StoreError(
+                f"the stages recorded in {path / MANIFEST} do not run its circuit; the store is damaged"
+            ) from None
+    plan = _plan(circuit, L, fusion)
+    if plan.digest != manifest.plan_digest:
+        plan = _plan(circuit, L, fusion, search=False)
+    return plan
 
 
 def _recorded_circuit(path: Location, manifest: Manifest) -> Circuit:

@@ -495,7 +495,10 @@ def test_edited_array_metadata_is_refused(finished):
 
 @pytest.mark.parametrize(
     "changes,match",
-    [({"num_qubits": N - 1, "layout": list(range(N - 1))}, "shape"), ({"storage_qubits": "other"}, "chunks")],
+    [
+        ({"num_qubits": N - 1, "layout": list(range(N - 1)), "staging": None}, "shape"),
+        ({"storage_qubits": "other"}, "chunks"),
+    ],
 )
 def test_a_manifest_that_disagrees_with_its_arrays_is_refused(finished, changes, match):
     store, _ = finished

@@ -5,6 +5,7 @@ that use it give the in-memory amplitudes."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import dask
@@ -17,6 +18,7 @@ from dasq.plan.bounds import stage_bound
 from dasq.plan.planner import make_plan
 from dasq.plan.search import searched_stages
 from dasq.plan.stages import StageChoice, exact_min_stages, footprints_of, greedy_stages
+from dasq.storage.manifest import MANIFEST, Manifest
 
 
 def _check_staging(ops: list, stages: list[StageChoice], L: int) -> None:
@@ -136,6 +138,10 @@ def test_a_store_planned_before_the_search_still_resumes(tmp_path, monkeypatch):
     with dask.config.set({"dasq.min-storage-chunk-qubits": 0}):
         dasq.simulate(c, store=path, chunk_qubits=4, memory_limit=2 * 16 * 16 << 4)
     monkeypatch.setattr(ooc, "_plan", planned)
+    data = json.loads((path / MANIFEST).read_text())
+    del data["staging"]  # that dasq recorded no staging
+    data["digest"] = Manifest(**{**data, "digest": ""}).fields_digest(("staging",))
+    (path / MANIFEST).write_text(json.dumps(data))
     greedy = make_plan(list(c), 8, 4, method="planned", search=False)
     assert len(greedy.stages) > len(make_plan(list(c), 8, 4, method="planned", search=True).stages)
     resumed = dasq.resume(path)

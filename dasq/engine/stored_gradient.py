@@ -149,7 +149,7 @@ def plan_passes(circuit: SlottedCircuit, blocking: Blocking) -> tuple[GradientPa
     if len(everyone) <= k:  # one pass spans every global qubit
         stages = [StageChoice(everyone, tuple(range(len(ops))))] if ops else []
     else:
-        stages = searched_stages(footprints, everyone, k, None, search_settings(True)[1])
+        stages = searched_stages(footprints, everyone, k, None, search_settings(True).nodes)
     passes = []
     for stage in stages:
         spanned = frozenset().union(*(footprints[i].needs_local for i in stage.ops))

@@ -163,16 +163,21 @@ def _fits(
     return True if isinstance(found, list) else found
 
 
-def staging_locals(fps: Footprints, L: int, K: int, node_limit: int) -> list[frozenset[int]] | None:
+def staging_locals(
+    fps: Footprints, L: int, K: int, node_limit: int = 0, seconds: float = 0.0
+) -> list[frozenset[int]] | None:
     """The wires a K-stage staging needs local in each stage, as the solver found
     them within ``node_limit`` branch-and-bound nodes (no clock: the same answer on
-    every machine with the same HiGHS); None: none found."""
+    every machine with the same HiGHS) and, where given, ``seconds``; None: none found."""
     nodes, preds = _precedence(fps)
     if not nodes:
         return [frozenset()] * K
     early = cone_levels(fps, L)
     late = cone_levels(fps[::-1], L)[::-1]
-    found = _solved(fps, nodes, preds, early, late, L, K, {"node_limit": node_limit})
+    options: dict[str, float] = {"node_limit": node_limit} if node_limit else {}
+    if seconds:
+        options["time_limit"] = seconds
+    found = _solved(fps, nodes, preds, early, late, L, K, options)
     return found if isinstance(found, list) else None
 
 

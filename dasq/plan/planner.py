@@ -30,7 +30,7 @@ from dasq.plan import relayout as algebra
 from dasq.plan.bounds import stage_bound
 from dasq.plan.fusion import fuse
 from dasq.plan.localiser import per_operation_steps
-from dasq.plan.search import search_settings, searched_stages
+from dasq.plan.search import SearchSettings, replayed_stages, search_settings, searched_stages
 from dasq.plan.stages import StageChoice, absorb_swaps, footprints_of, greedy_stages
 from dasq.plan.steps import BlockProgram, Collapse, PhysicalPlan, Relayout, Step
 
@@ -46,21 +46,23 @@ def make_plan(
     initial_layout: Sequence[int] | None = None,
     fusion_size: int = _config.DEFAULT_FUSION_SIZE,
     global_phase: float = 0.0,
-    search: bool | None = None,
+    search: bool | SearchSettings | None = None,
 ) -> PhysicalPlan:
     """The physical plan of ``ops`` on ``num_qubits`` qubits in blocks of 2^chunk_qubits.
 
     ``initial_layout[q]``: the position of logical qubit q before the first step;
     None means the state is a basis state whose layout is free (chosen by the plan).
     ``search``: search for fewer stages (search.py), worth it where each is a pass
-    over a stored state; None: dask config ``dasq.plan-search`` (default off).
+    over a stored state; None: dask config ``dasq.plan-search`` (default off); a
+    SearchSettings: the solver's budget, or a recorded staging to replay.
     """
     validation.check_choice(method, METHODS, "method")
     if method == "auto":
         wide = any(len(lowering.needs_local(op)) > chunk_qubits for op in ops)
         method = "per-operation" if wide else "planned"
     if method == "planned":
-        plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size, search_settings(search))
+        settings = search if isinstance(search, SearchSettings) else search_settings(search)
+        plan = _staged(ops, num_qubits, chunk_qubits, initial_layout, fusion_size, settings)
     else:
         layout = tuple(initial_layout) if initial_layout is not None else tuple(range(num_qubits))
         steps = per_operation_steps(ops, layout, chunk_qubits)
@@ -104,7 +106,7 @@ def _staged(
     L: int,
     initial_layout: Sequence[int] | None,
     fusion_size: int,
-    search: tuple[bool, int],
+    search: SearchSettings,
 ) -> PhysicalPlan:
     wire_ops, wire_of = absorb_swaps(ops, n)
     items = _stage_items(wire_ops, n, L, initial_layout, search)
@@ -142,7 +144,10 @@ def _staged(
     final = tuple(layout[wire_of[q]] for q in range(n))
     swaps = sum(1 for op in ops if lowering.absorbed_swap(op) is not None)
     bound = stage_bound([op for op, _ in wire_ops], L, planned=len(stage_locals))
-    return PhysicalPlan(n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps, bound)
+    staging = tuple(stage_locals)
+    return PhysicalPlan(
+        n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps, bound, staging
+    )
 
 
 def _next_local(stage_locals: Sequence[frozenset[int]], wire: int, after: int) -> int:
@@ -173,21 +178,26 @@ def _stage_items(
     n: int,
     L: int,
     initial_layout: Sequence[int] | None,
-    search: tuple[bool, int],
+    search: SearchSettings,
 ) -> list[_StageItem | _CollapseItem]:
-    """Stages (greedy or searched local sets) of each segment between collapses, in order."""
-    searching, nodes = search
+    """Stages (greedy, searched or recorded local sets) of each segment between
+    collapses, in order."""
     items: list[_StageItem | _CollapseItem] = []
     current = None if initial_layout is None else frozenset(w for w in range(n) if initial_layout[w] < L)
     segment: list[Operation] = []
+    recorded = list(search.staging) if search.staging is not None else None
 
     def close_segment() -> None:
         nonlocal current
         if not segment:
             return
         whole = tuple(segment)  # shared by the segment's stages, not copied per stage
-        if searching:
-            choices = searched_stages(footprints_of(whole, L), frozenset(range(n)), L, current, nodes)
+        if recorded is not None:
+            choices, used = replayed_stages(footprints_of(whole, L), frozenset(range(n)), recorded)
+            del recorded[:used]
+        elif search.search:
+            fps = footprints_of(whole, L)
+            choices = searched_stages(fps, frozenset(range(n)), L, current, search.nodes, search.seconds)
         else:
             choices = greedy_stages(whole, n, L, current)
         for choice in choices:

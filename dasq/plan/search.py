@@ -9,21 +9,23 @@ its plan is worth a second of search:
   out) while it runs more operations; forward from the first operation, and backward
   from the last (a staging of the reversed circuit, read backwards, is a staging; the
   QFT stages better from its end);
-- *solved* (asked for: dask config ``dasq.plan-search-nodes`` > 0): the 0/1 program of
-  bounds.py for each stage count below the best found, within that many
-  branch-and-bound nodes. No clock, but HiGHS's answer may change with its version:
-  a stored run planned with it resumes under the same scipy.
+- *solved* (asked for: dask config ``dasq.plan-search-nodes`` > 0, or a stored run's
+  ``seconds``, SearchSettings): the 0/1 program of bounds.py for each stage count
+  below the best found, within that many branch-and-bound nodes or seconds. Its
+  answer may change with HiGHS's version or the clock, so a stored run records the
+  staging it follows and its resume replays it (``replayed_stages``).
 
 A candidate is only a sequence of local sets: the operations are replayed through it,
 each in the first stage that holds its needs after its predecessors ran, so the
 planner's rules hold by construction. The fewest stages win, then the fewest wires
-moved; free local slots are then given to wires already local. Nothing depends on
-time, so the same circuit gives the same plan on every machine (a resume compares
-plan digests).
+moved; free local slots are then given to wires already local. Without a solver's
+seconds nothing depends on time, so the same circuit gives the same plan on every
+machine.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,12 +37,25 @@ SEARCH_KEY = "dasq.plan-search"  # search the stages of every plan (stored runs 
 NODES_KEY = "dasq.plan-search-nodes"  # solver nodes per stage count tried; 0: no solver
 
 
-def search_settings(search: bool | None) -> tuple[bool, int]:
-    """(search or not, solver nodes): ``search`` None reads dask config."""
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a plan's stages are chosen: the greedy planner (``search`` False) or the
+    searches below, with the solver given ``nodes`` branch-and-bound nodes and
+    ``seconds`` (0: not asked); or replayed from a recorded ``staging`` (the local
+    wires of each stage a stored run follows)."""
+
+    search: bool
+    nodes: int = 0
+    seconds: float = 0.0
+    staging: tuple[frozenset[int], ...] | None = None
+
+
+def search_settings(search: bool | None, seconds: float = 0.0) -> SearchSettings:
+    """``search`` None reads dask config; the solver's nodes are dask config's."""
     if search is None:
         search = bool(_config.setting(SEARCH_KEY))
     nodes = int(_config.setting(NODES_KEY) or 0) if search else 0
-    return search, nodes
+    return SearchSettings(search, nodes, seconds if search else 0.0)
 
 
 @dataclass(frozen=True)
@@ -133,9 +148,11 @@ def searched_stages(
     L: int,
     initial_local: frozenset[int] | None,
     nodes: int = 0,
+    seconds: float = 0.0,
 ) -> list[StageChoice]:
     """The fewest stages the searches above find (never more than ``staged_footprints``),
-    local sets of L wires drawn from ``everyone``; ``nodes``: the solver's node budget."""
+    local sets of L wires drawn from ``everyone``; ``nodes``, ``seconds``: the solver's
+    budget (both 0: no solver)."""
     greedy = staged_footprints(footprints, everyone, L, initial_local)
     m = _Masks.of(footprints, everyone)
     if len(greedy) <= 1 or m.everyone.bit_count() <= L:
@@ -148,9 +165,34 @@ def searched_stages(
     ]
     staged = [s for s in (_replayed(m, locals_) for locals_ in tried) if s is not None]
     best = min(staged, key=lambda s: (len(s), _moved(s, start)))
-    if nodes > 0:
-        best = _solved(footprints, m, L, nodes, len(best)) or best
+    if nodes > 0 or seconds > 0:
+        best = _solved(footprints, m, L, nodes, seconds, len(best)) or best
     return [StageChoice(frozenset(_bits(local)), tuple(ops)) for local, ops in _settled(m, best, start, L)]
+
+
+def replayed_stages(
+    footprints: Footprints, everyone: frozenset[int], staging: Sequence[frozenset[int]]
+) -> tuple[list[StageChoice], int]:
+    """The stages of a recorded staging (its local sets in order, as ``searched_stages``
+    chose them), each running what it can, until every operation ran; and how many
+    of the recorded sets that took. A staging that leaves operations over (a damaged
+    record) raises ValueError."""
+    m = _Masks.of(footprints, everyone)
+    done = [False] * len(m.wires)
+    out: list[StageChoice] = []
+    used = 0
+    for local in staging:
+        if all(done):
+            break
+        used += 1
+        ops = _executed(m, done, _mask(local))
+        for i in ops:
+            done[i] = True
+        if ops:
+            out.append(StageChoice(frozenset(local), tuple(ops)))
+    if not all(done):
+        raise ValueError("the recorded staging does not run every operation")
+    return out, used
 
 
 Staging = list[tuple[int, list[int]]]  # (local mask, operations run) per stage
@@ -258,22 +300,45 @@ def _climb(m: _Masks, done: list[bool], local: int, current: int | None) -> tupl
     return local, _runnable(pending, local)
 
 
-def _solved(footprints: Footprints, m: _Masks, L: int, nodes: int, found: int) -> Staging | None:
-    """The solver's staging with the fewest stages below ``found`` it reaches."""
+def _solved(
+    footprints: Footprints, m: _Masks, L: int, nodes: int, seconds: float, found: int
+) -> Staging | None:
+    """The solver's staging with the fewest stages below ``found`` it reaches. With
+    only nodes, each count from the bound up (the first it reaches wins); with
+    ``seconds`` (shared by the counts it tries), one stage fewer first, then one fewer
+    again while it finds them: a count near the bound can take its whole budget."""
     low = max(cone_levels(footprints, L), default=0) + 1
-    for K in range(low, found):
-        locals_ = staging_locals(footprints, L, K, nodes)
-        if locals_ is None:
-            continue
-        filled = []
-        previous = None
-        for needed in locals_:
-            previous = _filled(_mask(needed), (previous or 0, m.everyone), L)
-            filled.append(previous)
-        staged = _replayed(m, filled)
-        if staged is not None and len(staged) <= K:
-            return staged
-    return None
+    if not seconds:
+        for K in range(low, found):
+            staged = _solved_at(footprints, m, L, K, nodes, 0.0)
+            if staged is not None:
+                return staged
+        return None
+    deadline = time.monotonic() + seconds
+    best = None
+    for K in range(found - 1, low - 1, -1):
+        left = deadline - time.monotonic()
+        staged = _solved_at(footprints, m, L, K, nodes, left) if left > 0 else None
+        if staged is None:
+            break
+        best = staged
+    return best
+
+
+def _solved_at(
+    footprints: Footprints, m: _Masks, L: int, K: int, nodes: int, seconds: float
+) -> Staging | None:
+    """A staging in at most K stages from the solver's local sets, or None."""
+    locals_ = staging_locals(footprints, L, K, nodes, seconds)
+    if locals_ is None:
+        return None
+    filled = []
+    previous = None
+    for needed in locals_:
+        previous = _filled(_mask(needed), (previous or 0, m.everyone), L)
+        filled.append(previous)
+    staged = _replayed(m, filled)
+    return staged if staged is not None and len(staged) <= K else None
 
 
 def _settled(m: _Masks, staging: Staging, start: int | None, L: int) -> Staging:

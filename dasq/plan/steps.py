@@ -382,6 +382,9 @@ class PhysicalPlan:
     num_operations: int = 0
     swaps_absorbed: int = 0
     stage_bound: StageBound | None = None
+    # the local wires of each stage, as the planner chose them (a stored run records
+    # them, so its resume replays them: make_plan with SearchSettings.staging)
+    staging: tuple[frozenset[int], ...] = ()
 
     @property
     def digest(self) -> str:

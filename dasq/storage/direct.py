@@ -12,6 +12,8 @@ A compressed or bit-rounded chunk (``coding``) is read whole and decoded here, i
 the reading thread, with the codecs zarr would run: a relayout then gathers its
 pieces as whole chunks of 2^(L-k) amplitudes (dasq.engine.stream.storage_qubits),
 each decoded once a pass, where zarr decoded a chunk of the whole block per piece.
+A block known to hold only zeros is written without being made: its raw chunks as
+holes and their checksums, its coded ones as the coding's zeros, encoded once.
 
 Every read checks the file's size (exactly one chunk; a coded one at most its
 encoding's limit). A chunk read whole is

@@ -27,7 +27,7 @@ from dasq.storage.location import LocalDir, Location, location
 MANIFEST = "dasq-manifest.json"
 GRADIENT_RECORD = "dasq-gradient.json"  # a dasq.gradient store's record, in place of a manifest
 FORMAT = "dasq-state"
-ADDED_TO_FORMAT = ("density_qubits", "kind", "rows", "sums")  # added to this format later, with defaults
+ADDED_TO_FORMAT = ("density_qubits", "kind", "rows", "sums", "staging")  # added to this format later
 FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
 DTYPES = ("complex64", "complex128")
 ARRAY_NAMES = ("a", "b")
@@ -55,6 +55,8 @@ class Manifest:
     basis: int = 0  # the run's initial basis state
     fusion_size: int = 0  # the planner's fusion size (0: a saved state, not a run)
     plan_digest: str | None = None  # digest of the physical plan the run follows
+    # the local wires of each of its stages, which a resume replays (None: planned again)
+    staging: list[list[int]] | None = None
     density_qubits: int = 0  # N > 0: the state is the 2N-qubit Choi vector of an N-qubit density matrix
     kind: str = "state"  # "gradient": a dasq.gradient run (resumed by calling it again, never opened)
     rows: int = 1  # states of num_qubits held one after another in each array (row r from r << num_qubits)
@@ -230,6 +232,10 @@ class Manifest:
             (lambda: _is_int(self.fusion_size) and self.fusion_size >= 0, "fusion_size must be an int >= 0"),
             (lambda: _is_str_or_none(self.plan_digest), "plan_digest must be a string"),
             (
+                lambda: self.staging is None or _is_staging(self.staging, n, self.chunk_qubits),
+                "staging must be a list of stages, each at most chunk_qubits distinct wires < num_qubits",
+            ),
+            (
                 lambda: (
                     isinstance(self.array_metadata, dict)
                     and all(isinstance(v, str) for v in self.array_metadata.values())
@@ -263,6 +269,16 @@ def _is_str_or_none(value: object) -> bool:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_staging(value: object, n: int, L: object) -> bool:
+    """A list of stages, each a list of at most L distinct wires 0..n-1."""
+    return isinstance(value, list) and all(
+        isinstance(stage, list)
+        and len(set(stage)) == len(stage) <= L  # type: ignore[operator]
+        and all(_is_int(w) and 0 <= w < n for w in stage)
+        for stage in value
+    )
 
 
 def _is_finite(value: object) -> bool:

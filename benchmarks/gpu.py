@@ -129,6 +129,35 @@ def time_configs(circuit, dtype: str, device: str, configs: list[TileConfig], re
     return out
 
 
+def host_profile(circuit, dtype: str, device: str, runs: int = 20, top: int = 25) -> list[dict]:
+    """Where ``simulate``'s host time goes, warm: the ``top`` functions by their own time
+    under cProfile over ``runs`` runs, per run (cProfile adds its own cost to each call:
+    read the shares, not the sums)."""
+    import cProfile
+    import pstats
+
+    import dasq
+
+    profiler = cProfile.Profile()
+    for _ in range(runs + 1):
+        profiler.enable()
+        state = dasq.simulate(circuit, dtype=dtype, device=device)
+        profiler.disable()
+        state.norm()  # the device's work done before the next run's launches
+        del state
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (calls, primitive, own, total, callers)
+    ranked = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [
+        {
+            "function": f"{file.rsplit('site-packages/', 1)[-1]}:{line}({name})",
+            "calls_per_run": calls / (runs + 1),
+            "own_us_per_run": 1e6 * own / (runs + 1),
+            "total_us_per_run": 1e6 * total / (runs + 1),
+        }
+        for (file, line, name), (_, calls, own, total, _) in ranked
+    ]
+
+
 def child(args: argparse.Namespace) -> None:
     """``_gpu``: each tile configuration timed in this process after a warm-up at 12
     qubits (imports, kernel compilation); with ``--save``, the final state of the
@@ -146,7 +175,10 @@ def child(args: argparse.Namespace) -> None:
         with configured(configs[0]):
             np.save(args.save, dasq.simulate(c, dtype=args.dtype, device=args.device).to_numpy(force=True))
     found = time_configs(c, args.dtype, args.device, configs, args.reps)
-    children.report({"configs": found, "peak_rss": peak_rss()})
+    with configured(configs[0]):
+        dasq.simulate(c, dtype=args.dtype, device=args.device).norm()
+        profile = host_profile(c, args.dtype, args.device) if args.device != "cpu" else []
+    children.report({"configs": found, "host_profile": profile, "peak_rss": peak_rss()})
 
 
 def spawn(
@@ -246,13 +278,10 @@ def suite_gpu(args: argparse.Namespace) -> dict:
         for circuit in args.circuits:
             for dtype in args.dtypes:
                 checked = agreement(circuit, n, dtype, args.configs) if n <= args.check_max_qubits else {}
-                gpu = summary(
-                    spawn("gpu", circuit, n, dtype, args.reps, None, args.configs)["configs"],
-                    n,
-                    dtype,
-                    bandwidth,
-                )
+                timed = spawn("gpu", circuit, n, dtype, args.reps, None, args.configs)
+                gpu = summary(timed["configs"], n, dtype, bandwidth)
                 row = {"circuit": circuit, "qubits": n, "dtype": dtype, "configs": gpu, **checked}
+                row["host_profile"] = timed.get("host_profile", [])
                 row["default"] = gpu[args.configs[0]]
                 if n <= args.cpu_max_qubits:
                     cpu = spawn("cpu", circuit, n, dtype, args.cpu_reps, None, args.configs[:1])["configs"]

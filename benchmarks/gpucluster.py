@@ -133,5 +133,8 @@ def _devices_seen() -> dict:
 
 
 def _block_modules(dask_worker) -> list[str]:
-    """The array modules of the blocks a worker holds (cupy on a GPU worker)."""
-    return sorted({type(v).__module__.split(".")[0] for v in dask_worker.data.values()})
+    """The array modules of the blocks a worker holds (cupy on a GPU worker); its other
+    results (a reduction's number, a tuple) are no blocks."""
+    return sorted(
+        {type(v).__module__.split(".")[0] for v in dask_worker.data.values() if hasattr(v, "shape")}
+    )

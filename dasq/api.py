@@ -18,6 +18,7 @@ from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
 from dasq.circuit.dynamic import split_terminal_measurements
+from dasq.circuit.facts import facts_of
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.parameters import is_batch, parameter_batch
 from dasq.engine import route
@@ -524,11 +525,11 @@ def _noisy(circuit: Circuit, noise_model: Any) -> Circuit:
 
 def refuse_channels(circuit: Circuit) -> None:
     """A statevector run cannot hold a channel's result: say what to use instead."""
-    found = [op for op in circuit if getattr(op, "is_channel", False)]
-    if found:
+    facts = facts_of(circuit)
+    if facts.channels:
         raise ValidationError(
-            f"the circuit has {len(found)} channel(s) ({found[0].describe()} first); a statevector "
-            "cannot hold their result: pass density=True (a DensityMatrix), or trajectories=T to "
+            f"the circuit has {facts.channels} channel(s) ({facts.first_channel.describe()} first); a "
+            "statevector cannot hold their result: pass density=True (a DensityMatrix), or trajectories=T to "
             "sample them on statevectors"
         )
 

@@ -330,6 +330,8 @@ def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
     if args.report and _dashboard() is None:
         raise ValidationError('--report needs bokeh, which draws the report: pip install "dasq[notebook]"')
     client = _client(args)
+    loop_errors = logging.getLogger("tornado.application")
+    loop_errors.addFilter(_nothing_to_cancel)
     try:
         yield client
         if args.report:
@@ -340,6 +342,17 @@ def _cluster(args: argparse.Namespace) -> Iterator[object | None]:
         raise
     else:
         _close(client)
+    finally:
+        loop_errors.removeFilter(_nothing_to_cancel)
+
+
+def _nothing_to_cancel(record: logging.LogRecord) -> bool:
+    """False for the one error a Ctrl-C can make distributed's ``sync`` log: pressed
+    before ``sync`` began to wait, its cancel callback finds no future and fails with a
+    NameError on the event loop's thread, which tornado logs with its traceback (the
+    command says "interrupted" itself). Every other record passes."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, NameError) and "'future'" in str(error))
 
 
 QUIETED = {

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dasq
+
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed dasq
 qiskit = pytest.importorskip("qiskit")
 from benchmarks import output  # noqa: E402 - after the skip above
@@ -142,3 +144,17 @@ def test_the_gpucluster_check_agrees_with_one_process_on_the_numpy_twin(tmp_path
     assert row["max_abs_diff"] < 1e-12 and row["fidelity"] == pytest.approx(1.0, abs=1e-12)
     assert all(mods == ["numpy"] for mods in row["block_modules_on_workers"].values())
     assert (tmp_path / "gpucluster-test.json").exists()
+
+
+def test_the_host_profile_ranks_simulates_own_costs_per_run():
+    from benchmarks.gpu import host_profile
+
+    circuit = dasq.Circuit(8).h(0).cx(0, 7).t(3)
+    ranked = host_profile(circuit, "complex64", "gpu-twin", runs=3, top=6)
+    assert len(ranked) == 6
+    own = [row["own_us_per_run"] for row in ranked]
+    assert own == sorted(own, reverse=True) and own[-1] >= 0
+    assert all(
+        row["calls_per_run"] > 0 and row["total_us_per_run"] >= row["own_us_per_run"] for row in ranked
+    )
+    assert all("site-packages" not in row["function"] for row in ranked)

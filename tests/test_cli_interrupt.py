@@ -193,3 +193,37 @@ def test_run_again_on_its_store_refuses_less_memory_than_the_run_was_sized_for(t
     err = capsys.readouterr().err
     assert "sized for --memory-limit 64.00 kiB" in err and "give at least 64.00 kiB" in err, err
     assert main([*run, "--memory-limit", "64KiB"]) == 0
+
+
+def test_a_ctrl_c_before_distributed_waits_logs_no_traceback_from_its_loop():
+    """A Ctrl-C that interrupts distributed's ``sync`` before it began to wait leaves its
+    cancel callback nothing to cancel: that callback's NameError, logged by tornado on
+    the event loop's thread, is dropped while a command runs; other loop errors are not,
+    and nothing is dropped once the command is over."""
+    import logging
+    import types
+
+    from dasq.cli import _cluster
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("tornado.application")
+    logger.addHandler(handler)
+
+    def log_error(error: BaseException) -> None:
+        try:
+            raise error
+        except BaseException:
+            logger.exception("Exception in callback %s", type(error).__name__)
+
+    unset = NameError("cannot access free variable 'future' where it is not associated with a value")
+    args = types.SimpleNamespace(report=None, scheduler=None, workers=None)
+    try:
+        with _cluster(args):
+            log_error(unset)
+            log_error(ValueError("a real failure"))
+        log_error(unset)
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["Exception in callback ValueError", "Exception in callback NameError"]

@@ -268,15 +268,19 @@ class _FakeCupy(types.ModuleType):
     def __init__(self, count: int) -> None:
         super().__init__("cupy")
         self.current: dict[int, int] = {}  # thread id -> the device it made current
+        self.memory_queries: list[int] = []  # the devices whose memory was asked, in order
         runtime = types.SimpleNamespace(
             CUDARuntimeError=RuntimeError,
             getDeviceCount=lambda: count,
             setDevice=lambda i: self.current.__setitem__(threading.get_ident(), i),
+            getDevice=lambda: self.current.get(threading.get_ident(), 0),
+            getDeviceProperties=self._properties,
         )
-        device = lambda: types.SimpleNamespace(  # noqa: E731
-            mem_info=(0, (1 + self.current.get(threading.get_ident(), 0)) << 30)
-        )
-        self.cuda = types.SimpleNamespace(runtime=runtime, Device=device)
+        self.cuda = types.SimpleNamespace(runtime=runtime)
+
+    def _properties(self, index: int) -> dict:
+        self.memory_queries.append(index)
+        return {"totalGlobalMem": (1 + index) << 30}
 
     def __getattr__(self, name):
         return getattr(np, name)
@@ -287,13 +291,16 @@ def fake_cupy(monkeypatch):
     def install(count: int) -> _FakeCupy:
         fake = _FakeCupy(count)
         monkeypatch.setitem(sys.modules, "cupy", fake)
-        gpu_module._cupy.cache_clear()
-        gpu_module._cupy_on.cache_clear()
+        _clear_caches()
         return fake
 
     yield install
-    gpu_module._cupy.cache_clear()
-    gpu_module._cupy_on.cache_clear()
+    _clear_caches()
+
+
+def _clear_caches() -> None:
+    for cached in (gpu_module._cupy, gpu_module._cupy_on, gpu_module.device_memory):
+        cached.cache_clear()
 
 
 def test_a_gpu_number_is_checked_against_the_gpus_present(fake_cupy):
@@ -322,6 +329,16 @@ def test_gpu_n_is_made_current_in_every_thread_that_uses_it(fake_cupy):
     kernel.device.use()  # what apply() does before its launch
     assert set(fake.current.values()) == {1}
     assert get_backend("gpu").xp is fake  # "gpu": the current device, as before
+
+
+def test_a_gpus_memory_is_asked_of_the_driver_once(fake_cupy):
+    """Every run sizes its blocks by the GPU's memory; the driver's answer never changes
+    and asking can cost more than a kernel's launch, so it is asked once per GPU."""
+    fake = fake_cupy(2)
+    for _ in range(3):
+        assert get_backend("gpu").memory_bytes() == 1 << 30  # the current device: GPU 0
+        assert get_backend("gpu:1").memory_bytes() == 2 << 30
+    assert fake.memory_queries == [0, 1]
 
 
 @needs_gpu

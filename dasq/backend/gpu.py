@@ -85,6 +85,14 @@ class OnDevice:
         return (_cupy_on, (self._index,))  # by number: each process finds (and checks) its own GPU N
 
 
+@functools.cache
+def device_memory(index: int) -> int:
+    """GPU ``index``'s total memory, asked of the driver once per process: it never
+    changes, and every run sizes its blocks by it, while the query can cost the driver
+    far more than a kernel's launch (it may wait for the device)."""
+    return int(_cupy().cuda.runtime.getDeviceProperties(index)["totalGlobalMem"])
+
+
 def gpu_available() -> bool:
     """Whether cupy imports and sees at least one CUDA device."""
     try:
@@ -180,7 +188,8 @@ class GPUBackend(ArrayBackend):
         """The device's memory (the host's for the twin: None)."""
         if self.twin:
             return None
-        return int(self.xp.cuda.Device().mem_info[1])  # the current device: GPU ``index`` where set
+        cupy = _cupy()
+        return device_memory(cupy.cuda.runtime.getDevice() if self.index is None else self.index)
 
     def __reduce__(self) -> Any:
         # the shared instances by their module-level name; "gpu:N" by N, made anew where unpickled

@@ -14,6 +14,7 @@ import numpy as np
 
 from dasq.circuit import channels, library
 from dasq.circuit.classical import MAX_CLBITS, ClassicalRegister, IfElse, check_condition
+from dasq.circuit.facts import facts_of
 from dasq.circuit.kinds import (
     Barrier,
     Channel,
@@ -126,11 +127,7 @@ class Circuit:
     @property
     def parameters(self) -> list[str]:
         """Names of the symbolic parameters still unbound, sorted."""
-        found: set[str] = set()
-        for op in self._ops:
-            if isinstance(op, Parametric):
-                found |= op.parameters
-        return sorted(found)
+        return list(facts_of(self._ops).parameters)
 
     def assign_parameters(self, values: object) -> Circuit:
         """A new circuit with every parameter bound: ``values`` maps names (or

@@ -12,6 +12,7 @@ shots engine puts it on the initial state, as Aer does, so a saved state has it.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,11 +30,11 @@ class ShotProgram:
     readout: tuple[tuple[float, float], ...] = ()  # per terminal measurement: P(1|0), P(0|1)
     global_phase: Any = 0.0  # the circuit's, on the initial state (dasq.state.walk)
 
-    @property
+    @functools.cached_property  # a remembered program is asked again by each run
     def dynamic(self) -> bool:
         return any(op.is_collapse for op in self.body)
 
-    @property
+    @functools.cached_property
     def conditional(self) -> bool:
         return has_if_test(self.body)
 

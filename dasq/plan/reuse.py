@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
+from dasq.circuit.facts import facts_of
 from dasq.circuit.kinds import Operation
 from dasq.circuit.parameters import binding_slot
 from dasq.plan import lowering
@@ -58,7 +59,7 @@ def cached_plan(
             ops, num_qubits, chunk_qubits, method=method, initial_layout=layout, fusion_size=fusion_size
         )
 
-    if not any(binding_slot(op) is not None for op in ops):
+    if not facts_of(ops).rebindable:
         key = (num_qubits, chunk_qubits, method, layout, fusion_size, search, tuple(ops), global_phase)
         plan = _plans.get(key)
         if plan is None:

@@ -15,6 +15,7 @@ simulating.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -187,8 +188,8 @@ class BlockProgram(Step):
             shape = f"program{[g.qubits for g in self.groups]}{self.write_order}{self.scale!r}"
             object.__setattr__(self, "digest", digest_of(ops, shape))
 
-    @property
-    def ops(self) -> tuple[Operation, ...]:
+    @functools.cached_property
+    def ops(self) -> tuple[Operation, ...]:  # asked by each run of a cached plan: kept
         return tuple(op for g in self.groups for op in g.ops)
 
     @property

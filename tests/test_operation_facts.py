@@ -1,0 +1,47 @@
+"""The facts a run asks of a circuit (its parameters, channels, bound slots) are found
+in one pass per operation list and follow every change to the circuit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dasq
+from dasq import Parameter
+from dasq.circuit import facts
+
+
+def test_a_circuit_run_again_is_not_scanned_again(monkeypatch):
+    scans = []
+    found = facts._facts
+    monkeypatch.setattr(facts, "_facts", lambda ops: scans.append(len(ops)) or found(ops))
+    c = dasq.Circuit(3).h(0).cx(0, 1).rz(0.3, 2)
+    first = dasq.simulate(c).to_numpy()
+    second = dasq.simulate(c).to_numpy()
+    np.testing.assert_array_equal(first, second)
+    assert scans == [3]
+
+
+def test_the_facts_follow_a_circuit_that_grows():
+    theta = Parameter("theta")
+    c = dasq.Circuit(2).h(0)
+    assert c.parameters == []
+    dasq.simulate(c)
+    c.rx(theta, 1)
+    assert c.parameters == ["theta"]
+    with pytest.raises(dasq.ValidationError, match="unbound parameters"):
+        dasq.simulate(c)
+    bound = c.assign_parameters({"theta": 0.5})
+    assert bound.parameters == [] and facts.facts_of(bound).rebindable
+    assert not facts.facts_of(c).rebindable
+    np.testing.assert_allclose(dasq.simulate(bound).probabilities([1]), [np.cos(0.25) ** 2, np.sin(0.25) ** 2])
+    bound.depolarize(0.1, 0)
+    with pytest.raises(dasq.ValidationError, match=r"has 1 channel\(s\) \(depolarize\(0.1\) 0 first"):
+        dasq.simulate(bound)
+
+
+def test_only_the_last_operation_lists_are_kept():
+    circuits = [dasq.Circuit(1).rz(0.1 * i, 0) for i in range(facts.FACTS_KEPT + 5)]
+    for c in circuits:
+        facts.facts_of(c)
+    assert len(facts._FACTS) == facts.FACTS_KEPT

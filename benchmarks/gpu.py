@@ -93,7 +93,7 @@ def passes(plan, dtype: str) -> dict:
     """A plan's fused groups and the GPU's tile passes over them (pure planning, under
     the configuration in force)."""
     from dasq.backend.gpu import GPU_TWIN
-    from dasq.engine.program import tile_passes
+    from dasq.engine.program import device_tile_passes
     from dasq.plan.steps import BlockProgram
 
     width, low = GPU_TWIN.tile_qubits(dtype)
@@ -101,8 +101,7 @@ def passes(plan, dtype: str) -> dict:
     for step in plan.steps:
         if isinstance(step, BlockProgram):
             groups += len(step.groups)
-            L = plan.chunk_qubits
-            tile += len(tile_passes(step.groups, L, width, GPU_TWIN.widest_tiled_group, low))
+            tile += len(device_tile_passes(step.groups, plan.chunk_qubits, GPU_TWIN, dtype))
     return {"groups": groups, "passes": tile, "tile_qubits": width, "run_qubits": low}
 
 

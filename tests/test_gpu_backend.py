@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -429,12 +430,15 @@ def test_the_tile_program_reads_the_lowest_bits_in_runs_and_makes_room_for_its_w
     assert program.words.tolist() == [cuda_kernels.DENSE, 2, 0, 0, 3, cuda_kernels.PHASES, 2, 16, 1, -6]
 
 
-def test_tile_passes_take_every_group_once_in_an_order_that_keeps_the_circuit(monkeypatch):
-    """The passes over shared-memory tiles: each fused group in exactly one pass, the
-    lowest bits in every tile, a dense group's bits in its pass's tile, at most the
-    tile's width; a group wider than the tile's kernels runs alone; and far fewer
-    passes than groups on a layered random circuit."""
-    from dasq.engine.program import tile_passes
+@pytest.mark.parametrize("search", [False, True])
+def test_tile_passes_take_every_group_once_in_an_order_that_keeps_the_circuit(monkeypatch, search):
+    """The passes over shared-memory tiles, greedy or searched: each fused group in
+    exactly one pass, the lowest bits in every tile, a dense group's bits in its pass's
+    tile, at most the tile's width; a group wider than the tile's kernels runs alone;
+    far fewer passes than groups on a layered random circuit, and no more searched
+    than greedy. Blocks of TILE_SEARCH_FROM_BYTES and more are searched."""
+    from dasq import _config
+    from dasq.engine.program import device_tile_passes, tile_passes
     from dasq.plan.planner import make_plan
     from dasq.plan.steps import BlockProgram
 
@@ -449,7 +453,8 @@ def test_tile_passes_take_every_group_once_in_an_order_that_keeps_the_circuit(mo
             c.cz(int(a), int(b))
     c.unitary(random_unitary(6, rng), (0, 3, 5, 9, 12, 15))  # wider than a tile pass takes
     stage = next(s for s in make_plan(list(c), n, n, fusion_size=3).steps if isinstance(s, BlockProgram))
-    passes = tile_passes(stage.groups, n, width, 5, low)
+    passes = tile_passes(stage.groups, n, width, 5, low, search=search)
+    assert len(passes) <= len(tile_passes(stage.groups, n, width, 5, low))
     members = [i for p in passes for i in p.members]
     assert sorted(members) == list(range(len(stage.groups)))
     assert passes[-1].tile is None and passes[-1].members == (len(stage.groups) - 1,)
@@ -462,6 +467,8 @@ def test_tile_passes_take_every_group_once_in_an_order_that_keeps_the_circuit(mo
     monkeypatch.setattr(gpu_module, "TILE_BYTES", 16 << width)
     monkeypatch.setattr(gpu_module, "COALESCED_BYTES", 16 << low)
     assert GPU_TWIN.tile_qubits("complex128") == (width, low)
+    monkeypatch.setattr(_config, "TILE_SEARCH_FROM_BYTES", 16 << (n if search else n + 1))
+    assert device_tile_passes(stage.groups, n, GPU_TWIN, "complex128") == passes
     twin = dasq.simulate(c, chunk_qubits=n, device="gpu-twin", dtype="complex128").to_numpy()
     np.testing.assert_allclose(twin, dasq.simulate(c, chunk_qubits=n).to_numpy(), atol=1e-10)
 
@@ -480,3 +487,22 @@ def test_a_second_run_of_a_circuit_reuses_its_plan_and_compiled_passes():
     assert second.plan is first.plan
     assert len(program.COMPILED._held) == compiled
     np.testing.assert_allclose(second.to_numpy(), first.to_numpy())
+
+
+@pytest.mark.parametrize("n, greedy, searched", [(28, 32, 25), (30, 35, 26), (32, 37, 29)])
+def test_large_blocks_search_for_fewer_tile_passes(n, greedy, searched):
+    """The passes the GPU guide quotes for its layered random circuits (depth 20,
+    complex64, one block): the search's where a block holds 1 GiB or more, the greedy
+    staging's otherwise (pure planning)."""
+    pytest.importorskip("qiskit")
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+    from benchmarks import circuits
+    from dasq.engine.program import device_tile_passes, tile_passes
+    from dasq.plan.planner import make_plan
+    from dasq.plan.steps import BlockProgram
+
+    c = circuits.to_dasq(circuits.layers(n))
+    (stage,) = [s for s in make_plan(list(c), n, n, fusion_size=2).steps if isinstance(s, BlockProgram)]
+    width, low = GPU_TWIN.tile_qubits("complex64")
+    assert len(tile_passes(stage.groups, n, width, GPU_TWIN.widest_tiled_group, low)) == greedy
+    assert len(device_tile_passes(stage.groups, n, GPU_TWIN, "complex64")) == searched

@@ -34,7 +34,9 @@ def test_the_facts_follow_a_circuit_that_grows():
     bound = c.assign_parameters({"theta": 0.5})
     assert bound.parameters == [] and facts.facts_of(bound).rebindable
     assert not facts.facts_of(c).rebindable
-    np.testing.assert_allclose(dasq.simulate(bound).probabilities([1]), [np.cos(0.25) ** 2, np.sin(0.25) ** 2])
+    np.testing.assert_allclose(
+        dasq.simulate(bound).probabilities([1]), [np.cos(0.25) ** 2, np.sin(0.25) ** 2]
+    )
     bound.depolarize(0.1, 0)
     with pytest.raises(dasq.ValidationError, match=r"has 1 channel\(s\) \(depolarize\(0.1\) 0 first"):
         dasq.simulate(bound)

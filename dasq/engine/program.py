@@ -32,11 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from dasq import _config
 from dasq.backend.base import Backend, Kernel, TileApply
 from dasq.backend.registry import get_backend
 from dasq.engine.actions import apply_action
 from dasq.plan import lowering
 from dasq.plan.fusion import Group
+from dasq.plan.search import searched_stages
 from dasq.plan.stages import Footprint, staged_footprints
 from dasq.plan.steps import BlockProgram
 
@@ -151,13 +153,25 @@ def cache_runs(groups: Sequence[Group], L: int, cache_qubits: int) -> tuple[Cach
     return tuple(out)
 
 
-def tile_passes(groups: Sequence[Group], L: int, width: int, widest: int, low: int) -> tuple[CacheRun, ...]:
+def device_tile_passes(groups: Sequence[Group], L: int, backend: Backend, dtype: Any) -> tuple[CacheRun, ...]:
+    """A stage's passes over ``backend``'s shared-memory tiles for blocks of 2^L
+    ``dtype`` amplitudes, searched for fewer where the block is large enough to pay
+    for it (``_config.TILE_SEARCH_FROM_BYTES``)."""
+    width, low = backend.tile_qubits(dtype)
+    search = (1 << L) * np.dtype(dtype).itemsize >= _config.TILE_SEARCH_FROM_BYTES
+    return tile_passes(groups, L, width, backend.widest_tiled_group, low, search=search)
+
+
+def tile_passes(
+    groups: Sequence[Group], L: int, width: int, widest: int, low: int, search: bool = False
+) -> tuple[CacheRun, ...]:
     """The passes of a stage over tiles of 2^``width`` amplitudes (a GPU's shared
     memory). Every tile holds the lowest ``low`` bits (coalesced loads) and
-    ``width - low`` others, chosen per pass by the planner's greedy staging over the
-    groups: a dense group needs its bits in the tile, a diagonal needs none (its bits
-    outside are constants of a tile). Groups that no tile takes (unfused, or dense and
-    wider than ``widest``) run alone (``tile`` None) and split the passes around them."""
+    ``width - low`` others, chosen per pass by the planner's staging over the groups
+    (greedy, or with ``search`` the search's climbed local sets): a dense group needs
+    its bits in the tile, a diagonal needs none (its bits outside are constants of a
+    tile). Groups that no tile takes (unfused, or dense and wider than ``widest``) run
+    alone (``tile`` None) and split the passes around them."""
     width = min(width, L)
     dense = [len(g.qubits) for g in groups if g.fused and not g.diagonal and len(g.qubits) <= widest]
     low = max(0, min(low, width - max(dense, default=0)))
@@ -171,8 +185,9 @@ def tile_passes(groups: Sequence[Group], L: int, width: int, widest: int, low: i
             out.append(CacheRun(tuple(segment), tuple(range(L))))
         else:
             footprints = [_tile_footprint(groups[i], L, low) for i in segment]
-            for choice in staged_footprints(footprints, frozenset(range(low, L)), width - low, None):
-                tile = tuple(sorted({*range(low), *choice.local}))
+            staged = searched_stages if search else staged_footprints
+            for choice in staged(footprints, frozenset(range(low, L)), width - low, None):
+                tile = tile_bits({*range(low), *choice.local}, width)  # a stage's free slots filled
                 out.append(CacheRun(tuple(segment[i] for i in choice.ops), tile))
         segment.clear()
 
@@ -329,8 +344,7 @@ class BlockRunner:
         if runs is None:
             backend, groups = self.backend, self.program.groups
             if backend.shared_tiles:
-                width, low = backend.tile_qubits(dtype)
-                runs = tile_passes(groups, self.L, width, backend.widest_tiled_group, low)
+                runs = device_tile_passes(groups, self.L, backend, dtype)
             else:
                 width = self.cache_qubits if self.cache_qubits is not None else default_cache_qubits(dtype)
                 runs = cache_runs(groups, self.L, width)

@@ -231,7 +231,7 @@ def make_spec(
         store=store,
         memory_limit=memory_limit,
         client=client,
-        seed=seed,
+        seed=v.check_seed(seed),
         progress=progress,
         lazy=lazy,
         relayout_method=relayout_method,
@@ -442,6 +442,7 @@ def run(
     """
     if not isinstance(circuit, Circuit):
         raise TypeError(v.not_a_circuit(circuit))
+    seed = v.check_seed(seed)
     if is_batch(circuit.parameters, options.get("parameters")):
         return _each_set(
             circuit,

@@ -317,7 +317,7 @@ def _run_once(args: argparse.Namespace) -> int:
                     f"--observable needs one final state; the shots of this circuit end in {result.branches} "
                     "(mid-circuit measurements or resets)"
                 )
-            _report(args, result.state, result.counts, start, branches=result.branches)
+            _report(args, circuit.num_qubits, result.state, result.counts, start, branches=result.branches)
     if later:
         kernel_cache.fill_later(_fill_command(args))
     return 0
@@ -481,7 +481,7 @@ def _resume(args: argparse.Namespace) -> int:
                 progress=_progress(args, stored=True),
                 device="gpu" if args.gpu else None,
             )
-        _report(args, state, state.sample(args.shots, seed=args.seed), start)
+        _report(args, state.num_qubits, state, state.sample(args.shots, seed=args.seed), start)
     return 0
 
 
@@ -658,13 +658,15 @@ def _progress(args: argparse.Namespace, stored: bool) -> bool:
 
 def _report(
     args: argparse.Namespace,
+    num_qubits: int,
     state: StateVector | None,
     counts: dict[str, int],
     start: float,
     branches: int = 1,
 ) -> None:
     """Print counts (and expectations) as text or one JSON object; ``state`` is the
-    final state when the shots end in one (it carries the plan and the report)."""
+    final state when the shots end in one (it carries the plan and the report; the
+    fields only it knows are null where the shots end in several)."""
     expectations = {}
     if args.observable and state is not None:
         expectations[args.observable] = state.expectation(PauliSum.from_string(args.observable))
@@ -675,7 +677,7 @@ def _report(
         print(
             json.dumps(
                 {
-                    "num_qubits": state.num_qubits if state is not None else None,
+                    "num_qubits": num_qubits,
                     "counts": dict(sorted(counts.items())),
                     "expectations": {
                         k: (v if isinstance(v, float) else [v.real, v.imag]) for k, v in expectations.items()

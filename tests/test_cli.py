@@ -200,3 +200,17 @@ def test_a_record_shown_in_an_error_keeps_its_keys_in_quotes():
 
     said = _cli_words("codec {'compression': 'lz4', 'keep_bits': None} is not a dasq codec; keep_bits=3")
     assert "'keep_bits': None" in said and said.endswith("--keep-bits 3")
+
+
+def test_json_names_the_qubits_of_a_run_whose_shots_end_in_several_states(tmp_path, capsys):
+    """A reset (or a mid-circuit measurement) splits the shots into branches: no one
+    final state carries the plan, but the run still has its qubits."""
+    qasm = tmp_path / "reset.qasm"
+    qasm.write_text(
+        'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[3];\ncreg c[3];\n'
+        "h q[0];\ncx q[0],q[1];\nreset q[0];\nh q[2];\nmeasure q -> c;\n"
+    )
+    assert main(["run", str(qasm), "--shots", "64", "--seed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_qubits"] == 3 and out["branches"] == 2 and out["plan"] is None
+    assert sum(out["counts"].values()) == 64 and all(label[-1] == "0" for label in out["counts"])

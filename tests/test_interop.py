@@ -71,6 +71,12 @@ def test_unknown_gate_names_the_line():
         dasq.Circuit.from_qasm(QASM3.replace("cx q[0], q[1];", "nope q[0];"))
 
 
+def test_a_parser_message_keeps_its_closing_quote():
+    bad = QASM3.replace("cx q[0], q[1];", "c[0] = measure q[0];\nif (c[0] == 1) x q[1];")
+    with pytest.raises(ValueError, match=r"conditions must be .* not 'bit == const int'$"):
+        dasq.Circuit.from_qasm(bad)
+
+
 def test_missing_file_and_bad_type():
     with pytest.raises(ValueError, match="no such file"):
         dasq.Circuit.from_qasm("no/such/file.qasm")

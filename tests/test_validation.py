@@ -214,6 +214,24 @@ def test_seeds_become_numpy_generators_and_anything_else_is_refused():
     for bad in ("seven", 1.5, True):
         with pytest.raises(TypeError, match="seed must be None, an int, a numpy Generator"):
             random_generator(bad)
+    with pytest.raises(dasq.ValidationError, match="seed_simulator must be None or an int >= 0, got -2"):
+        random_generator(-2, "seed_simulator")
+
+
+@pytest.mark.parametrize("seed, exc", [(-1, dasq.ValidationError), (1.5, TypeError), ("x", TypeError)])
+def test_a_bad_seed_is_refused_by_name_wherever_it_is_given(seed, exc):
+    """simulate, run and the states' sampling read a seed alike: None or an int >= 0."""
+    c = dasq.Circuit(2).h(0).cx(0, 1)
+    calls = [
+        lambda: dasq.simulate(c, seed=seed),
+        lambda: dasq.run(c, shots=10, seed=seed),
+        lambda: dasq.simulate(c).sample(10, seed=seed),
+        lambda: dasq.simulate(c, density=True).sample(10, seed=seed),
+    ]
+    for call in calls:
+        with pytest.raises(exc, match=r"^seed must be None or an int >= 0, got "):
+            call()
+    assert dasq.run(c, shots=20, seed=np.int64(4)).counts == dasq.run(c, shots=20, seed=4).counts
 
 
 def test_a_run_store_is_named_by_circuit_precision_and_basis(tmp_path):

@@ -237,12 +237,24 @@ def check_dtype(dtype: object) -> str:
     return name
 
 
+def check_seed(seed: object, what: str = "seed") -> int | None:
+    """A run's seed: None (fresh entropy) or an int >= 0, what numpy's SeedSequence
+    takes (said here, with the argument's name, rather than by numpy)."""
+    if seed is None:
+        return None
+    if not is_int(seed):
+        raise TypeError(f"{what} must be None or an int >= 0, got {seed!r}")
+    if seed < 0:  # type: ignore[operator]
+        raise ValidationError(f"{what} must be None or an int >= 0, got {seed}")
+    return int(seed)  # type: ignore[call-overload]
+
+
 def random_generator(seed: object, what: str = "seed") -> np.random.Generator:
     """A numpy Generator from what a user passes as a seed (the Qiskit, Cirq and
     PennyLane adapters draw each run's seed from it): None (fresh entropy), an int,
     a Generator (used as it is) or a legacy RandomState (a Generator seeded from it)."""
     if seed is None or is_int(seed):
-        return np.random.default_rng(None if seed is None else int(seed))  # type: ignore[call-overload]
+        return np.random.default_rng(check_seed(seed, what))
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, np.random.RandomState):

@@ -23,6 +23,7 @@ from dasq.circuit.validation import (
     check_index,
     check_qubits,
     check_readout_qubits,
+    check_seed,
     check_shots,
     not_a_circuit,
 )
@@ -228,7 +229,7 @@ class DensityMatrix:
         """(basis-state indices ascending, counts) of ``shots`` draws from the diagonal,
         drawn as a statevector with the same probabilities would draw them."""
         shots = check_shots(shots)
-        key = int(np.random.default_rng(seed).integers(0, 2**62))
+        key = int(np.random.default_rng(check_seed(seed)).integers(0, 2**62))
         amplitudes = np.sqrt(np.clip(self._diagonal(), 0.0, None)).astype(np.complex128)
         tables, _ = layout_tables(range(self._n), self._n)
         cpu = get_backend("cpu")

@@ -31,6 +31,7 @@ from dasq.circuit.validation import (
     check_client,
     check_index,
     check_readout_qubits,
+    check_seed,
     check_shots,
     not_a_circuit,
 )
@@ -382,7 +383,7 @@ class StateVector:
         samples for any chunking, layout, executor and block order (up to amplitudes
         that differ by rounding between two runs)."""
         shots = check_shots(shots)
-        key = int(np.random.default_rng(seed).integers(0, 2**62))
+        key = int(np.random.default_rng(check_seed(seed)).integers(0, 2**62))
         drawn = sample_shots(self._draw_pass, shots, key)
         if drawn is None:
             raise ValidationError(f"cannot sample: the state's norm is {self.norm():.3g}, not 1")

@@ -102,7 +102,9 @@ def _parse_error(exc: Exception, text: str, load: Any, located: int = 0) -> str:
     """Qiskit's message with its place: "<input>:5,0: ..." when the parser gives one,
     else the first line whose prefix of the program fails the same way (programs of
     up to MAX_LOCATED_LINES lines and ``located`` characters: each try parses)."""
-    message = str(exc).strip("'\"")
+    message = str(exc).strip()
+    if len(message) > 1 and message[0] == message[-1] and message[0] in "'\"":
+        message = message[1:-1]  # quoted whole (a KeyError's str); a quote that ends it is the message's
     where = re.match(r"(?:<input>:)?(\d+),(\d+):\s*(.*)", message, re.S)
     if where:
         line, col, rest = where.groups()

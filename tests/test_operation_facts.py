@@ -3,6 +3,8 @@ in one pass per operation list and follow every change to the circuit."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -13,8 +15,9 @@ from dasq.circuit import facts
 
 def test_a_circuit_run_again_is_not_scanned_again(monkeypatch):
     scans = []
-    found = facts._facts
-    monkeypatch.setattr(facts, "_facts", lambda ops: scans.append(len(ops)) or found(ops))
+    remembered = facts.Remembered(lambda ops: scans.append(len(ops)) or facts._facts(ops), facts.FACTS_KEPT)
+    for module in ("dasq.circuit.circuit", "dasq.api", "dasq.plan.reuse"):
+        monkeypatch.setattr(sys.modules[module], "facts_of", remembered)
     c = dasq.Circuit(3).h(0).cx(0, 1).rz(0.3, 2)
     first = dasq.simulate(c).to_numpy()
     second = dasq.simulate(c).to_numpy()
@@ -46,4 +49,5 @@ def test_only_the_last_operation_lists_are_kept():
     circuits = [dasq.Circuit(1).rz(0.1 * i, 0) for i in range(facts.FACTS_KEPT + 5)]
     for c in circuits:
         facts.facts_of(c)
-    assert len(facts._FACTS) == facts.FACTS_KEPT
+    assert len(facts.facts_of) == facts.FACTS_KEPT
+    assert facts.facts_of(circuits[-1]) is facts.facts_of(list(circuits[-1]))

@@ -13,11 +13,11 @@ shots engine puts it on the initial state, as Aer does, so a saved state has it.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dasq.circuit.classical import IfElse, has_if_test
+from dasq.circuit.facts import Remembered
 from dasq.circuit.kinds import Measure
 
 
@@ -51,7 +51,6 @@ def _writes(op: Any) -> set[int]:
     return set()
 
 
-_SPLITS: OrderedDict[tuple, ShotProgram] = OrderedDict()  # by the operations (which hash by identity)
 SPLITS_KEPT = 16
 
 
@@ -59,12 +58,7 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
     """The circuit's program for shots: its body and the terminal measurements that
     sampling the final state replaces. Remembered for the last few operation lists: a
     run asks more than once, and running a circuit again costs no pass over it."""
-    ops = tuple(circuit)
-    program = _SPLITS.get(ops)
-    if program is None:
-        program = _SPLITS[ops] = _split(ops)
-        while len(_SPLITS) > SPLITS_KEPT:
-            _SPLITS.popitem(last=False)
+    program = _SPLITS(circuit)
     phase = getattr(circuit, "global_phase", 0.0)
     return replace(program, global_phase=phase) if phase else program
 
@@ -101,3 +95,6 @@ def _split(ops: tuple) -> ShotProgram:
             read.discard(op.clbit)  # earlier writes are hidden from later reads
     body = tuple(op for op, k in zip(ops, keep) if k)
     return ShotProgram(body, tuple(reversed(terminal)), tuple(reversed(readout)))
+
+
+_SPLITS = Remembered(_split, SPLITS_KEPT)  # by the operations (which hash by identity)

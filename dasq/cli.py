@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from dask.utils import format_bytes
@@ -303,7 +304,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_once(args: argparse.Namespace) -> int:
     # a circuit that measures nothing is measured on every qubit: dasq.run does it
-    circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
+    circuit = Circuit.from_qasm(Path(args.circuit), include_path=args.include_path)
     if args.store is not None and _holds_a_run(args.store):  # run again on its store: it resumes
         _check_resume_memory(args)
     later = _compiles_later(args, circuit)
@@ -464,7 +465,7 @@ def _run_circuit(args: argparse.Namespace, circuit: Circuit, client: object | No
 
 
 def _plan(args: argparse.Namespace) -> int:
-    circuit = Circuit.from_qasm(args.circuit, include_path=args.include_path)
+    circuit = Circuit.from_qasm(Path(args.circuit), include_path=args.include_path)
     physical = plan(circuit, chunk_qubits=args.chunk_qubits, method=args.method, fusion_size=args.fusion_size)
     print(json.dumps(physical.to_json()) if args.json else physical)
     return 0

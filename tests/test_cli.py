@@ -214,3 +214,11 @@ def test_json_names_the_qubits_of_a_run_whose_shots_end_in_several_states(tmp_pa
     out = json.loads(capsys.readouterr().out)
     assert out["num_qubits"] == 3 and out["branches"] == 2 and out["plan"] is None
     assert sum(out["counts"].values()) == 64 and all(label[-1] == "0" for label in out["counts"])
+
+
+def test_a_missing_circuit_file_is_named_as_a_path(capsys):
+    """The command line's argument is a path: no word of QASM text given as a string."""
+    assert main(["run", "missing.qasm"]) == 2
+    assert capsys.readouterr().err.strip() == "dasq: error: no such file: 'missing.qasm'"
+    with pytest.raises(dasq.ValidationError, match=r"no such file: 'missing.qasm' \(nor is it OpenQASM text"):
+        dasq.Circuit.from_qasm("missing.qasm")

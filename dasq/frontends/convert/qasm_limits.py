@@ -83,7 +83,8 @@ def read_program(text_or_path: str | PathLike[str]) -> Program:
         exists = False
     shown = path if len(path) <= 200 else path[:200] + "..."
     if not exists:
-        raise ValidationError(f"no such file: {shown!r} (nor is it OpenQASM text, which has ';')")
+        text_too = " (nor is it OpenQASM text, which has ';')" if isinstance(text_or_path, str) else ""
+        raise ValidationError(f"no such file: {shown!r}{text_too}")
     text = read_file(path, f"the circuit file {shown!r}")
     return Program(text, os.path.dirname(os.path.abspath(path)))
 

@@ -185,11 +185,12 @@ SOLVER_FROM_BYTES = 1 << 30
 SOLVER_SECONDS_PER_GIB = 0.25
 SOLVER_MAX_SECONDS = 10.0
 # A GPU stage's passes over shared-memory tiles are searched (plan/search.py's climbed
-# local sets, no solver) for blocks of TILE_SEARCH_FROM_BYTES and more: each pass is a
-# read and a write of the block, and on layered random circuits the search runs them
-# in a quarter fewer passes than the greedy staging, for about what one or two passes
-# of such a block cost (smaller blocks: the search costs more than it saves).
-TILE_SEARCH_FROM_BYTES = 1 << 30
+# local sets, no solver) for blocks of TILE_SEARCH_FROM_BYTES and more: on layered
+# random circuits the search finds a quarter fewer passes than the greedy staging, and
+# its host time grows with the stage's groups as the passes saved do; from blocks of
+# this size a run's saved passes cost the device about what the search costs the host
+# or more (smaller blocks: greedy; a warm run reuses either).
+TILE_SEARCH_FROM_BYTES = 8 << 30
 # The exact solver's 0/1 program for a plan's lower bound is built only up to this many
 # variables (with dasq.plan-bound-seconds): larger ones take the cheap bounds.
 MILP_MAX_VARIABLES = 20_000

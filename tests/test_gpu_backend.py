@@ -492,8 +492,8 @@ def test_a_second_run_of_a_circuit_reuses_its_plan_and_compiled_passes():
 @pytest.mark.parametrize("n, greedy, searched", [(28, 32, 25), (30, 35, 26), (32, 37, 29)])
 def test_large_blocks_search_for_fewer_tile_passes(n, greedy, searched):
     """The passes the GPU guide quotes for its layered random circuits (depth 20,
-    complex64, one block): the search's where a block holds 1 GiB or more, the greedy
-    staging's otherwise (pure planning)."""
+    complex64, one block), greedy and searched (pure planning); a run searches where
+    its block holds TILE_SEARCH_FROM_BYTES or more (8 GiB: 30 qubits)."""
     pytest.importorskip("qiskit")
     sys.path.append(str(Path(__file__).resolve().parents[1]))
     from benchmarks import circuits
@@ -505,4 +505,6 @@ def test_large_blocks_search_for_fewer_tile_passes(n, greedy, searched):
     (stage,) = [s for s in make_plan(list(c), n, n, fusion_size=2).steps if isinstance(s, BlockProgram)]
     width, low = GPU_TWIN.tile_qubits("complex64")
     assert len(tile_passes(stage.groups, n, width, GPU_TWIN.widest_tiled_group, low)) == greedy
-    assert len(device_tile_passes(stage.groups, n, GPU_TWIN, "complex64")) == searched
+    assert len(tile_passes(stage.groups, n, width, GPU_TWIN.widest_tiled_group, low, search=True)) == searched
+    used = len(device_tile_passes(stage.groups, n, GPU_TWIN, "complex64"))
+    assert used == (searched if n >= 30 else greedy)

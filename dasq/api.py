@@ -110,7 +110,9 @@ def simulate(
         seed: Seeds the outcomes of mid-circuit measurements.
         progress: A progress bar over the plan's steps, a widget in Jupyter; on a
             cluster it moves as every worker finishes each step (a plan that runs as a
-            task graph shows distributed's progress instead).
+            task graph shows distributed's progress instead). A circuit with
+            mid-circuit measurements or resets shows one bar over its operations, and
+            ``trajectories`` one over the trajectories.
         method: "planned" groups the circuit into stages (one pass over the blocks
             each, gates fused into groups of at most ``fusion_size`` qubits, one fused
             relayout between stages); "per-operation" lowers every operation on its
@@ -354,14 +356,16 @@ def _run_density(spec: RunSpec, circuit: Circuit) -> DensityMatrix:
 def _run_dynamic(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
     """Conditioned blocks (and a density matrix's mid-circuit measurements): one shot
     through the branches, each segment evolved as its state's kind."""
-    L, options = _in_memory(spec), spec.options()
+    program = split_terminal_measurements(circuit)
+    walk_bar = spec.progress and program.segmented  # one bar, not one per segment
+    L, options = _in_memory(spec), replace(spec.options(), progress=spec.progress and not walk_bar)
     n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
     evolve_segment = _density_from if spec.density else _evolve_from
 
     def start(segment: Circuit) -> Any:
         return evolve_segment(spec.initial, segment, n, L, spec.dtype, options, rng)
 
-    (branch,) = run_branches(split_terminal_measurements(circuit), n, 1, start, rng)
+    (branch,) = run_branches(program, n, 1, start, rng, progress=walk_bar)
     assert branch.state is not None
     return branch.state
 
@@ -379,14 +383,15 @@ def _run_trajectories(spec: RunSpec, circuit: Circuit) -> Trajectories:
         where,
         "use fewer trajectories (the standard error falls as 1/sqrt(trajectories))",
     )
-    options = replace(spec.options(), progress=False)  # a bar per trajectory segment would say nothing
+    options = replace(spec.options(), progress=False)  # one bar over the trajectories, not one per segment
     n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
 
     def begin(segment: Circuit) -> StateVector:  # its measurements are mid-circuit ones: they collapse
         own = np.random.default_rng(int(rng.integers(0, 2**62)))
         return _evolve_from(spec.initial, segment, n, L, spec.dtype, options, own)
 
-    return run_trajectories(circuit.remove_final_measurements(), spec.trajectories, begin, rng)
+    body = circuit.remove_final_measurements()
+    return run_trajectories(body, count, begin, rng, progress=spec.progress)
 
 
 RUNNERS = {
@@ -472,13 +477,16 @@ def run(
         )
     rng = np.random.default_rng(seed)
     initial = options.pop("initial", None)
+    walk_bar = bool(options.get("progress")) and program.segmented  # one bar, not one per segment
+    if walk_bar:
+        options["progress"] = False
 
     def start(segment: Circuit) -> StateVector:
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
 
     limit = options.get("memory_limit")  # what the branches' states may take, as a run's state may
     held = (v.check_memory_limit(limit), "memory_limit") if limit is not None else None
-    branches = run_branches(program, circuit.num_qubits, shots, start, rng, memory=held)
+    branches = run_branches(program, circuit.num_qubits, shots, start, rng, memory=held, progress=walk_bar)
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)

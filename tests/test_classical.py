@@ -213,6 +213,17 @@ def test_terminal_measurements_are_split_off():
     assert [op.name for op in split_terminal_measurements(c).body] == ["x"]
 
 
+def test_a_program_is_segmented_by_a_measurement_or_reset_however_nested():
+    """Segmented: states are computed on the way (a run draws one bar over the walk)."""
+    conditioned = dasq.Circuit(2, num_clbits=1).h(0).if_test((0, 1), dasq.Circuit(2).x(1))
+    program = split_terminal_measurements(conditioned)
+    assert program.dynamic and not program.segmented
+    nested = dasq.Circuit(2, num_clbits=1).h(0).if_test((0, 0), dasq.Circuit(2).reset(1))
+    assert split_terminal_measurements(nested).segmented
+    assert split_terminal_measurements(dasq.Circuit(2).h(0).reset(0).h(0)).segmented
+    assert not split_terminal_measurements(dasq.Circuit(2).h(0).measure_all()).segmented
+
+
 @pytest.mark.parametrize(
     "build,message",
     [

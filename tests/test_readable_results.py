@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from dask.utils import format_bytes
 
 import dasq
+from dasq.circuit.dynamic import split_terminal_measurements
 from dasq.cli import _info_lines, main
 from dasq.engine.report import Report, StepRecord
 from dasq.plan.steps import Traffic
@@ -171,6 +172,69 @@ def test_an_in_memory_run_draws_its_finished_bar_once(capsys):
     err = capsys.readouterr().err
     drawn = [d for d in err.split("\r") if d.strip()]
     assert err.count("\n") == 1 and sum("100%" in d for d in drawn) == 1 and "100%" in drawn[-1]
+
+
+def _bars(err: str) -> dict[str, list[str]]:
+    """Each bar's drawings, by its description (the text before its first colon)."""
+    drawn: dict[str, list[str]] = {}
+    for d in err.replace("\n", "\r").split("\r"):
+        if d.strip():
+            drawn.setdefault(d.split(":")[0], []).append(d)
+    return drawn
+
+
+def _resetting(n: int, rounds: int) -> dasq.Circuit:
+    c = dasq.Circuit(n)
+    for r in range(rounds):
+        c.h(r % n).cx(r % n, (r + 1) % n).reset((r + 2) % n)
+    return c.measure_all()
+
+
+def test_a_run_with_mid_circuit_resets_draws_one_bar_over_its_operations(capsys):
+    """Its segments (one per branch between resets) would each draw a steps bar."""
+    circuit = _resetting(6, 12)
+    result = dasq.run(circuit, 100, seed=2, chunk_qubits=3, progress=True)
+    assert result.branches > 1
+    total = len(split_terminal_measurements(circuit).body)
+    drawn = _bars(capsys.readouterr().err)
+    assert list(drawn) == ["dasq operations"]
+    assert (
+        sum("100%" in d for d in drawn["dasq operations"]) == 1
+        and f"{total}/{total}" in drawn["dasq operations"][-1]
+    )
+    quiet = dasq.run(circuit, 100, seed=2, chunk_qubits=3)
+    assert quiet.counts == result.counts and not capsys.readouterr().err
+
+
+def test_a_conditioned_simulation_with_measurements_draws_one_bar_and_one_without_them_its_steps(capsys):
+    body = dasq.Circuit(4).x(3)
+    measured = dasq.Circuit(4, num_clbits=1).h(0).measure(0, 0).if_test((0, 1), body).h(1).measure(1, 0)
+    dasq.simulate(measured.if_test((0, 1), body), seed=1, chunk_qubits=2, progress=True)
+    assert list(_bars(capsys.readouterr().err)) == ["dasq operations"]
+    unmeasured = dasq.Circuit(4, num_clbits=1).h(0).if_test((0, 0), body)
+    dasq.simulate(unmeasured, seed=1, chunk_qubits=2, progress=True)
+    assert list(_bars(capsys.readouterr().err)) == ["dasq steps"]
+
+
+def test_trajectories_draw_one_bar_over_the_trajectories(capsys):
+    circuit = dasq.Circuit(4).h(0).depolarize(0.2, 0).cx(0, 1).measure(1).ry(0.5, 2).dephase(0.3, 2)
+    dasq.simulate(circuit, trajectories=7, seed=3, chunk_qubits=2, progress=True)
+    drawn = _bars(capsys.readouterr().err)
+    assert list(drawn) == ["dasq trajectories"] and "7/7" in drawn["dasq trajectories"][-1]
+
+
+def test_the_command_line_draws_one_bar_for_a_run_with_resets(tmp_path):
+    qasm = tmp_path / "resets.qasm"
+    qasm.write_text(_resetting(5, 8).to_qasm())
+    env = {**os.environ, "TQDM_MININTERVAL": "0", "TQDM_MINITERS": "1"}
+    command = ["run", str(qasm), "--chunk-qubits", "3", "--progress", "--shots", "50", "--seed", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "dasq.cli", *command], env=env, capture_output=True, timeout=300
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    drawn = _bars(err)
+    assert list(drawn) == ["dasq operations"] and sum("100%" in d for d in drawn["dasq operations"]) == 1
 
 
 def test_run_and_the_command_line_measure_a_circuit_without_measurements_alike(tmp_path, capsys):

@@ -18,7 +18,8 @@ from typing import Any
 
 from dasq.circuit.classical import IfElse, has_if_test
 from dasq.circuit.facts import Remembered
-from dasq.circuit.kinds import Measure
+from dasq.circuit.initialize import Initialize
+from dasq.circuit.kinds import Measure, Reset
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,20 @@ class ShotProgram:
     @functools.cached_property
     def conditional(self) -> bool:
         return has_if_test(self.body)
+
+    @functools.cached_property
+    def segmented(self) -> bool:
+        """Whether states are computed on the way (at a measurement, reset or
+        initialize, however nested): a run is then one segment per branch between them."""
+        return _computes_midway(self.body)
+
+
+def _computes_midway(ops: Any) -> bool:
+    return any(
+        isinstance(op, (Measure, Reset, Initialize))
+        or (isinstance(op, IfElse) and _computes_midway((*op.true_body, *op.false_body)))
+        for op in ops
+    )
 
 
 def _writes(op: Any) -> set[int]:

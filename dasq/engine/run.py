@@ -20,6 +20,7 @@ from dasq.circuit.kinds import Operation
 from dasq.engine import route
 from dasq.engine.oneblock import run_alone
 from dasq.engine.placement import scheduler_client
+from dasq.engine.progress import counting_bar
 from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.engine.spec import RunOptions
 from dasq.plan.reuse import cached_plan
@@ -89,7 +90,9 @@ def evolve(
     # a bar counts steps, in one process and for a cluster's run of programs (its step
     # tasks end as the workers finish each step); a cluster's task graph computes while
     # its graphs are still being built: distributed's own progress follows its tasks
-    on_step: Callable[[int, int], Any] | None = _progress(len(plan.steps)) if options.progress else None
+    on_step: Callable[[int, int], Any] | None = (
+        counting_bar(len(plan.steps), "dasq steps", "step") if options.progress else None
+    )
     # a cluster's programs make the basis state where it lives (basis_position)
     executor = _executor(options, rng, on_step, owned, zero, position, direct=path == "direct")
     run = executor.run(plan, blocks)
@@ -144,23 +147,3 @@ def _executor(
         basis_position=basis_position,
         direct=direct,
     )
-
-
-def _progress(total: int) -> Callable[[int, int], Any]:
-    """A bar over the plan's steps (a widget in Jupyter), drawn from its first call: a
-    cluster's task graph, which distributed's bar follows instead, never draws it."""
-    from tqdm.auto import tqdm
-
-    bar: Any = None
-
-    def advance(done: int, of: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc="dasq steps", unit="step")
-        if done >= of:  # close() draws the finished bar: drawn here too, it would print twice
-            bar.n = done
-            bar.close()
-        else:
-            bar.update(done - bar.n)  # drawn as tqdm's intervals allow
-
-    return advance

@@ -34,6 +34,7 @@ from dasq.backend.base import Backend
 from dasq.backend.registry import get_backend
 from dasq.engine.internals import DataNode, Task, TaskRef
 from dasq.engine.program import BlockRunner
+from dasq.engine.progress import advance_bytes, bytes_bar
 from dasq.engine.report import StepRecord
 from dasq.errors import StoreError, ValidationError
 from dasq.plan import relayout as algebra
@@ -562,7 +563,7 @@ class StreamExecutor:
         for key, item in zip(keys, one.items):
             graph[key] = Task(key, one.task, TaskRef(work_key), *item)
         label = f"{self.unit} {s + 1}/{self.manifest.stages_total}"
-        bar = _progress_bar(label, one.blocks, one.nbytes) if self.progress else None
+        bar = bytes_bar(label, one.blocks, one.nbytes) if self.progress else None
         results: list[BlockResult] = []
         try:
             if self.client is not None:
@@ -573,7 +574,7 @@ class StreamExecutor:
                     for future in as_completed(futures, loop=self.client.loop):  # ours, not Dask's default
                         results.append(future.result())
                         if bar is not None:
-                            _advance(bar, results[-1].nbytes)
+                            advance_bytes(bar, results[-1].nbytes)
                 except BaseException:
                     self.client.cancel(futures)  # no new block starts; running ones finish on their own
                     raise
@@ -583,7 +584,9 @@ class StreamExecutor:
                 # the store once the caller (and its lock) has moved on
                 workers = self.workers()
                 with (
-                    _BarCallback((lambda nbytes: _advance(bar, nbytes)) if bar is not None else None, name),
+                    _BarCallback(
+                        (lambda nbytes: advance_bytes(bar, nbytes)) if bar is not None else None, name
+                    ),
                     ThreadPoolExecutor(workers) as pool,
                 ):
                     results = dask.threaded.get(graph, keys, num_workers=workers, pool=pool)
@@ -655,23 +658,6 @@ def pass_record(one: Pass, n: int, L: int, nblocks: int) -> StepRecord:
     traffic = one.relayout.traffic(n, L) if one.relayout is not None else Traffic()
     path = "gather+stage" if one.relayout is not None else "stream"
     return StepRecord(one.step_index, "pass", path, None, one.program.describe(n, L), traffic, nblocks)
-
-
-def _progress_bar(label: str, nblocks: int, nbytes: int) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=nbytes, desc=label, unit="B", unit_scale=True, unit_divisor=1024, postfix=f"{nblocks} blocks"
-    )
-
-
-def _advance(bar: Any, nbytes: float) -> None:
-    """Advance a stage's bar by ``nbytes``: the update that finishes it is not drawn,
-    since the bar's close() draws the finished bar (drawn by both, it printed twice)."""
-    if bar.total is not None and bar.n + nbytes >= bar.total:
-        bar.n += nbytes
-    else:
-        bar.update(nbytes)
 
 
 class _BarCallback(dask.callbacks.Callback):

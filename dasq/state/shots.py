@@ -21,6 +21,7 @@ from dasq import _config
 from dasq.circuit.classical import ClassicalRegister, count_keys, memory_array, memory_dtype, with_clbit
 from dasq.circuit.dynamic import ShotProgram
 from dasq.engine.draws import total_by_value
+from dasq.engine.progress import counting_bar
 from dasq.errors import ValidationError
 from dasq.state.statevector import StateVector
 from dasq.state.walk import Group, ShotBranches, Snapshot, Start, Walker
@@ -98,18 +99,26 @@ def run_branches(
     rng: np.random.Generator,
     observe: Observe | None = None,
     memory: tuple[int, str] | None = None,
+    progress: bool = False,
 ) -> list[Branch]:
     """Every branch of ``program.body`` for ``shots`` shots, with its final state;
     ``observe`` is called at each Snapshot with the branches there, states computed.
     ``memory``: the bytes the branches' states may take and what sets them (default
     this machine's memory): a measurement whose branches would need more is refused
-    before their states are built."""
+    before their states are built. ``progress``: one bar over the body's operations
+    (the caller turns its segments' own bars off)."""
     if memory is None:
         memory = (_config.available_memory()[0], "this machine's memory")
     seen = None if observe is None else lambda snapshot, groups: observe(snapshot, _branches(groups))
     phase = float(program.global_phase)
     walker = Walker(num_qubits, start, ShotBranches(rng), seen, memory, phase)
-    return _branches([walker.settled(g) for g in walker.run(program.body, [walker.root(shots)])])
+    total = len(program.body)
+    advance = counting_bar(total, "dasq operations", "op") if progress else None
+    ended = walker.run(program.body, [walker.root(shots)], advance)
+    branches = _branches([walker.settled(g) for g in ended])
+    if advance is not None:
+        advance(total, total)
+    return branches
 
 
 def _branches(groups: list[Group]) -> list[Branch]:

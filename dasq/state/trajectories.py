@@ -20,6 +20,7 @@ import numpy as np
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test
 from dasq.circuit.validation import check_readout_qubits, check_shots
+from dasq.engine.progress import counting_bar
 from dasq.errors import ValidationError
 from dasq.state.statevector import StateVector
 from dasq.state.walk import Group, Node, OneTrajectory, Start, Walker
@@ -72,13 +73,22 @@ class Trajectories:
         return dict(sorted(total.items()))
 
 
-def run_trajectories(circuit: Circuit, count: int, start: Start, rng: np.random.Generator) -> Trajectories:
+def run_trajectories(
+    circuit: Circuit, count: int, start: Start, rng: np.random.Generator, progress: bool = False
+) -> Trajectories:
     """``count`` trajectories of ``circuit`` (terminal measurements removed already), one
-    walk each (``OneTrajectory``: mid-circuit measurements collapse in the engine)."""
+    walk each (``OneTrajectory``: mid-circuit measurements collapse in the engine).
+    ``progress``: one bar over the trajectories."""
     walker = Walker(circuit.num_qubits, start, OneTrajectory(rng))
-    return Trajectories(
-        [walker.state(walker.run(list(circuit), [Group(Node(), 1)])[0].node) for _ in range(count)]
-    )
+    advance = counting_bar(count, "dasq trajectories", "trajectory") if progress else None
+    states = []
+    for i in range(count):
+        if advance is not None:
+            advance(i, count)
+        states.append(walker.state(walker.run(list(circuit), [Group(Node(), 1)])[0].node))
+    if advance is not None:
+        advance(count, count)
+    return Trajectories(states)
 
 
 def refuse_conditions(circuit: Circuit) -> None:

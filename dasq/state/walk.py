@@ -36,6 +36,7 @@ from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], Any]
+Advance = Callable[[int, int], Any]  # (records walked, records in all)
 MERGE_ATOL = 1e-12
 CERTAIN = 1 - 1e-12  # an outcome this probable projects nothing
 
@@ -192,16 +193,20 @@ class Walker:
         """Every shot at the start, the circuit's global phase pending."""
         return Group(Node(pending=tuple(_phase(self.n, self.global_phase))), reps)
 
-    def run(self, records: Sequence[Any], groups: list[Group]) -> list[Group]:
-        """The groups after ``records``."""
-        return self.walk(records, groups).ended
+    def run(self, records: Sequence[Any], groups: list[Group], advance: Advance | None = None) -> list[Group]:
+        """The groups after ``records``; ``advance(i, len(records))`` is called before
+        record i (a progress bar over the walk: the caller closes it, once the states
+        left pending are computed)."""
+        return self.walk(records, groups, advance).ended
 
-    def walk(self, records: Sequence[Any], groups: list[Group]) -> Flow:
+    def walk(self, records: Sequence[Any], groups: list[Group], advance: Advance | None = None) -> Flow:
         """The groups after ``records``; whenever their number doubles, those alike are merged."""
         flow = Flow([])
         limit = max(_config.MERGE_FROM, 2 * len(groups))
         i = 0
         while i < len(records) and groups:
+            if advance is not None:
+                advance(i, len(records))
             op = records[i]
             if isinstance(op, Measure) and self.draw.measures:
                 j = i + 1

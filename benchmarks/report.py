@@ -31,13 +31,6 @@ def machine_line(m: dict) -> str:
     )
 
 
-def _gate_count(circuit: str, n: int) -> int:
-    """Operations of a suite's circuit (the circuits are seeded: rebuilt, not stored)."""
-    from benchmarks import circuits
-
-    return len(circuits.to_dasq(circuits.CIRCUITS[circuit](n)))
-
-
 ORDER = ("dasq", "dasq-old", "aer", "qsim", "qulacs", "lightning")
 
 

@@ -346,3 +346,21 @@ def test_each_worker_says_when_it_computed_sent_and_waited(client):
         assert {"computed", "sent", "assembled"} <= set(kinds)
         assert all(a.time <= b.time for a, b in itertools.pairwise(events))
         assert {e.block for e in events if e.what == "assembled"} <= set(range(16))
+
+
+def test_a_worker_forgets_runs_stopped_over_an_hour_ago_when_another_stops():
+    """A long-lived worker's inbox keeps the runs stopped lately (a late piece of one is
+    dropped), not every run it ever saw stopped."""
+    from dasq.engine.inbox import REMEMBER_ABORTED_S, Inbox, RunAbortedError
+
+    inbox = Inbox()
+    now = time.time()
+    inbox.abort("old", f"a peer failed@{now - REMEMBER_ABORTED_S - 60}")
+    with pytest.raises(RunAbortedError, match=r"run old was stopped: a peer failed$"):
+        inbox.wait_until("old", lambda: True, 0.1)
+    inbox.abort("recent", f"the client gave up@{now - 60}")
+    inbox.abort("new", f"a peer failed@{now}")
+    inbox.wait_until("old", lambda: True, 0.1)  # forgotten: ready, not stopped
+    for run in ("recent", "new"):
+        with pytest.raises(RunAbortedError):
+            inbox.wait_until(run, lambda: True, 0.1)

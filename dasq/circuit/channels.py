@@ -151,18 +151,6 @@ def reset_kraus() -> np.ndarray:
     return np.array([[[1, 0], [0, 0]], [[0, 1], [0, 0]]], dtype=complex)
 
 
-def readout_kraus(p01: float, p10: float) -> np.ndarray:
-    """Measure-and-prepare: |b><a| with weight P(b | a); p01 = P(read 1 | 0), p10 = P(read 0 | 1)."""
-    w = {(0, 0): 1 - p01, (1, 0): p01, (0, 1): p10, (1, 1): 1 - p10}
-    ops = []
-    for (b, a), p in w.items():
-        if p > 0:
-            k = np.zeros((2, 2), dtype=complex)
-            k[b, a] = np.sqrt(p)
-            ops.append(k)
-    return np.array(ops)
-
-
 def mixed_unitary(kraus: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """(probabilities, unitaries) when every K_i is sqrt(p_i) times a unitary (the
     branch probabilities of a trajectory then do not depend on the state); else None."""

@@ -48,7 +48,6 @@ from dasq.errors import ValidationError
 
 Qubits = int | Sequence[int]
 ControlStates = Sequence[int] | int | str | None
-Angle = float | ParameterExpression
 
 
 def _accepts_parameters(method: Any) -> Any:

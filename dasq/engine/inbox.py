@@ -28,6 +28,7 @@ from dasq.engine.internals import add_handler
 
 HANDLER = "dasq_pieces"
 PLUGIN_NAME = "dasq-inbox"
+REMEMBER_ABORTED_S = 3600.0
 
 
 class RunAbortedError(RuntimeError):
@@ -96,11 +97,18 @@ class Inbox:
 
     def _check(self, run: str) -> None:
         if run in self._aborted:
-            why = self._aborted[run].rsplit("@", 1)[0]  # less the time it was stopped (expire)
+            why = self._aborted[run].rsplit("@", 1)[0]  # less the time it was stopped
             raise RunAbortedError(f"run {run} was stopped: {why}")
 
     def abort(self, run: str, reason: str) -> None:
+        """Stop ``run`` here; ``reason`` ends in "@" and the wall-clock time it was
+        stopped. A worker lives through many runs: the runs stopped more than
+        ``REMEMBER_ABORTED_S`` ago are forgotten now (a late piece of one would be long
+        overdue)."""
         with self._ready:
+            now = time.time()
+            for old in [r for r, why in self._aborted.items() if now - _since(why) > REMEMBER_ABORTED_S]:
+                del self._aborted[old]
             self._aborted.setdefault(run, reason)  # the first reason is the cause
             self._drop(run)
             for key in [k for k in self._steps_done if k[0] == run]:
@@ -117,13 +125,6 @@ class Inbox:
     def _drop(self, run: str) -> None:
         for key in [k for k in self._pieces if k[0] == run]:
             del self._pieces[key]
-
-    def expire(self, older_than_s: float = 3600.0) -> None:
-        """Aborted runs are remembered for an hour (a late piece of one is dropped)."""
-        now = time.time()
-        with self._ready:
-            for run in [r for r, why in self._aborted.items() if now - _since(why) > older_than_s]:
-                del self._aborted[run]
 
 
 def _since(reason: str) -> float:

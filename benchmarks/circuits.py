@@ -57,9 +57,14 @@ def layers(n: int, depth: int = 20, seed: int = 5):
 
 
 def quantum_volume(n: int, seed: int = 11):
-    from qiskit.circuit.library import QuantumVolume
+    """Qiskit's quantum-volume model circuit of depth ``n``, as the saved ``qv`` rows drew
+    it with ``QuantumVolume(n, seed=seed)`` (a class Qiskit 2.2 deprecated and 3.0
+    removes): that class seeded the ``quantum_volume`` function with the first int64 of
+    numpy's generator for ``seed``."""
+    from qiskit.circuit.library import quantum_volume as model
 
-    return QuantumVolume(n, depth=n, seed=seed).decompose()
+    drawn = np.random.default_rng(seed).integers(np.iinfo(np.int64).max, dtype=np.int64)
+    return model(n, n, int(drawn))
 
 
 CIRCUITS = {"qft": qft, "ghz": ghz, "random": random, "qv": quantum_volume, "layers": layers}

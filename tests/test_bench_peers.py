@@ -102,3 +102,24 @@ def test_the_warm_up_runs_dasqs_compiled_kernels_on_several_blocks() -> None:
         plan = dasq.plan(circuits.to_dasq(circuits.qft(WARM_UP_QUBITS)))
     assert plan.chunk_qubits < WARM_UP_QUBITS
     assert 1 << plan.chunk_qubits >= COMPILED_FROM
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_the_qv_circuits_are_those_of_qiskits_deprecated_class(n: int) -> None:
+    """The saved qv rows timed ``QuantumVolume(n, seed=11)``; while Qiskit has that class,
+    the function-built circuit is checked to be its operator, gate for gate in count."""
+    import warnings
+
+    from qiskit.quantum_info import Operator
+
+    library = pytest.importorskip("qiskit.circuit.library")
+    if not hasattr(library, "QuantumVolume"):
+        pytest.skip("this Qiskit no longer has the QuantumVolume class")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = library.QuantumVolume(n, depth=n, seed=11).decompose()
+    new = circuits.quantum_volume(n)
+    assert new.count_ops() == old.count_ops() == {"unitary": n * (n // 2)}
+    np.testing.assert_allclose(Operator(new).data, Operator(old).data, rtol=0, atol=1e-14)
+    other = Operator(circuits.quantum_volume(n, seed=12)).data
+    assert not np.allclose(other, Operator(old).data)

@@ -7,12 +7,11 @@
 # gpu suite (tile configurations at 20 qubits: host time per group, passes, roofline,
 # states against the CPU backend).
 #
-# It needs, carried with the working tree:
+# It needs, carried with the working tree (benchmarks/prepare_lent.sh makes both):
 #   .whl/   the wheels of dasq's dependencies missing there (dask, distributed, zarr,
 #           numcodecs, donfig, google-crc32c, partd, locket, tblib, zict, tornado,
-#           qiskit, rustworkx, stevedore, dill), fetched with
-#           `pip download --no-deps --only-binary=:all: --python-version 3.12 ...`
-#   .qsim/  a qsim checkout's lib/ and apps/ (`git archive HEAD lib apps`)
+#           qiskit, rustworkx, stevedore, dill)
+#   .qsim/  a qsim checkout's lib/ and apps/, and its commit in .qsim/COMMIT
 # and writes the results JSON (benchmarks/results/) and a log to $OUT as well.
 # DRY=1 runs it all at toy sizes on a machine without a GPU (dasq on cpu/gpu-twin,
 # qsim's CPU app), to try the script before a lease.
@@ -63,7 +62,7 @@ log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
 wait $BUILD; cat "$OUT/nvcc.txt" >>"$OUT/log.txt" 2>/dev/null
 [[ " $PARTS " == *" gpupeer "* ]] && { log "gpupeer"
-timeout ${PEER_TIMEOUT:-230} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-unknown}" \
+timeout ${PEER_TIMEOUT:-230} $PY benchmarks/run.py gpupeer --qsim-binary $QSIM --qsim-commit "${QSIM_COMMIT:-$(cat .qsim/COMMIT 2>/dev/null || echo unknown)}" \
   "${PEER[@]}" --circuits layers qft --fused ${FUSED:-3 4} --reps 2 --device $DEV --configs "${CONFIGS[@]}" \
   --output gpupeer$S >>"$OUT/log.txt" 2>&1
 log "gpupeer rc=$?"; keep gpupeer$S; }

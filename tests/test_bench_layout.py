@@ -126,3 +126,27 @@ def test_no_benchmark_module_imports_dasq_at_its_top(module):
         elif isinstance(node, ast.ImportFrom) and node.module:
             top.append(node.module)
     assert not [name for name in top if name.split(".")[0] == "dasq"], module
+
+
+def test_preparing_a_lease_needs_a_qsim_git_directory(tmp_path):
+    """benchmarks/prepare_lent.sh says how it is called before it downloads or deletes anything."""
+    import subprocess
+
+    wheels = ROOT / ".whl"
+    made = not wheels.exists()
+    wheels.mkdir(exist_ok=True)
+    marker = wheels / "kept-by-the-refused-call"
+    marker.touch()
+    try:
+        done = subprocess.run(
+            ["bash", str(BENCH / "prepare_lent.sh"), str(tmp_path / "no-such-git")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and "usage: benchmarks/prepare_lent.sh QSIM_GIT_DIR" in done.stderr
+        assert marker.exists()
+    finally:
+        marker.unlink()
+        if made:
+            wheels.rmdir()

@@ -34,7 +34,7 @@ from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix, initial_choi
-from dasq.state.shots import Result, run_branches, sample_branches
+from dasq.state.shots import Result, run_branches, sample_branches, walk_bar
 from dasq.state.statevector import StateVector, qiskit_state
 from dasq.state.trajectories import Trajectories, refuse_conditions, run_trajectories
 from dasq.storage.location import check_creatable
@@ -357,15 +357,15 @@ def _run_dynamic(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix
     """Conditioned blocks (and a density matrix's mid-circuit measurements): one shot
     through the branches, each segment evolved as its state's kind."""
     program = split_terminal_measurements(circuit)
-    walk_bar = spec.progress and program.segmented  # one bar, not one per segment
-    L, options = _in_memory(spec), replace(spec.options(), progress=spec.progress and not walk_bar)
+    drawn = walk_bar(program, {"progress": spec.progress})
+    L, options = _in_memory(spec), replace(spec.options(), progress=spec.progress and not drawn)
     n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
     evolve_segment = _density_from if spec.density else _evolve_from
 
     def start(segment: Circuit) -> Any:
         return evolve_segment(spec.initial, segment, n, L, spec.dtype, options, rng)
 
-    (branch,) = run_branches(program, n, 1, start, rng, progress=walk_bar)
+    (branch,) = run_branches(program, n, 1, start, rng, progress=drawn)
     assert branch.state is not None
     return branch.state
 
@@ -477,16 +477,14 @@ def run(
         )
     rng = np.random.default_rng(seed)
     initial = options.pop("initial", None)
-    walk_bar = bool(options.get("progress")) and program.segmented  # one bar, not one per segment
-    if walk_bar:
-        options["progress"] = False
+    progress = walk_bar(program, options)
 
     def start(segment: Circuit) -> StateVector:
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
 
     limit = options.get("memory_limit")  # what the branches' states may take, as a run's state may
     held = (v.check_memory_limit(limit), "memory_limit") if limit is not None else None
-    branches = run_branches(program, circuit.num_qubits, shots, start, rng, memory=held, progress=walk_bar)
+    branches = run_branches(program, circuit.num_qubits, shots, start, rng, memory=held, progress=progress)
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)

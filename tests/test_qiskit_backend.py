@@ -270,3 +270,16 @@ def test_qiskits_backend_primitives_run_on_it():
     assert set(counts) == {"00", "11"} and sum(counts.values()) == 400
     evs = BackendEstimatorV2(backend=backend).run([(qc, SparsePauliOp(["ZZ", "XX", "ZI"]))]).result()
     assert evs[0].data.evs == pytest.approx(2.0, abs=0.1)  # <ZZ> + <XX> + <ZI> = 1 + 1 + 0
+
+
+def test_progress_on_a_circuit_with_resets_is_one_bar_over_its_operations(capsys):
+    qc = QuantumCircuit(4, 4)
+    for r in range(6):
+        qc.h(r % 4)
+        qc.cx(r % 4, (r + 1) % 4)
+        qc.reset((r + 2) % 4)
+    qc.measure(range(4), range(4))
+    counts = DasqBackend().run(qc, shots=200, seed_simulator=3, progress=True, chunk_qubits=2).result()
+    assert sum(counts.get_counts().values()) == 200
+    drawn = {d.split(":")[0] for d in capsys.readouterr().err.replace("\n", "\r").split("\r") if d.strip()}
+    assert drawn == {"dasq operations"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -119,6 +120,16 @@ def run_branches(
     if advance is not None:
         advance(total, total)
     return branches
+
+
+def walk_bar(program: ShotProgram, options: dict[str, Any]) -> bool:
+    """Whether a run of ``program`` with ``simulate`` settings ``options`` draws one bar
+    over its walk: asked for, and the program computes states on the way. Then its
+    segments' runs draw none (``options`` is changed so)."""
+    drawn = bool(options.get("progress")) and program.segmented
+    if drawn:
+        options["progress"] = False
+    return drawn
 
 
 def _branches(groups: list[Group]) -> list[Branch]:

@@ -60,7 +60,7 @@ from dasq.circuit.validation import random_generator
 from dasq.errors import ValidationError
 from dasq.frontends.qiskit.saves import SAVE_CLASSES, Reading, Save, combined, read, save_of
 from dasq.plan.choi import resets_as_channels
-from dasq.state.shots import Branch, Snapshot, run_branches, sample_branches
+from dasq.state.shots import Branch, Snapshot, run_branches, sample_branches, walk_bar
 
 __all__ = ["DasqBackend", "DasqJob"]
 
@@ -431,6 +431,7 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
             "run without store="
         )
     rng = np.random.default_rng(seed)
+    progress = walk_bar(program, options)
 
     def start(segment: Circuit) -> Any:
         return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)
@@ -447,7 +448,8 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
                 rng=rng,
             )
 
-    branches = run_branches(program, circuit.num_qubits, settings.shots, start, rng, observe)
+    n, shots = circuit.num_qubits, settings.shots
+    branches = run_branches(program, n, shots, start, rng, observe, progress=progress)
     if experiment.measures:
         _, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, settings.memory)
         data["counts"] = {hex(int(v)): int(c) for v, c in zip(outcomes.values, outcomes.counts)}

@@ -21,8 +21,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from dask.utils import format_bytes
@@ -84,10 +85,24 @@ INCLUDE_HELP = (
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, as every other dasq error (argparse prints the whole
-    usage block first)."""
+    usage block first). ``commands``: the commands' parsers (the top parser's)."""
+
+    commands: Mapping[str, argparse.ArgumentParser] = MappingProxyType({})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Words no option takes are refused by the command they were given to (``dasq
+        run: error: ...``, not ``dasq: error``), a size's unit split off named as such."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands.get(getattr(parsed, "command", None), self)
+            words = list(sys.argv[1:] if args is None else args)
+            units = [i for i, w in enumerate(words) if w in extra and w.lower() in SIZE_UNITS and i > 0]
+            hint = f"; write a size as one word: {words[units[0] - 1]}{words[units[0]]}" if units else ""
+            command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return parsed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_plan, _add_resume, _add_info):
         add(sub)
+    p.commands = sub.choices
     return p
 
 
@@ -243,6 +259,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 SIZE_OPTIONS = ("--memory-limit",)
+SIZE_UNITS = frozenset(f"{p}{i}b" for p in "kmgtp" for i in ("", "i")) | {"b", "k", "m", "g", "t", "p"}
 
 
 def _signed_sizes(argv: list[str]) -> list[str]:
@@ -704,8 +721,9 @@ def _report(
         print(f"{label} {n}")
     if len(shown) < len(ranked):
         rest = ranked[len(shown) :]
+        shots = sum(n for _, n in rest)
         print(
-            f"... {len(rest)} more outcomes ({sum(n for _, n in rest)} shots): "
+            f"... {len(rest)} more outcome{'s' * (len(rest) > 1)} ({shots} shot{'s' * (shots > 1)}): "
             "--top 0 prints all, --json gives all"
         )
     for k, v in expectations.items():

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from dask.utils import format_bytes
 
 import dasq
 
@@ -41,7 +42,7 @@ def main() -> None:
     facts = dasq.info(store)
     print(
         f"{n} qubits in {store}: stages {facts['stages_total']}, blocks of 2^{facts['chunk_qubits']}, "
-        f"{facts['size_on_disk'] / 2**30:.2f} GiB on disk, seconds per stage when the store was written "
+        f"{format_bytes(facts['size_on_disk'])} on disk, seconds per stage when the store was written "
         f"{[round(t, 2) for t in facts['stage_seconds']]}"
     )
     x = sum(1 << q for q in range(0, n, 3))

@@ -43,6 +43,13 @@ def test_run_prints_the_most_frequent_outcomes_and_counts_the_rest(tmp_path, cap
     assert len(json.loads(capsys.readouterr().out)["counts"]) == 32 + more
 
 
+def test_one_outcome_left_out_is_named_in_the_singular(tmp_path, capsys):
+    qasm = tmp_path / "two.qasm"
+    qasm.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nry(0.2) q[0];\n')
+    assert main(["run", str(qasm), "--shots", "100", "--seed", "2", "--top", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("... 1 more outcome (1 shot): ")
+
+
 def test_run_json_has_the_documented_fields(capsys):
     assert (
         main(
@@ -108,6 +115,7 @@ def test_plan_prints_the_plan_simulate_would_run(capsys):
         (["info", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
         (["info", f"{EXAMPLE}/s.zarr"], "s.zarr is not a dasq store: no such directory"),
         (["run", EXAMPLE, "--memory-limit", "-5GiB"], "--memory-limit must be positive, got '-5GiB'"),
+        (["run", EXAMPLE, "--memory-limit", "lots"], "bytes or a size such as '4GiB', got 'lots'"),
         (["resume", EXAMPLE], "is not a dasq store: it is a file, and a store is a directory"),
     ],
 )
@@ -128,6 +136,9 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
         (["run", EXAMPLE, "--chunk-qubits", "-1"], "--chunk-qubits: must be at least 0"),
         (["plan", EXAMPLE, "--fusion-size", "0"], "--fusion-size: must be at least 1"),
         (["resume", "s.zarr", "--seed", "-5"], "--seed: must be at least 0"),
+        (["run", EXAMPLE, "--memory-limit", "4", "GiB"], "dasq run: error: unrecognized arguments: GiB;"),
+        (["run", EXAMPLE, "--memory-limit", "4", "GiB"], "write a size as one word: 4GiB (see dasq run"),
+        (["plan", EXAMPLE, "extra"], "dasq plan: error: unrecognized arguments: extra (see dasq plan"),
     ],
 )
 def test_command_line_numbers_are_checked_by_argparse(argv, message, capsys):

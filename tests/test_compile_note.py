@@ -96,3 +96,26 @@ def test_a_run_too_long_for_the_array_code_compiles_in_its_run(tmp_path, monkeyp
     limit = _config.BACKGROUND_MAX_WORK
     assert not kernel_cache.ready("complex128", 21, limit >> 21)
     assert kernel_cache.ready("complex128", 21, (limit >> 21) + 1)
+
+
+def test_the_kernels_are_cached_in_the_users_cache_never_inside_the_package(tmp_path):
+    """Files numba wrote inside the installed package outlived ``pip uninstall`` and kept
+    its directory, which then hid an editable install as an empty namespace package."""
+    package = Path(kernel_cache.__file__).resolve().parents[1]
+    before = {p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")}
+    script = (
+        "import numpy as np\n"
+        "from dasq.backend.numba_kernels import swap_bits\n"
+        "swap_bits(np.arange(8, dtype=np.complex64), 0, 2)\n"
+        "print(bool(swap_bits.stats.cache_misses), bool(swap_bits.stats.cache_hits))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"} | {"XDG_CACHE_HOME": str(tmp_path)}
+    command = [sys.executable, "-c", script]
+    runs = [subprocess.run(command, env=env, capture_output=True, text=True, timeout=300) for _ in "ab"]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+    compiled_then_loaded = [["True", "False"], ["False", "True"]]  # (missed, hit) per run
+    assert [done.stdout.split() for done in runs] == compiled_then_loaded
+    (directory,) = (tmp_path / "dasq").iterdir()
+    assert directory.name.startswith("kernels-") and any(directory.glob("numba_kernels.swap_bits-*.nbi"))
+    assert {p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")} == before

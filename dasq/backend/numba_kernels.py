@@ -22,6 +22,7 @@ from numba import types
 from numba.core import cgutils, event
 from numba.extending import intrinsic
 
+from dasq.backend.kernel_cache import place_numba_cache
 from dasq.backend.vector_layout import (
     FIRST_CHECK,
     TileSchedule,
@@ -29,6 +30,8 @@ from dasq.backend.vector_layout import (
     tile_schedule,
     wide_vectors,
 )
+
+place_numba_cache()  # before the first cached kernel is defined
 
 # Indices computed from offsets are cast to unsigned: numba then drops its negative-
 # index wraparound branch, which otherwise stops LLVM vectorising the loop.

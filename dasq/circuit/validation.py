@@ -359,14 +359,13 @@ def check_memory_limit(memory_limit: object) -> int:
     """Bytes from an int or a string such as "4GiB" / "512 MB"."""
     from dask.utils import parse_bytes
 
+    wanted = f"memory_limit must be a number of bytes or a size such as '4GiB', got {memory_limit!r}"
     if isinstance(memory_limit, bool) or not isinstance(memory_limit, (numbers.Integral, str)):
-        raise TypeError(f"memory_limit must be bytes (int) or a string like '4GiB', got {memory_limit!r}")
+        raise TypeError(wanted)
     try:
         value = parse_bytes(memory_limit) if isinstance(memory_limit, str) else int(memory_limit)
     except (ValueError, TypeError):
-        raise ValidationError(
-            f"memory_limit must be bytes (int) or a string like '4GiB', got {memory_limit!r}"
-        ) from None
+        raise ValidationError(wanted) from None
     if value <= 0:
         raise ValidationError(f"memory_limit must be positive, got {memory_limit!r}")
     return value

@@ -61,11 +61,14 @@ def place_numba_cache() -> None:
     from numba.core import caching
 
     locators = caching.CacheImpl._locator_classes
-    if any(getattr(c, "places_dasq", False) for c in locators):
-        return
+    # numba's locator of NUMBA_CACHE_DIR (its name had a leading underscore up to numba 0.61 at least)
+    names = ("UserProvidedCacheLocator", "_UserProvidedCacheLocator")
+    provided = next((getattr(caching, name) for name in names if hasattr(caching, name)), None)
+    if provided is None or any(getattr(c, "places_dasq", False) for c in locators):
+        return  # (a numba without it caches beside the source, as numba does by default)
     package = Path(__file__).resolve().parents[1]
 
-    class DasqKernelsLocator(caching.UserProvidedCacheLocator):
+    class DasqKernelsLocator(provided):  # type: ignore[misc, valid-type]
         places_dasq = True
 
         def __init__(self, py_func: Any, py_file: str, directory: Path) -> None:

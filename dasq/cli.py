@@ -193,8 +193,10 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-limit",
         default=argparse.SUPPRESS,
-        help="working memory of a stored run, e.g. 4GiB (default: a quarter of RAM; a resumed run "
-        "keeps the blocks it started with, and refuses a limit below the one it was sized for)",
+        help="the memory a run may use, e.g. 4GiB: an in-memory run that needs more is refused, a stored "
+        "run (--store) streams its state within it (default: the machine's memory; a quarter of RAM for "
+        "a stored run; a resumed run keeps the blocks it started with, and refuses a limit below the one "
+        "it was sized for)",
     )
 
 

@@ -449,7 +449,7 @@ def test_cli_run_info_resume(tmp_path, capsys):
     assert main(["info", str(tmp_path / "nope.zarr")]) == 2
     assert "not a dasq store" in capsys.readouterr().err
     assert main(["run", str(qasm), "--store", str(store), "--memory-limit", "lots"]) == 2
-    assert "--memory-limit must be bytes" in capsys.readouterr().err
+    assert "--memory-limit must be a number of bytes" in capsys.readouterr().err
 
 
 def test_a_store_recreated_at_the_same_path_is_not_read_with_stale_metadata(tmp_path):

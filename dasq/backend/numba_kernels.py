@@ -22,7 +22,7 @@ from numba import types
 from numba.core import cgutils, event
 from numba.extending import intrinsic
 
-from dasq.backend.kernel_cache import place_numba_cache
+from dasq.backend.numba_cache import place_numba_cache
 from dasq.backend.vector_layout import (
     FIRST_CHECK,
     TileSchedule,

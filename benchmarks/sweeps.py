@@ -9,7 +9,9 @@ Three parts (``--suites``):
 - simulate: a seeded circuit of 100 gates (a Hadamard on every qubit, then the first
   operations of benchmarks/circuits.py's random circuit), its statevector read out,
   each contender as benchmarks/peers.py runs it (qsim in complex64, its only
-  precision; the others in complex128);
+  precision; the others in complex128); dasq twice: ``dasq`` the same circuit again
+  (its plan kept from the untimed first call), ``dasq-new`` a circuit it has not
+  planned, as the peers plan (fuse) every call;
 - batch: 3 StronglyEntanglingLayers (PennyLane's convention: Rot(phi, theta, omega) =
   RZ(omega) RY(theta) RZ(phi) on every wire, then CNOTs i -> (i + r) % n with
   r = layer % (n - 1) + 1) and <Z_0 Z_{n-1}> at ``--sets`` seeded parameter sets;
@@ -46,7 +48,7 @@ SEED = 7
 SIMULATE_GATES = 100
 PARTS = ("simulate", "batch", "gradient")
 CONTENDERS = {
-    "simulate": ("dasq", "aer", "qsim", "qulacs", "lightning"),
+    "simulate": ("dasq", "dasq-new", "aer", "qsim", "qulacs", "lightning"),
     "batch": (
         "dasq",
         "dasq-cluster",
@@ -422,7 +424,8 @@ def simulate_peer(contender: str, n: int, threads: int) -> Prepared:
     qc = random_circuit(n)
     dtype = "complex64" if contender in SINGLE_PRECISION else "complex128"
     how = {
-        "dasq": "dasq.simulate(c).to_numpy()",
+        "dasq": "dasq.simulate(c).to_numpy(), the circuit planned by the untimed first run",
+        "dasq-new": "dasq.simulate(c).to_numpy() of a circuit not planned before (each call a new one)",
         "aer": "AerSimulator(method='statevector') + save_statevector, get_statevector()",
         "qsim": "QSimSimulator.simulate_into_1d_array, max fused gate size 2 (complex64)",
         "qulacs": "QuantumState, update_quantum_state, get_vector (circuit as given)",

@@ -357,7 +357,7 @@ def _run_dynamic(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix
     """Conditioned blocks (and a density matrix's mid-circuit measurements): one shot
     through the branches, each segment evolved as its state's kind."""
     program = split_terminal_measurements(circuit)
-    drawn = walk_bar(program, {"progress": spec.progress})
+    drawn = walk_bar(program, spec.progress)
     L, options = _in_memory(spec), replace(spec.options(), progress=spec.progress and not drawn)
     n, rng = circuit.num_qubits, np.random.default_rng(spec.seed)
     evolve_segment = _density_from if spec.density else _evolve_from
@@ -477,7 +477,8 @@ def run(
         )
     rng = np.random.default_rng(seed)
     initial = options.pop("initial", None)
-    progress = walk_bar(program, options)
+    progress = walk_bar(program, options.get("progress", False))
+    options["progress"] = options.get("progress", False) and not progress  # one bar, not one per segment
 
     def start(segment: Circuit) -> StateVector:
         return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)

@@ -98,9 +98,7 @@ class _Parser(argparse.ArgumentParser):
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             command = self.commands.get(getattr(parsed, "command", None), self)
-            words = list(sys.argv[1:] if args is None else args)
-            units = [i for i, w in enumerate(words) if w in extra and w.lower() in SIZE_UNITS and i > 0]
-            hint = f"; write a size as one word: {words[units[0] - 1]}{words[units[0]]}" if units else ""
+            hint = _split_size_hint(list(sys.argv[1:] if args is None else args))
             command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
         return parsed
 
@@ -261,6 +259,18 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 SIZE_OPTIONS = ("--memory-limit",)
+
+
+def _split_size_hint(words: list[str]) -> str:
+    """What to say of a size written as two words (``--memory-limit 4 GiB``)."""
+    for i in range(1, len(words)):
+        option, value, unit = words[i - 2] if i > 1 else "", words[i - 1], words[i]
+        given = option in SIZE_OPTIONS or value.split("=", 1)[0] in SIZE_OPTIONS
+        if given and re.fullmatch(r"(\S+=)?-?[\d.]+", value) and unit.lower() in SIZE_UNITS:
+            return f"; write a size as one word: {value}{unit}"
+    return ""
+
+
 SIZE_UNITS = frozenset(f"{p}{i}b" for p in "kmgtp" for i in ("", "i")) | {"b", "k", "m", "g", "t", "p"}
 
 

@@ -139,6 +139,8 @@ def test_errors_are_one_line_and_nonzero(argv, message, capsys):
         (["run", EXAMPLE, "--memory-limit", "4", "GiB"], "dasq run: error: unrecognized arguments: GiB;"),
         (["run", EXAMPLE, "--memory-limit", "4", "GiB"], "write a size as one word: 4GiB (see dasq run"),
         (["plan", EXAMPLE, "extra"], "dasq plan: error: unrecognized arguments: extra (see dasq plan"),
+        (["run", EXAMPLE, "m"], "dasq run: error: unrecognized arguments: m (see dasq run --help)"),
+        (["run", EXAMPLE, "--seed", "4", "k"], "unrecognized arguments: k (see dasq run --help)"),
     ],
 )
 def test_command_line_numbers_are_checked_by_argparse(argv, message, capsys):

@@ -6,6 +6,7 @@ after the run recomputed instead of waited for."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import itertools
 import os
@@ -355,7 +356,10 @@ def test_a_worker_forgets_runs_stopped_over_an_hour_ago_when_another_stops():
 
     inbox = Inbox()
     now = time.time()
+    asyncio.run(inbox.receive("old", [(0, 1, 2)], [np.zeros(4)]))
+    assert inbox.received == {("old", 0): 32}
     inbox.abort("old", f"a peer failed@{now - REMEMBER_ABORTED_S - 60}")
+    assert not inbox.received and inbox.take("old", 0, 2) == {}  # what it had received is dropped
     with pytest.raises(RunAbortedError, match=r"run old was stopped: a peer failed$"):
         inbox.wait_until("old", lambda: True, 0.1)
     inbox.abort("recent", f"the client gave up@{now - 60}")

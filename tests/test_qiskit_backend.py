@@ -283,3 +283,16 @@ def test_progress_on_a_circuit_with_resets_is_one_bar_over_its_operations(capsys
     assert sum(counts.get_counts().values()) == 200
     drawn = {d.split(":")[0] for d in capsys.readouterr().err.replace("\n", "\r").split("\r") if d.strip()}
     assert drawn == {"dasq operations"}
+
+
+def test_progress_on_a_circuit_with_saves_on_the_way_is_one_bar(capsys):
+    """A save settles every branch's state where it stands, as a measurement does."""
+    qc = QuantumCircuit(4)
+    for r in range(3):
+        qc.h(r)
+        qc.cx(r, r + 1)
+        qc.save_statevector(label=f"after{r}")
+    result = DasqBackend().run(qc, shots=10, seed_simulator=1, progress=True, chunk_qubits=2).result()
+    assert len(result.data()["after2"]) == 16
+    drawn = {d.split(":")[0] for d in capsys.readouterr().err.replace("\n", "\r").split("\r") if d.strip()}
+    assert drawn == {"dasq operations"}

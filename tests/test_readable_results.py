@@ -11,6 +11,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
 from dask.utils import format_bytes
 
 import dasq
@@ -204,6 +205,19 @@ def test_a_run_with_mid_circuit_resets_draws_one_bar_over_its_operations(capsys)
     )
     quiet = dasq.run(circuit, 100, seed=2, chunk_qubits=3)
     assert quiet.counts == result.counts and not capsys.readouterr().err
+
+
+def test_a_walk_that_fails_closes_its_bar(capsys):
+    """Refused at its third reset (8 branches of a 10-qubit state over the limit): the
+    bar is closed where it stood, not left open to be drawn again later."""
+    from tqdm.auto import tqdm
+
+    circuit = _resetting(10, 12)
+    with pytest.raises(dasq.ValidationError, match="branches of shots"):
+        dasq.run(circuit, 1000, seed=2, memory_limit="100KiB", progress=True)
+    assert not list(getattr(tqdm, "_instances", ()))
+    drawn = _bars(capsys.readouterr().err)
+    assert list(drawn) == ["dasq operations"] and "100%" not in drawn["dasq operations"][-1]
 
 
 def test_a_conditioned_simulation_with_measurements_draws_one_bar_and_one_without_them_its_steps(capsys):

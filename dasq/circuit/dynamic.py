@@ -41,14 +41,16 @@ class ShotProgram:
 
     @functools.cached_property
     def segmented(self) -> bool:
-        """Whether states are computed on the way (at a measurement, reset or
-        initialize, however nested): a run is then one segment per branch between them."""
+        """Whether states are computed on the way (at a measurement, reset, initialize
+        or a record that says it ``settles_states``, however nested): a run is then one
+        segment per branch between them."""
         return _computes_midway(self.body)
 
 
 def _computes_midway(ops: Any) -> bool:
     return any(
         isinstance(op, (Measure, Reset, Initialize))
+        or getattr(op, "settles_states", False)
         or (isinstance(op, IfElse) and _computes_midway((*op.true_body, *op.false_body)))
         for op in ops
     )

@@ -110,7 +110,7 @@ class Inbox:
             for old in [r for r, why in self._aborted.items() if now - _since(why) > REMEMBER_ABORTED_S]:
                 del self._aborted[old]
             self._aborted.setdefault(run, reason)  # the first reason is the cause
-            self._drop(run)
+            self.forget(run)
             for key in [k for k in self._steps_done if k[0] == run]:
                 del self._steps_done[key]
             self._ready.notify_all()
@@ -169,6 +169,3 @@ def abort(run: str, reason: str, dask_worker: Any = None) -> None:
     """Stop ``run`` on this worker (client.run calls it on every worker)."""
     inbox_of(dask_worker).abort(run, f"{reason}@{time.time()}")
 
-
-def forget(run: str, dask_worker: Any = None) -> None:
-    inbox_of(dask_worker).forget(run)

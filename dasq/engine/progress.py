@@ -1,7 +1,7 @@
 """The progress bars a run draws (tqdm: text in a terminal, a widget in Jupyter).
 
 A bar of counted units (a plan's steps, a dynamic circuit's operations, trajectories)
-is moved by a callback ``advance(done, of)``; a stored pass's bar counts the bytes its
+is moved by calls ``bar(done, of)``; a stored pass's bar counts the bytes its
 tasks read and write. tqdm is imported only when a bar is drawn."""
 
 from __future__ import annotations
@@ -9,28 +9,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-Advance = Callable[[int, int], Any]
+Advance = Callable[[int, int], Any]  # (units done, units in all)
 
 
-def counting_bar(total: int, desc: str, unit: str) -> Advance:
-    """``advance(done, of)`` for a bar of ``total`` units, drawn from its first call: a
-    cluster's task graph, which distributed's bar follows instead, never draws it. The
-    call with ``done >= of`` closes the bar."""
-    from tqdm.auto import tqdm
+class CountingBar:
+    """A bar of ``total`` units moved by calls ``bar(done, of)``, drawn from the first
+    call (so a run that never calls it, a cluster's task graph that distributed's bar
+    follows, draws none). The call with ``done >= of`` closes it finished; ``close()``
+    closes it where it stands (a run that failed)."""
 
-    bar: Any = None
+    def __init__(self, total: int, desc: str, unit: str) -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self._bar: Any = None
 
-    def advance(done: int, of: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=desc, unit=unit)
+    def __call__(self, done: int, of: int) -> None:
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit)
         if done >= of:  # close() draws the finished bar: drawn here too, it would print twice
-            bar.n = done
-            bar.close()
+            self._bar.n = done
+            self._bar.close()
         else:
-            bar.update(done - bar.n)  # drawn as tqdm's intervals allow
+            self._bar.update(done - self._bar.n)  # drawn as tqdm's intervals allow
 
-    return advance
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def bytes_bar(label: str, nblocks: int, nbytes: int) -> Any:

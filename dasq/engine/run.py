@@ -9,7 +9,7 @@ small ``dasq run`` imports neither."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from dasq.circuit.kinds import Operation
 from dasq.engine import route
 from dasq.engine.oneblock import run_alone
 from dasq.engine.placement import scheduler_client
-from dasq.engine.progress import counting_bar
+from dasq.engine.progress import Advance, CountingBar
 from dasq.engine.report import StepRecord, WorkerEvent
 from dasq.engine.spec import RunOptions
 from dasq.plan.reuse import cached_plan
@@ -90,9 +90,7 @@ def evolve(
     # a bar counts steps, in one process and for a cluster's run of programs (its step
     # tasks end as the workers finish each step); a cluster's task graph computes while
     # its graphs are still being built: distributed's own progress follows its tasks
-    on_step: Callable[[int, int], Any] | None = (
-        counting_bar(len(plan.steps), "dasq steps", "step") if options.progress else None
-    )
+    on_step: Advance | None = CountingBar(len(plan.steps), "dasq steps", "step") if options.progress else None
     # a cluster's programs make the basis state where it lives (basis_position)
     executor = _executor(options, rng, on_step, owned, zero, position, direct=path == "direct")
     run = executor.run(plan, blocks)
@@ -124,7 +122,7 @@ def project(
 def _executor(
     options: RunOptions,
     rng: np.random.Generator,
-    on_step: Callable[[int, int], Any] | None,
+    on_step: Advance | None,
     owns_input: bool = False,
     zero_blocks: frozenset[int] = frozenset(),
     basis_position: int | None = None,

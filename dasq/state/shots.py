@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from dasq import _config
 from dasq.circuit.classical import ClassicalRegister, count_keys, memory_array, memory_dtype, with_clbit
 from dasq.circuit.dynamic import ShotProgram
 from dasq.engine.draws import total_by_value
-from dasq.engine.progress import counting_bar
+from dasq.engine.progress import CountingBar
 from dasq.errors import ValidationError
 from dasq.state.statevector import StateVector
 from dasq.state.walk import Group, ShotBranches, Snapshot, Start, Walker
@@ -114,22 +113,22 @@ def run_branches(
     phase = float(program.global_phase)
     walker = Walker(num_qubits, start, ShotBranches(rng), seen, memory, phase)
     total = len(program.body)
-    advance = counting_bar(total, "dasq operations", "op") if progress else None
-    ended = walker.run(program.body, [walker.root(shots)], advance)
-    branches = _branches([walker.settled(g) for g in ended])
-    if advance is not None:
-        advance(total, total)
-    return branches
+    bar = CountingBar(total, "dasq operations", "op") if progress else None
+    try:
+        ended = walker.run(program.body, [walker.root(shots)], bar)
+        branches = _branches([walker.settled(g) for g in ended])
+        if bar is not None:
+            bar(total, total)
+        return branches
+    finally:
+        if bar is not None:
+            bar.close()
 
 
-def walk_bar(program: ShotProgram, options: dict[str, Any]) -> bool:
-    """Whether a run of ``program`` with ``simulate`` settings ``options`` draws one bar
-    over its walk: asked for, and the program computes states on the way. Then its
-    segments' runs draw none (``options`` is changed so)."""
-    drawn = bool(options.get("progress")) and program.segmented
-    if drawn:
-        options["progress"] = False
-    return drawn
+def walk_bar(program: ShotProgram, progress: bool) -> bool:
+    """Whether a run of ``program`` asked for ``progress`` draws one bar over its walk:
+    where the program computes states on the way (its segments then draw none)."""
+    return bool(progress) and program.segmented
 
 
 def _branches(groups: list[Group]) -> list[Branch]:

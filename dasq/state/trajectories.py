@@ -20,7 +20,7 @@ import numpy as np
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test
 from dasq.circuit.validation import check_readout_qubits, check_shots
-from dasq.engine.progress import counting_bar
+from dasq.engine.progress import CountingBar
 from dasq.errors import ValidationError
 from dasq.state.statevector import StateVector
 from dasq.state.walk import Group, Node, OneTrajectory, Start, Walker
@@ -80,14 +80,18 @@ def run_trajectories(
     walk each (``OneTrajectory``: mid-circuit measurements collapse in the engine).
     ``progress``: one bar over the trajectories."""
     walker = Walker(circuit.num_qubits, start, OneTrajectory(rng))
-    advance = counting_bar(count, "dasq trajectories", "trajectory") if progress else None
+    bar = CountingBar(count, "dasq trajectories", "trajectory") if progress else None
     states = []
-    for i in range(count):
-        if advance is not None:
-            advance(i, count)
-        states.append(walker.state(walker.run(list(circuit), [Group(Node(), 1)])[0].node))
-    if advance is not None:
-        advance(count, count)
+    try:
+        for i in range(count):
+            if bar is not None:
+                bar(i, count)
+            states.append(walker.state(walker.run(list(circuit), [Group(Node(), 1)])[0].node))
+        if bar is not None:
+            bar(count, count)
+    finally:
+        if bar is not None:
+            bar.close()
     return Trajectories(states)
 
 

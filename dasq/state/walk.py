@@ -30,13 +30,13 @@ from dasq.circuit.initialize import Initialize
 from dasq.circuit.kinds import Diagonal, LinearMap, Measure, Reset
 from dasq.circuit.loops import MAX_WHILE_PASSES, BreakLoop, ContinueLoop, ForLoop, WhileLoop
 from dasq.circuit.validation import check_bytes
+from dasq.engine.progress import Advance
 from dasq.errors import ValidationError
 from dasq.state.density import DensityMatrix
 from dasq.state.observables import pauli_label
 from dasq.state.statevector import StateVector
 
 Start = Callable[[Circuit], Any]
-Advance = Callable[[int, int], Any]  # (records walked, records in all)
 MERGE_ATOL = 1e-12
 CERTAIN = 1 - 1e-12  # an outcome this probable projects nothing
 
@@ -137,6 +137,7 @@ class Snapshot:
     key: int
     num_qubits: int
     name: str = "snapshot"
+    settles_states = True  # every branch's state is computed here (ShotProgram.segmented)
 
     @property
     def qubits(self) -> tuple[int, ...]:

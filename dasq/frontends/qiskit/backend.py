@@ -431,7 +431,8 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
             "run without store="
         )
     rng = np.random.default_rng(seed)
-    progress = walk_bar(program, options)
+    progress = walk_bar(program, options.get("progress", False))
+    options["progress"] = options.get("progress", False) and not progress  # one bar, not one per segment
 
     def start(segment: Circuit) -> Any:
         return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)

@@ -119,3 +119,15 @@ def test_the_kernels_are_cached_in_the_users_cache_never_inside_the_package(tmp_
     (directory,) = (tmp_path / "dasq").iterdir()
     assert directory.name.startswith("kernels-") and any(directory.glob("numba_kernels.swap_bits-*.nbi"))
     assert {p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")} == before
+
+
+def test_without_a_writable_user_cache_the_kernels_go_to_the_temporary_directory(monkeypatch):
+    import tempfile
+
+    from dasq.backend import numba_cache
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-cache-here")  # not even root can write there
+    fallback = numba_cache.cache_dir()
+    assert fallback is not None and fallback.parent == Path(tempfile.gettempdir()) / f"dasq-{os.getuid()}"
+    assert not fallback.is_relative_to(numba_cache.PACKAGE)

@@ -5,6 +5,7 @@ leaving it (and everything outside it) exactly as it was."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import socket
@@ -78,8 +79,11 @@ def snapshot(root: Path) -> dict[str, tuple]:
 
 def within(seconds: float, fn: Callable[[], object]) -> BaseException | object:
     """What ``fn`` returned or raised, failing the test if it is still running after
-    ``seconds`` (it runs in a daemon thread, so a hang cannot hold the suite)."""
+    ``seconds`` (it runs in a daemon thread, so a hang cannot hold the suite). Dask's
+    configuration is global: one that ``fn`` changed and still holds is put back as it
+    was then, so that it cannot fail the tests that run after this one in the process."""
     box: list = []
+    config = copy.deepcopy(dask.config.config)
 
     def target():
         try:
@@ -90,6 +94,9 @@ def within(seconds: float, fn: Callable[[], object]) -> BaseException | object:
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     thread.join(seconds)
+    if thread.is_alive():
+        dask.config.config.clear()
+        dask.config.config.update(config)
     assert not thread.is_alive(), f"still waiting after {seconds} s"
     return box[0]
 

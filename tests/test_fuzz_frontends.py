@@ -49,7 +49,10 @@ from qiskit.quantum_info import Statevector
 
 pytestmark = pytest.mark.fuzz
 
-WAIT_S = 30.0  # reading and running an example at the edge of its budget takes a few seconds
+# An example at the edge of its budget reads and runs in a few seconds; a while loop
+# that never ends measures 1,000 passes before it is refused, 20 s here on an idle
+# machine (each mid-circuit measurement of a small state builds and computes a graph)
+WAIT_S = 60.0
 MEMORY_GROWTH = 1 << 30  # peak RSS may not grow by a GiB on circuits of a few qubits
 ALLOWED = (dasq.ValidationError, TypeError)
 EXACT = 1e-9

@@ -66,7 +66,7 @@ def test_library_composites_convert_fast_into_narrow_operations(name):
 def test_qft_14_converts_without_memory_blowup():
     start = time.perf_counter()
     c = dasq.Circuit.from_qiskit(_old_class("QFT")(14))
-    assert time.perf_counter() - start < 1.0 and max(len(op.qubits) for op in c) <= 2
+    assert time.perf_counter() - start < 5.0 and max(len(op.qubits) for op in c) <= 2  # dense: hours
 
 
 def _evolution(labels, coeffs, n):

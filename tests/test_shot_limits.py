@@ -89,5 +89,5 @@ def test_per_shot_memory_has_a_stated_limit_checked_before_any_work(bell):
     start = time.perf_counter()
     with pytest.raises(dasq.ValidationError, match=f"at most {MAX_MEMORY_SHOTS:,} shots"):
         dasq.run(wide, shots=MAX_MEMORY_SHOTS + 1, memory=True)
-    assert time.perf_counter() - start < 1.0  # refused before a 30-qubit state was made
+    assert time.perf_counter() - start < 5.0  # refused before a 30-qubit state (16 GiB) was made
     assert len(dasq.run(bell, shots=1000, memory=True, seed=2).memory) == 1000

@@ -168,4 +168,3 @@ def install(client: Any) -> None:
 def abort(run: str, reason: str, dask_worker: Any = None) -> None:
     """Stop ``run`` on this worker (client.run calls it on every worker)."""
     inbox_of(dask_worker).abort(run, f"{reason}@{time.time()}")
-

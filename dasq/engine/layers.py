@@ -96,6 +96,13 @@ def basis_state(
     return _array(name, layer, None, _chunks(num_qubits, L), backend.meta(dtype))
 
 
+def held_blocks(held: Any) -> da.Array:
+    """A state held as one array (engine/oneblock.py) as one block of a graph, under a
+    name of its own (``name=False``: no hash of the amplitudes, and no two states share
+    keys)."""
+    return da.from_array(held, chunks=held.size, name=False)
+
+
 def on_backend(x: da.Array, backend: Backend) -> da.Array:
     """``x`` with blocks of ``backend``'s array type (host arrays moved to a GPU, say)."""
     meta = backend.meta(x.dtype)

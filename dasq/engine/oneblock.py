@@ -42,13 +42,23 @@ def runs_alone(plan: PhysicalPlan) -> bool:
 
 
 def run_alone(
-    plan: PhysicalPlan, dtype: str, backend: Backend, basis: int = 0, cache_qubits: int | None = None
+    plan: PhysicalPlan,
+    dtype: str,
+    backend: Backend,
+    basis: int = 0,
+    cache_qubits: int | None = None,
+    start: Any = None,
 ) -> tuple[Any, list[StepRecord]]:
-    """The block of |basis> after ``plan`` (a ``runs_alone`` one), in the plan's final
-    layout, and a record per step as the in-memory executor writes them."""
+    """The block of |basis> (or of a copy of ``start``, amplitudes in the plan's initial
+    layout) after ``plan`` (a ``runs_alone`` one), in the plan's final layout, and a
+    record per step as the in-memory executor writes them."""
     n = plan.num_qubits
-    position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
-    block = backend.basis_block(1 << n, position, dtype)
+    if start is None:
+        position = sum(((basis >> q) & 1) << p for q, p in enumerate(plan.initial_layout))
+        block = backend.basis_block(1 << n, position, dtype)
+    else:  # the programs write in place: the caller's state stays as it was
+        block = backend.empty(1 << n, dtype)
+        block[...] = start
     records = []
     with backend.kernel_threads():
         for index, step, L in plan.walk():

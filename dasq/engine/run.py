@@ -55,26 +55,32 @@ def evolve(
     blocks: da.Array | None = None,
     layout: Sequence[int] | None = None,
     basis: int = 0,
+    held: np.ndarray | None = None,
 ) -> Evolution:
-    """Run ``ops`` on ``blocks`` (stored under ``layout``), or on basis state |basis>
-    when ``blocks`` is None (its layout is then chosen by the plan, for free)."""
+    """Run ``ops`` on ``blocks`` (stored under ``layout``), on ``held`` (a state held as
+    one array in logical order, which is left as it was), or on basis state |basis>
+    when both are None (its layout is then chosen by the plan, for free)."""
     backend = get_backend(options.backend)
+    identity = tuple(range(num_qubits))
     plan = cached_plan(
         ops,
         num_qubits,
         chunk_qubits,
         method=options.method,
-        initial_layout=None if blocks is None else layout,
+        initial_layout=identity if held is not None else None if blocks is None else layout,
         fusion_size=options.fusion_size,
         global_phase=global_phase,
     )
-    path = route.executor(plan, options, backend, fresh=blocks is None)
+    path = route.executor(plan, options, backend, here=blocks is None)
     if path == "one-block":
-        block, records = run_alone(plan, dtype, backend, basis, options.cache_qubits)
-        if plan.final_layout != tuple(range(num_qubits)):  # new bit q = old bit final_layout[q]
+        block, records = run_alone(plan, dtype, backend, basis, options.cache_qubits, start=held)
+        if plan.final_layout != identity:  # new bit q = old bit final_layout[q]
             block = backend.permute_bits(block, plan.final_layout)
-        return Evolution(None, tuple(range(num_qubits)), plan, records, held=block)
+        return Evolution(None, identity, plan, records, held=block)
     from dasq.engine import layers
+
+    if held is not None:
+        blocks, layout = layers.held_blocks(held), identity
 
     owned = blocks is None  # a basis state made here: the stages may write into its blocks
     on_cluster = not options.lazy and scheduler_client(options.client) is not None

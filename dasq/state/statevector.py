@@ -173,9 +173,9 @@ class StateVector:
         """The stored blocks (physical order: qubit q at bit ``layout[q]``); a state held
         in one array gives a one-block view of it."""
         if self._blocks is None:
-            import dask.array as da
+            from dasq.engine.layers import held_blocks
 
-            self._blocks = da.from_array(self._held, chunks=self._held.size, name=False)
+            self._blocks = held_blocks(self._held)
         return self._blocks
 
     @property
@@ -239,8 +239,9 @@ class StateVector:
             self.dtype.name,
             self._options,
             self._rng,
-            blocks=self.blocks,
+            blocks=self._blocks if self._held is None else None,
             layout=self._layout,
+            held=self._held,
         )
         return StateVector(
             run.blocks,
@@ -252,6 +253,7 @@ class StateVector:
             plan=run.plan,
             report=self.report.extended(tuple(run.records)),
             measurements=self.measurements + run.measurements,
+            held=run.held,
         )
 
     def project(self, qubit: int, outcome: int, *, reset: bool = False) -> StateVector:
@@ -268,13 +270,23 @@ class StateVector:
         return self.projected(q, outcome, p, reset=reset)
 
     def projected(self, qubit: int, outcome: int, probability: float, *, reset: bool = False) -> StateVector:
-        """``project`` when the outcome's ``probability`` (> 0) is known already."""
+        """``project`` when the outcome's ``probability`` (> 0) is known already. A state
+        held in one array is projected in it (a circuit's mid-circuit measurements of a
+        small state cost microseconds, not a graph each)."""
+        measurements = self.measurements + ([] if reset else [(qubit, outcome)])
+        if self._held is not None:
+            pairs = self._held.reshape(-1, 2, 1 << qubit)  # [higher bits, bit ``qubit``, lower bits]
+            out = np.zeros_like(pairs)
+            out[:, 0 if reset else outcome] = pairs[:, outcome] * (1 / np.sqrt(probability))
+            return self._derived(None, measurements, held=out.reshape(-1))
         blocks = project(
             self.blocks, self._layout, self._L, qubit, outcome, probability, self._options, reset=reset
         )
-        return self._derived(blocks, measurements=self.measurements + ([] if reset else [(qubit, outcome)]))
+        return self._derived(blocks, measurements)
 
-    def _derived(self, blocks: da.Array, measurements: list[tuple[int, int]]) -> StateVector:
+    def _derived(
+        self, blocks: da.Array | None, measurements: list[tuple[int, int]], held: np.ndarray | None = None
+    ) -> StateVector:
         return StateVector(
             blocks,
             self._n,
@@ -285,6 +297,7 @@ class StateVector:
             plan=self.plan,
             report=self.report,
             measurements=measurements,
+            held=held,
         )
 
     # ----------------------------------------------------------------- read-out
@@ -335,11 +348,15 @@ class StateVector:
     def amplitude(self, index: int) -> complex:
         """The amplitude of basis state ``index`` (qubit 0 is bit 0)."""
         i = check_index(index, self._n)
+        if self._held is not None:
+            return complex(self._held[i])
         stored = sum(((i >> q) & 1) << p for q, p in enumerate(self._layout))
         return complex(self._compute(self.blocks[stored])[0])
 
     def norm(self) -> float:
         """The 2-norm sqrt(sum |a_i|^2) (1 for a normalised state)."""
+        if self._held is not None:
+            return float(np.sqrt(self.backend.norm2(self._held)))
         from dasq.engine import readout
 
         return float(np.sqrt(complex(self._compute(readout.norm2(self.blocks, self.backend))[0]).real))
@@ -358,6 +375,12 @@ class StateVector:
             )
         positions = tuple(self._layout[q] for q in qs)
         real = np.finfo(self.dtype).dtype
+        if self._held is not None:  # as the graph's read-out sums one block, with no graph
+            if 1 << len(qs) < _config.CHAIN_MARGINAL_FROM:
+                return self.backend.marginal(self._held, self._n, 0, positions).astype(real)
+            out = np.zeros(1 << len(qs), dtype=real)
+            self.backend.add_marginal(out, self._held, self._n, 0, positions)
+            return out
         from dasq.engine import readout
 
         return self._compute(readout.marginal(self.blocks, self._L, positions, self.backend, real))[0]

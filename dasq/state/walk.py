@@ -216,6 +216,16 @@ class Walker:
                     j += 1
                 groups = self.measure(records[i:j], groups)
                 i = j
+            elif self._gate(op):  # a run of gates joins each group's pending ones at once
+                j = i + 1
+                while j < len(records) and self._gate(records[j]):
+                    j += 1
+                gates = tuple(r for r in records[i:j] if not r.is_barrier)
+                if gates:
+                    groups = [
+                        replace(g, node=replace(g.node, pending=g.node.pending + gates)) for g in groups
+                    ]
+                i = j
             else:
                 groups = self.step(op, groups, flow)
                 i += 1
@@ -224,6 +234,17 @@ class Walker:
                 limit = max(_config.MERGE_FROM, 2 * len(groups))
         flow.ended = groups
         return flow
+
+    def _gate(self, op: Any) -> bool:
+        """Whether ``op`` only waits in the groups' pending operations (a gate, a
+        barrier, or a record this draw policy leaves to the engine)."""
+        if isinstance(
+            op, (Measure, BreakLoop, ContinueLoop, WhileLoop, ForLoop, Initialize, IfElse, Snapshot)
+        ):
+            return isinstance(op, Measure) and not self.draw.measures
+        if isinstance(op, Reset):
+            return not self.draw.resets
+        return not (getattr(op, "is_channel", False) and self.draw.channels)
 
     def _register(self, op: Any) -> Any:
         return self.registers.get(op.clbit) if isinstance(op, Measure) else None
@@ -253,13 +274,9 @@ class Walker:
             if self.observe is not None:
                 self.observe(op, groups)
             return groups
-        if isinstance(op, Reset) and self.draw.resets:
+        if isinstance(op, Reset):
             return self.measure([op], groups)
-        if getattr(op, "is_channel", False) and self.draw.channels:
-            return [child for g in groups for child in self.channel(g, op)]
-        if op.is_barrier:
-            return groups
-        return [replace(g, node=replace(g.node, pending=(*g.node.pending, op))) for g in groups]
+        return [child for g in groups for child in self.channel(g, op)]
 
     # -- states
     def state(self, node: Node) -> Any:

@@ -99,3 +99,15 @@ def test_a_small_dynamic_circuit_builds_no_graph(monkeypatch):
         c.measure(0, 3 * r).measure(1, 3 * r + 1).measure(2, 3 * r + 2)
     result = dasq.run(c, shots=400, seed=5)
     assert sum(result.counts.values()) == 400 and result.branches > 100
+
+
+def test_a_held_density_matrix_reads_its_entries_as_its_blocks_do():
+    c = _circuit(4)
+    c.reset(1).h(1)
+    held = dasq.simulate(c, density=True)
+    blocks = dasq.simulate(c, density=True, chunk_qubits=N)  # 2N qubits: 2^N blocks
+    assert held.choi._held is not None and blocks.choi._held is None
+    for qubits in ([1], [0, 4], None):
+        np.testing.assert_allclose(held.probabilities(qubits), blocks.probabilities(qubits), atol=1e-12)
+    assert held.trace() == pytest.approx(blocks.trace(), abs=1e-12)
+    np.testing.assert_allclose(held.to_numpy(), blocks.to_numpy(), atol=1e-12)

@@ -150,9 +150,12 @@ class DensityMatrix:
     # ----------------------------------------------------------------- read-out
     def _entries(self, flip: int) -> np.ndarray:
         """rho[k, k ^ flip] for every k (2^N numbers)."""
+        c = self.choi
+        if c._held is not None:  # one array in logical order: rho[i, j] at i + (j << N)
+            k = np.arange(1 << self._n, dtype=np.int64)
+            return c._held[k + ((k ^ flip) << self._n)]
         from dasq.engine import readout
 
-        c = self.choi
         part = readout.choi_entries(c.blocks, c.chunk_qubits, c.layout, self._n, flip, c.backend)
         return c._compute(part)[0]
 

@@ -6,6 +6,7 @@ dasq after this module."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,10 @@ def use_checkout(path: str | None) -> None:
     (imported first, with no dasq import at their top) stay."""
     if path:
         sys.path.insert(0, path)
+
+
+def thread_env(threads: int) -> dict:
+    """The environment that holds every library of a child to ``threads`` threads."""
+    count = str(threads)
+    names = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    return {**os.environ, **dict.fromkeys(names, count), "BENCH_THREADS": count}

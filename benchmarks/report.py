@@ -557,6 +557,38 @@ def sweeps(d: dict) -> str:
     return "\n".join(out)
 
 
+def dynamic(d: dict) -> str:
+    """Per circuit: dasq's and Aer's warm medians and their ratio, each one's cold process
+    (its first call), the branches dasq's shots took, and the largest difference in one
+    classical bit's frequency from the reference's over every contender."""
+    old = any("dasq-old" in r["contenders"] for r in d["rows"])
+    out = [
+        f"{d['threads']} thread(s) per contender, medians of {d['reps']} processes",
+        "",
+        "| circuit | qubits | mid-circuit events | shots | dasq s | Aer s | dasq / Aer | cold dasq, Aer s "
+        "| outcomes | bit frequency diff |" + (" dasq-old s |" if old else ""),
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if old else ""),
+    ]
+    for r in d["rows"]:
+        c = r["contenders"]
+        if not all("median_seconds" in c.get(k, {}) for k in ("dasq", "aer")):
+            errors = "; ".join(_cell(e.get("error", ""), 50) for e in c.values() if "error" in e)
+            out.append(f"| {r['circuit']} | {r['qubits']} | failed: {errors} |")
+            continue
+        dasq, aer = c["dasq"], c["aer"]
+        diff = max(e["max_bit_frequency_diff"] for e in c.values() if "max_bit_frequency_diff" in e)
+        before = (
+            f" {c['dasq-old']['median_seconds']:.3f} |" if "median_seconds" in c.get("dasq-old", {}) else ""
+        )
+        out.append(
+            f"| {r['circuit']} | {r['qubits']} | {r['mid_circuit_events']} | {r['shots']} "
+            f"| {dasq['median_seconds']:.3f} | {aer['median_seconds']:.3f} | **{dasq['ratio_to_aer']:.2f}** "
+            f"| {dasq['cold_seconds']:.2f}, {aer['cold_seconds']:.2f} | {dasq['outcomes']} | {diff:.3f} |"
+            + (before or (" - |" if old else ""))
+        )
+    return "\n".join(out)
+
+
 def stored_gradient(d: dict) -> str:
     s, gib = d["stored"], 2**30
     run, m = s["run"], d.get("in_memory")
@@ -612,6 +644,7 @@ def main() -> None:
         ("ooc", ooc),
         ("sweeps", sweeps),
         ("stored_gradient", stored_gradient),
+        ("dynamic", dynamic),
     )
     renderers = dict(suites)
     # a kept table ("inmemory-26q", "outofcore-62c0d70") renders as its suite does

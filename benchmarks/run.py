@@ -19,6 +19,7 @@
     python benchmarks/run.py gpucluster --workers 2 --qubits 28   (a GPU, dask-cuda)
     python benchmarks/run.py sweeps --qubits 12 --sets 1000 --gradient-qubits 12 20 --threads 1
     python benchmarks/run.py stored_gradient --qubits 26 --memory-limit 1GiB --check
+    python benchmarks/run.py dynamic --shots 1000 --reps 5 --threads 2
 
 Each suite lives in its own module (benchmarks/inmemory.py, benchmarks/outofcore.py, ...: SUITES below) with
 the children it starts (CHILDREN: each runs as ``python benchmarks/run.py _VERB ...``); this file only
@@ -69,6 +70,7 @@ SUITES = {
     "gpucluster": ("gpucluster", "suite_gpucluster"),
     "sweeps": ("sweeps", "suite_sweeps"),
     "stored_gradient": ("stored_gradient", "suite_stored_gradient"),
+    "dynamic": ("dynamic", "suite_dynamic"),
 }
 
 # a suite's child process -> (module, function): one timed run, its result printed as JSON
@@ -84,6 +86,7 @@ CHILDREN = {
     "_gpupeer": ("gpupeer", "child"),
     "_sweeps": ("sweeps", "child"),
     "_stored_gradient": ("stored_gradient", "child"),
+    "_dynamic": ("dynamic", "child"),
 }
 
 
@@ -117,11 +120,12 @@ def parser() -> argparse.ArgumentParser:
         parser.add_argument("--terms", type=int, default=40)
         parser.add_argument("--sets", type=int, default=4)
         parser.add_argument("--reps", type=int, default=5)
-    dc = sub.add_parser("_density")
+    dc, oc, orc, mc = (sub.add_parser(name) for name in ("_density", "_ooc", "_oocrate", "_memory"))
+    for child in (dc, oc, orc, mc):  # one run of one circuit
+        child.add_argument("--circuit")
+        child.add_argument("--qubits", type=int)
+        child.add_argument("--dtype")
     dc.add_argument("--contender")
-    dc.add_argument("--circuit")
-    dc.add_argument("--qubits", type=int)
-    dc.add_argument("--dtype")
     dc.add_argument("--save")
     ds = sub.add_parser("density")
     ds.add_argument("--qubits", type=int, nargs="+", default=[10, 12, 13])
@@ -132,10 +136,6 @@ def parser() -> argparse.ArgumentParser:
     gs.add_argument("--chunk-qubits-list", type=int, nargs="+", default=[2, 4, 6])
     gs.add_argument("--reps", type=int, default=3)
     gs.add_argument("--old", default=None, help="another checkout whose dasq runs side by side")
-    oc = sub.add_parser("_ooc")
-    oc.add_argument("--circuit")
-    oc.add_argument("--qubits", type=int)
-    oc.add_argument("--dtype")
     oc.add_argument("--store")
     oc.add_argument("--memory-limit", type=int)
     for name in ("diskfloor",):
@@ -152,10 +152,6 @@ def parser() -> argparse.ArgumentParser:
     ooc.add_argument(
         "--directory", default=str(output.RESULTS / "tmp"), help="where the stores go (needs 2x the state)"
     )
-    orc = sub.add_parser("_oocrate")
-    orc.add_argument("--circuit")
-    orc.add_argument("--qubits", type=int)
-    orc.add_argument("--dtype")
     orc.add_argument("--store")
     orc.add_argument("--fraction", type=int)
     orc.add_argument("--threads", type=int, default=0)
@@ -173,10 +169,6 @@ def parser() -> argparse.ArgumentParser:
     rate.add_argument("--directory", default=str(output.RESULTS / "tmp"), help="where the stores go")
     rate.add_argument("--device", default="cpu", help="where the blocks are computed: cpu or gpu")
     rate.add_argument("--compression", default=None, help="the stores' compression: zstd or blosc")
-    mc = sub.add_parser("_memory")
-    mc.add_argument("--circuit")
-    mc.add_argument("--qubits", type=int)
-    mc.add_argument("--dtype")
     ms = sub.add_parser("memory")
     ms.add_argument("--qubits", type=int, nargs="+", default=[26])
     ms.add_argument("--circuits", nargs="+", default=["qft", "random"])
@@ -259,7 +251,7 @@ def parser() -> argparse.ArgumentParser:
     gcl.add_argument("--reps", type=int, default=2)
     gcl.add_argument("--device", default="gpu", help="gpu, or gpu-twin for a dry run without a GPU")
     gcl.add_argument("--output", default="gpucluster", help="results/OUTPUT.json")
-    for suite in ("sweeps", "stored_gradient"):
+    for suite in ("sweeps", "stored_gradient", "dynamic"):
         _function(suite, "add_options")(sub)  # their choices come from the suites' modules
     sc = sub.add_parser("scaling")
     sc.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])

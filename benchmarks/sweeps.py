@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import time
 import traceback
@@ -532,20 +531,15 @@ def child(args: argparse.Namespace) -> None:
     children.report(measure(work))
 
 
-def thread_env(threads: int) -> dict:
-    """The environment that holds every library of a child to ``threads`` threads."""
-    count = str(threads)
-    names = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    return {**os.environ, **dict.fromkeys(names, count), "BENCH_THREADS": count}
-
-
 def spawn(work: Work) -> dict:
     """``work`` in a fresh process; a child that dies is recorded with its error."""
     options = ["--part", work.part, "--contender", work.contender, "--qubits", str(work.n)]
     options += ["--sets", str(work.sets), "--threads", str(work.threads)]
     what = f"sweeps {work.part} {work.contender} {work.n}"
     try:
-        return children.run("_sweeps", *options, what=what, timeout=3600, env=thread_env(work.threads))
+        return children.run(
+            "_sweeps", *options, what=what, timeout=3600, env=children.thread_env(work.threads)
+        )
     except Exception as e:
         return {"error": f"{type(e).__name__}: {str(e)[-1000:]}"}
 

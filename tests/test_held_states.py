@@ -111,3 +111,24 @@ def test_a_held_density_matrix_reads_its_entries_as_its_blocks_do():
         np.testing.assert_allclose(held.probabilities(qubits), blocks.probabilities(qubits), atol=1e-12)
     assert held.trace() == pytest.approx(blocks.trace(), abs=1e-12)
     np.testing.assert_allclose(held.to_numpy(), blocks.to_numpy(), atol=1e-12)
+
+
+def test_branches_with_the_same_gates_pending_share_one_plan(monkeypatch):
+    """A reset that read 1 flips its qubit with one X per qubit for the whole walk, so
+    the branches of a repetition code plan each round's gates a few times, not once
+    per branch (plans are cached by their operations' identity)."""
+    from dasq.plan import reuse
+
+    planned = []
+    make_plan = reuse.make_plan
+    monkeypatch.setattr(reuse, "make_plan", lambda *a, **k: planned.append(1) or make_plan(*a, **k))
+    d, rounds = 4, 6
+    c = dasq.Circuit(2 * d - 1, num_clbits=(d - 1) * rounds)
+    for r in range(rounds):
+        for q in range(0, 2 * d - 1, 2):
+            c.rx(0.4, q)
+        for j, a in enumerate(range(1, 2 * d - 1, 2)):
+            c.cx(a - 1, a).cx(a + 1, a).measure(a, (d - 1) * r + j).reset(a)
+    result = dasq.run(c, shots=500, seed=3)
+    assert result.branches > 30
+    assert len(planned) <= 2 * rounds * 2 ** (d - 1)  # per round, at most a plan per pattern of flips

@@ -189,6 +189,7 @@ class Walker:
     confusions: Mapping[str, Sequence[tuple[Sequence[int], np.ndarray]]] = field(default_factory=dict)
     _table: tuple[Any, tuple[int, ...], np.ndarray] | None = field(default=None, init=False)  # the last read
     _mixtures: dict[int, tuple[Any, Any]] = field(default_factory=dict, init=False)
+    _flips: dict[int, tuple[Any, ...]] = field(default_factory=dict, init=False)
 
     def root(self, reps: Any) -> Group:
         """Every shot at the start, the circuit's global phase pending."""
@@ -335,7 +336,7 @@ class Walker:
             if joint[value] < total * CERTAIN:
                 fixed += tuple((q, b) for q, b in zip(qubits, bits) if q not in known)
                 weight *= float(joint[value] / total)
-            pending = tuple(Circuit(self.n).x(qubits[0])) if reset and bits[0] else ()
+            pending = self._flip(qubits[0]) if reset and bits[0] else ()
             drawn.append((group.child(Node(node.base, fixed, weight, pending), reps), bits))
         for indices, matrix, flips in () if reset else self._confusions(ops):
             drawn = [
@@ -351,6 +352,14 @@ class Walker:
                     memory = (memory & ~(1 << op.clbit)) | (int(b) << op.clbit)  # a Python int: any width
             out.append(replace(child, memory=memory))
         return out
+
+    def _flip(self, qubit: int) -> tuple[Any, ...]:
+        """The X a reset that read 1 applies: one operation per qubit for the whole walk,
+        so that branches with the same gates pending share one plan (plans are cached
+        by their operations' identity)."""
+        if qubit not in self._flips:
+            self._flips[qubit] = tuple(Circuit(self.n).x(qubit))
+        return self._flips[qubit]
 
     def _confusions(self, ops: Sequence[Any]) -> list[Confusion]:
         """Each measurement's readout error (its bit flips with P(1|0) or P(0|1)), then the

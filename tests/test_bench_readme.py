@@ -223,3 +223,13 @@ def test_the_lent_gpu_machines_claims_are_the_json_s():
     assert all(r["max_abs_diff"] < 1e-12 and r["fidelity"] > 1 - 1e-12 for r in cluster["rows"])
     assert "dask-cuda failed" in cluster["machine"]["cluster"]["kind"]  # the README says so
     assert "the 2 workers are distributed's" in FLAT
+
+
+def test_the_dynamic_claims_are_the_json_s():
+    results = _load("dynamic")
+    rows = {r["circuit"]: r["contenders"] for r in results["rows"]}
+    before = [rows[c]["dasq-old"]["median_seconds"] / rows[c]["dasq"]["median_seconds"] for c in rows]
+    assert list(rows) == ["rounds", "repetition"]
+    assert f"a graph per measurement, {before[0]:.0f}x, {before[1]:.0f}x slower" in FLAT
+    assert f"a branch per shot (rounds): {rows['rounds']['dasq']['ratio_to_aer']:.0f}x Aer" in FLAT
+    assert f"vs {results['reference_shots']:,} Aer shots" in FLAT

@@ -186,6 +186,20 @@ def _cluster() -> list[str]:
     return [f"a {results['machine']['workers']}-process `LocalCluster` took {_span(warm)}x the threads' time"]
 
 
+def _dynamic() -> list[str]:
+    results = _load("dynamic")
+    rows = {r["circuit"]: r for r in results["rows"]}
+    repetition, rounds = rows["repetition"], rows["rounds"]
+    each = rounds["contenders"]["dasq"]["ratio_to_aer"]
+    assert {r["shots"] for r in results["rows"]} == {1000}
+    assert all(r["contenders"]["dasq"]["ratio_to_aer"] > 1.0 for r in results["rows"])  # "Aer"
+    return [
+        f"dasq takes {repetition['contenders']['dasq']['ratio_to_aer']:.2f}x Aer's time on a distance-5 "
+        f"repetition code at {repetition['shots']:,} shots, and {each:.2f}x "
+        "where each shot takes its own branch"
+    ]
+
+
 SUITES = {
     "inmemory": _inmemory,
     "inmemory-f7f3807": _inmemory_avx2,
@@ -195,6 +209,7 @@ SUITES = {
     "density": _density,
     "cold": _cold,
     "cluster": _cluster,
+    "dynamic": _dynamic,
 }
 
 

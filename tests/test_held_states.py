@@ -132,3 +132,31 @@ def test_branches_with_the_same_gates_pending_share_one_plan(monkeypatch):
     result = dasq.run(c, shots=500, seed=3)
     assert result.branches > 30
     assert len(planned) <= 2 * rounds * 2 ** (d - 1)  # per round, at most a plan per pattern of flips
+
+
+def test_apply_each_runs_held_states_as_rows_and_gives_what_apply_gives():
+    states = [dasq.simulate(_circuit(seed)) for seed in (5, 6, 7)]
+    more = _circuit(8)
+    got = dasq.StateVector.apply_each(states, more)
+    assert all(s._held is not None for s in got)
+    for state, one in zip(states, got):
+        np.testing.assert_allclose(one.to_numpy(), state.apply(more).to_numpy(), atol=1e-12)
+    blocks = [dasq.simulate(_circuit(5), chunk_qubits=N - 1)] * 2  # blocks of a graph: apply, one by one
+    for one in dasq.StateVector.apply_each(blocks, more):
+        np.testing.assert_allclose(one.to_numpy(), got[0].to_numpy(), atol=1e-12)
+    assert dasq.StateVector.apply_each([], more) == []
+
+
+def test_branches_waiting_on_the_same_gates_run_as_rows(monkeypatch):
+    """4 qubits measured at random 3 times over: hundreds of branches, each round's
+    gates applied to all of them at once, not one run per branch."""
+    runs = []
+    apply = dasq.StateVector.apply
+    monkeypatch.setattr(dasq.StateVector, "apply", lambda self, c: runs.append(1) or apply(self, c))
+    c = dasq.Circuit(4, num_clbits=16)
+    for r in range(4):
+        c.h(0).h(1).h(2).h(3).cx(0, 1).cx(1, 2).cx(2, 3)
+        for q in range(4):
+            c.measure(q, 4 * r + q)
+    result = dasq.run(c, shots=300, seed=9)
+    assert result.branches > 200 and len(runs) < 10

@@ -116,7 +116,7 @@ def run_branches(
     bar = CountingBar(total, "dasq operations", "op") if progress else None
     try:
         ended = walker.run(program.body, [walker.root(shots)], bar)
-        branches = _branches([walker.settled(g) for g in ended])
+        branches = _branches(walker.settled_all(ended))
         if bar is not None:
             bar(total, total)
         return branches

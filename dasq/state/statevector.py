@@ -256,6 +256,47 @@ class StateVector:
             held=run.held,
         )
 
+    @staticmethod
+    def apply_each(states: Sequence[StateVector], circuit: Circuit) -> list[StateVector]:
+        """``[s.apply(circuit) for s in states]``. States held in one array each on the
+        CPU, small enough for the row engine (one cache tile), run as the rows of one
+        array: one call per fused group for all of them, not a run each (a walk's
+        branches that wait on the same gates, engine/rows.py)."""
+        from dasq.engine.program import default_cache_qubits
+        from dasq.engine.rows import row_program
+        from dasq.engine.series import RowError
+
+        first = states[0] if states else None
+        if (
+            first is None
+            or len(states) < 2
+            or any(s._held is None or s.dtype != first.dtype for s in states)
+            or first._n > default_cache_qubits(first.dtype)
+            or first._options.backend != "cpu"
+            or first._options.progress
+            or first._options.lazy
+        ):
+            return [s.apply(circuit) for s in states]
+        try:
+            program = row_program(circuit)
+        except RowError:
+            return [s.apply(circuit) for s in states]
+        rows = program.apply(np.stack([s._held for s in states]), np.zeros((1, 0)))
+        return [
+            StateVector(
+                None,
+                s._n,
+                s._n,
+                options=s._options,
+                rng=s._rng,
+                plan=program.plan,
+                report=s.report,
+                measurements=s.measurements,
+                held=row,
+            )
+            for s, row in zip(states, rows)
+        ]
+
     def project(self, qubit: int, outcome: int, *, reset: bool = False) -> StateVector:
         """A new state: this one after measuring ``qubit`` with ``outcome`` (0 or 1),
         renormalised; with ``reset=True`` the qubit is then returned to |0>. Refuses

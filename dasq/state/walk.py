@@ -39,6 +39,7 @@ from dasq.state.statevector import StateVector
 Start = Callable[[Circuit], Any]
 MERGE_ATOL = 1e-12
 CERTAIN = 1 - 1e-12  # an outcome this probable projects nothing
+WHOLE_TABLE_QUBITS = 10  # up to here a state's outcomes are drawn from one table over all its qubits
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,8 @@ class Walker:
     _table: tuple[Any, tuple[int, ...], np.ndarray] | None = field(default=None, init=False)  # the last read
     _mixtures: dict[int, tuple[Any, Any]] = field(default_factory=dict, init=False)
     _flips: dict[int, tuple[Any, ...]] = field(default_factory=dict, init=False)
+    # a small state's probabilities over all its qubits, while the state lives
+    _whole_tables: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary, init=False)
 
     def root(self, reps: Any) -> Group:
         """Every shot at the start, the circuit's global phase pending."""
@@ -271,7 +274,7 @@ class Walker:
             flow.continued += taken.continued + other.continued
             return taken.ended + other.ended
         if isinstance(op, Snapshot):
-            groups = [self.settled(g) for g in groups]
+            groups = self.settled_all(groups)
             if self.observe is not None:
                 self.observe(op, groups)
             return groups
@@ -292,6 +295,26 @@ class Walker:
             state = state.projected(q, bit, node.weight)
         return state.apply(Circuit(self.n).with_operations(node.pending)) if node.pending else state
 
+    def settled_all(self, groups: list[Group]) -> list[Group]:
+        """``groups`` with their states computed (``settled``), those that wait on the
+        same gates at once."""
+        return [self.settled(g) for g in self._together(groups)]
+
+    def _together(self, groups: list[Group]) -> list[Group]:
+        """``groups``, those that wait on the same gates computed at once (their states
+        as rows of one array where they are small: ``StateVector.apply_each``)."""
+        waiting: dict[tuple[int, ...], list[int]] = {}
+        for i, g in enumerate(groups):
+            if isinstance(g.node.base, StateVector) and g.node.pending:
+                waiting.setdefault(tuple(map(id, g.node.pending)), []).append(i)
+        out = list(groups)
+        for members in (m for m in waiting.values() if len(m) > 1):
+            bases = [self.state(replace(groups[i].node, pending=())) for i in members]
+            body = Circuit(self.n).with_operations(groups[members[0]].node.pending)
+            for i, state in zip(members, StateVector.apply_each(bases, body)):
+                out[i] = replace(groups[i], node=Node(state))
+        return out
+
     def settled(self, group: Group) -> Group:
         """``group`` with its state computed (nothing lazy left)."""
         node = group.node
@@ -304,6 +327,7 @@ class Walker:
         """The groups after measuring (or resetting) ``ops``' qubits as one event: every
         outcome drawn first, then, once the states they need are known to fit, left to
         project lazily."""
+        groups = self._together(groups)
         children = [child for g in groups for child in self._measured(g, ops)]
         states = len({id(c.node) for c in children})
         if self.memory is not None and states > len(groups):
@@ -383,14 +407,23 @@ class Walker:
         if node.base is None or node.pending or len(table_qubits) > _config.TABLE_MAX_QUBITS:
             node = Node(self.state(node))
             fixed_qubits, table_qubits = [], list(dict.fromkeys(qubits))
-        if self._table is None or self._table[0]() is not node.base or self._table[1] != tuple(table_qubits):
+        table = self._whole_tables.get(node.base) if self.n <= WHOLE_TABLE_QUBITS else None
+        if table is not None:
+            table_qubits = list(range(self.n))
+        elif self.n <= WHOLE_TABLE_QUBITS:  # every later measurement of this state reads it too
+            table_qubits = list(range(self.n))
             table = np.asarray(node.base.probabilities(table_qubits), dtype=np.float64)
-            self._table = (weakref.ref(node.base), tuple(table_qubits), table)  # siblings read it next
-        table = self._table[2]
+            self._whole_tables[node.base] = table
+        else:
+            cached = self._table
+            if cached is None or cached[0]() is not node.base or cached[1] != tuple(table_qubits):
+                table = np.asarray(node.base.probabilities(table_qubits), dtype=np.float64)
+                self._table = (weakref.ref(node.base), tuple(table_qubits), table)  # siblings read it next
+            table = self._table[2]
         index = np.arange(table.size)
         keep = np.ones(table.size, dtype=bool)
-        for j, (_, bit) in enumerate(node.fixed if fixed_qubits else ()):
-            keep &= ((index >> j) & 1) == bit
+        for q, bit in node.fixed if fixed_qubits else ():
+            keep &= ((index >> table_qubits.index(q)) & 1) == bit
         k = len(qubits)
         outcome = np.zeros(table.size, dtype=np.int64)
         for j, q in enumerate(qubits):
@@ -476,8 +509,7 @@ class Walker:
             return [first, *groups[1:]]
         kept: list[Group] = []
         seen: dict[int, list[tuple[int, np.ndarray]]] = {}  # by memory: where each distinct state is kept
-        for g in [first, *groups[1:]]:
-            g = self.settled(g)
+        for g in self.settled_all([first, *groups[1:]]):
             values = np.asarray(g.node.base.to_numpy())
             same = seen.setdefault(g.memory, [])
             for i, other_values in same:
@@ -493,7 +525,7 @@ class Walker:
         """Aer's initialize: the reset as a channel on a density matrix; on every qubit,
         the state set outright, times the circuit's global phase (one group per
         classical memory); else the resets split the shots, then the preparing gates."""
-        groups = [self.settled(g) for g in groups]
+        groups = self.settled_all(groups)
         if isinstance(groups[0].node.base, DensityMatrix):
             body = Circuit(self.n).with_operations(op.true_body)
             return [replace(g, node=Node(g.node.base.apply(body))) for g in groups]

@@ -192,7 +192,10 @@ def _dynamic() -> list[str]:
     repetition, rounds = rows["repetition"], rows["rounds"]
     each = rounds["contenders"]["dasq"]["ratio_to_aer"]
     assert {r["shots"] for r in results["rows"]} == {1000}
-    assert all(r["contenders"]["dasq"]["ratio_to_aer"] > 1.0 for r in results["rows"])  # "Aer"
+    # "dasq where the shots share a few branches; Aer where each takes its own"
+    assert (
+        repetition["contenders"]["dasq"]["ratio_to_aer"] < 1.0 < rounds["contenders"]["dasq"]["ratio_to_aer"]
+    )
     return [
         f"dasq takes {repetition['contenders']['dasq']['ratio_to_aer']:.2f}x Aer's time on a distance-5 "
         f"repetition code at {repetition['shots']:,} shots, and {each:.2f}x "

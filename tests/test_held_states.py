@@ -145,6 +145,9 @@ def test_apply_each_runs_held_states_as_rows_and_gives_what_apply_gives():
     for one in dasq.StateVector.apply_each(blocks, more):
         np.testing.assert_allclose(one.to_numpy(), got[0].to_numpy(), atol=1e-12)
     assert dasq.StateVector.apply_each([], more) == []
+    assert not np.shares_memory(got[0]._held, got[1]._held)  # a branch that lives on holds only its own
+    with pytest.raises(dasq.ValidationError, match="circuit has 3 qubits but the state has 5"):
+        dasq.StateVector.apply_each(states, dasq.Circuit(3).h(0))
 
 
 def test_branches_waiting_on_the_same_gates_run_as_rows(monkeypatch):

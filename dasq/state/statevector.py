@@ -258,31 +258,25 @@ class StateVector:
 
     @staticmethod
     def apply_each(states: Sequence[StateVector], circuit: Circuit) -> list[StateVector]:
-        """``[s.apply(circuit) for s in states]``. States held in one array each on the
-        CPU, small enough for the row engine (one cache tile), run as the rows of one
-        array: one call per fused group for all of them, not a run each (a walk's
-        branches that wait on the same gates, engine/rows.py)."""
+        """Each of ``states`` with ``circuit`` applied, as ``apply`` gives it. States held
+        in one array each on the CPU, small enough for the row engine (one cache tile),
+        run as the rows of one array: one call per fused group for all of them, not a
+        run each (a walk's branches that wait on the same gates, engine/rows.py). Their
+        plan is then the row program's, and their reports gain no steps."""
         from dasq.engine.program import default_cache_qubits
         from dasq.engine.rows import row_program
         from dasq.engine.series import RowError
 
-        first = states[0] if states else None
-        if (
-            first is None
-            or len(states) < 2
-            or any(s._held is None or s.dtype != first.dtype for s in states)
-            or first._n > default_cache_qubits(first.dtype)
-            or first._options.backend != "cpu"
-            or first._options.progress
-            or first._options.lazy
-        ):
+        if len(states) < 2 or not all(s._rows_with(states[0], circuit) for s in states):
+            return [s.apply(circuit) for s in states]
+        if states[0]._n > default_cache_qubits(states[0].dtype):
             return [s.apply(circuit) for s in states]
         try:
             program = row_program(circuit)
         except RowError:
             return [s.apply(circuit) for s in states]
         rows = program.apply(np.stack([s._held for s in states]), np.zeros((1, 0)))
-        return [
+        return [  # each row its own array: a branch that lives on keeps no other's amplitudes
             StateVector(
                 None,
                 s._n,
@@ -292,10 +286,25 @@ class StateVector:
                 plan=program.plan,
                 report=s.report,
                 measurements=s.measurements,
-                held=row,
+                held=row.copy(),
             )
             for s, row in zip(states, rows)
         ]
+
+    def _rows_with(self, first: StateVector, circuit: Any) -> bool:
+        """Whether this state can run ``circuit`` as a row beside ``first``: held, of its
+        qubits and dtype, on the CPU in this process with no bar or lazy graph asked for
+        (a circuit ``apply`` would refuse is left to it)."""
+        options = self._options
+        return (
+            self._held is not None
+            and isinstance(circuit, Circuit)
+            and circuit.num_qubits == self._n == first._n
+            and self.dtype == first.dtype
+            and options.backend == "cpu"
+            and not (options.progress or options.lazy)
+            and options.client is None
+        )
 
     def project(self, qubit: int, outcome: int, *, reset: bool = False) -> StateVector:
         """A new state: this one after measuring ``qubit`` with ``outcome`` (0 or 1),

@@ -565,7 +565,7 @@ def dynamic(d: dict) -> str:
     out = [
         "| circuit | qubits | mid-circuit events | shots | dasq s | Aer s | Aer branching s "
         "| dasq / faster Aer | cold dasq, Aer s | bit-pair diff |" + (" dasq-old s |" if old else ""),
-        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if old else ""),
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if old else ""),
     ]
     for r in d["rows"]:
         c = r["contenders"]

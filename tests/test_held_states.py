@@ -163,3 +163,21 @@ def test_branches_waiting_on_the_same_gates_run_as_rows(monkeypatch):
             c.measure(q, 4 * r + q)
     result = dasq.run(c, shots=300, seed=9)
     assert result.branches > 200 and len(runs) < 10
+
+
+@pytest.mark.parametrize("n", [3, 12])
+def test_a_wide_and_a_small_state_draw_mid_circuit_outcomes_alike(n):
+    """Up to 10 qubits a branch's outcomes come from one table over all its qubits (its
+    indices' bits kept), wider ones from a marginal: both give the state's own
+    probabilities (a GHZ-like chain measured qubit by qubit: all equal, or all flipped)."""
+    c = dasq.Circuit(n, num_clbits=n)
+    c.ry(1.0, 0)
+    for q in range(n - 1):
+        c.cx(q, q + 1)
+    for q in range(n):
+        c.measure(q, q)
+    c.x(0)  # a gate after: the measurements are mid-circuit
+    result = dasq.run(c, shots=4000, seed=4)
+    zeros, ones = result.counts.get("0" * n, 0), result.counts.get("1" * n, 0)
+    assert zeros + ones == 4000 and result.branches == 2
+    assert ones / 4000 == pytest.approx(np.sin(0.5) ** 2, abs=0.03)

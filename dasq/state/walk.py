@@ -14,6 +14,7 @@ is next computed (a marginal table answers the next measurement without it).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -420,14 +421,14 @@ class Walker:
                 table = np.asarray(node.base.probabilities(table_qubits), dtype=np.float64)
                 self._table = (weakref.ref(node.base), tuple(table_qubits), table)  # siblings read it next
             table = self._table[2]
-        index = np.arange(table.size)
+        bits = _index_bits(len(table_qubits))  # bits[j]: bit j of every index of the table
         keep = np.ones(table.size, dtype=bool)
         for q, bit in node.fixed if fixed_qubits else ():
-            keep &= ((index >> table_qubits.index(q)) & 1) == bit
+            keep &= bits[table_qubits.index(q)] == bit
         k = len(qubits)
         outcome = np.zeros(table.size, dtype=np.int64)
         for j, q in enumerate(qubits):
-            outcome |= ((index >> table_qubits.index(q)) & 1) << (k - 1 - j)
+            outcome |= bits[table_qubits.index(q)] << (k - 1 - j)
         joint = np.bincount(outcome[keep], weights=table[keep], minlength=1 << k)
         return node, joint / max(node.weight if fixed_qubits else 1.0, np.finfo(float).tiny)
 
@@ -541,6 +542,31 @@ class Walker:
             pending = (*_phase(self.n, self.global_phase - phase), *op.preparation)
             by_memory[key] = replace(g, node=Node(state, pending=pending))
         return list(by_memory.values())
+
+
+class _LazyBits:
+    """Bit j of every index 0 .. 2^width - 1 of a table wider than a whole table's,
+    made when asked (all of them at once would be width x 2^width integers)."""
+
+    def __init__(self, width: int) -> None:
+        self.index = np.arange(1 << width, dtype=np.int64)
+
+    def __getitem__(self, j: int) -> np.ndarray:
+        return (self.index >> j) & 1
+
+
+def _index_bits(width: int) -> Any:
+    """Row j: bit j of each of 0 .. 2^width - 1 (a marginal table's indices), kept for
+    the widths of whole tables."""
+    return _small_index_bits(width) if width <= WHOLE_TABLE_QUBITS else _LazyBits(width)
+
+
+@functools.cache
+def _small_index_bits(width: int) -> np.ndarray:
+    index = np.arange(1 << width, dtype=np.int64)
+    bits = (index[None, :] >> np.arange(width, dtype=np.int64)[:, None]) & 1
+    bits.flags.writeable = False
+    return bits
 
 
 def _joined(kept: Group, other: Group) -> Group:

@@ -276,20 +276,8 @@ class StateVector:
         except RowError:
             return [s.apply(circuit) for s in states]
         rows = program.apply(np.stack([s._held for s in states]), np.zeros((1, 0)))
-        return [  # each row its own array: a branch that lives on keeps no other's amplitudes
-            StateVector(
-                None,
-                s._n,
-                s._n,
-                options=s._options,
-                rng=s._rng,
-                plan=program.plan,
-                report=s.report,
-                measurements=s.measurements,
-                held=row.copy(),
-            )
-            for s, row in zip(states, rows)
-        ]
+        # each row its own array: a branch that lives on keeps no other's amplitudes
+        return [s._derived(None, s.measurements, row.copy(), program.plan) for s, row in zip(states, rows)]
 
     def _rows_with(self, first: StateVector, circuit: Any) -> bool:
         """Whether this state can run ``circuit`` as a row beside ``first``: held, of its
@@ -335,8 +323,13 @@ class StateVector:
         return self._derived(blocks, measurements)
 
     def _derived(
-        self, blocks: da.Array | None, measurements: list[tuple[int, int]], held: np.ndarray | None = None
+        self,
+        blocks: da.Array | None,
+        measurements: list[tuple[int, int]],
+        held: np.ndarray | None = None,
+        plan: PhysicalPlan | None = None,
     ) -> StateVector:
+        """This state's kind of state, with other amplitudes (and the plan that made them)."""
         return StateVector(
             blocks,
             self._n,
@@ -344,7 +337,7 @@ class StateVector:
             layout=self._layout,
             options=self._options,
             rng=self._rng,
-            plan=self.plan,
+            plan=self.plan if plan is None else plan,
             report=self.report,
             measurements=measurements,
             held=held,

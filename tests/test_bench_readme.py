@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import itertools
 import json
 import re
 import sys
@@ -25,6 +26,7 @@ IN_SECTION = {"diskfloor": "outofcore"}  # a suite whose table sits in another's
 
 sys.path.append(str(ROOT))  # after the installed dasq
 _saved = list(sys.path)
+
 from benchmarks import report  # noqa: E402 - it puts the checkout first on sys.path: put back
 
 sys.path[:] = _saved
@@ -240,6 +242,6 @@ def test_the_dynamic_claims_are_the_json_s():
 
 def test_every_table_has_a_separator_cell_per_header_cell():
     lines = TEXT.splitlines()
-    for header, separator in zip(lines, lines[1:]):
+    for header, separator in itertools.pairwise(lines):
         if header.startswith("|") and separator.startswith("|---"):
             assert header.count("|") == separator.count("|"), header[:80]

@@ -80,6 +80,42 @@ def _view_axis(bit: int, L: int, pinned: Sequence[int]) -> int:
     return a - sum(1 for p in pinned if _axis(p, L) < a)
 
 
+# Amplitudes up to which a one-target product is set up on the block's compact axes
+# (``_bit_axes``: a few calls, where a small block's cost is); the product itself is
+# the one matrix product of ``_matrix_on_axes`` (the same rounding in every process),
+# which larger blocks run in slabs.
+SMALL_BLOCK = 1 << 12
+
+
+def _bit_axes(L: int, bits: Sequence[int]) -> tuple[tuple[int, ...], dict[int, int]]:
+    """A shape of the block in which each of ``bits`` has an axis of 2 and the bits
+    between them share one axis (as few axes as there can be: a small block's cost is
+    in the calls, not the arithmetic), and the axis of each of ``bits``."""
+    shape: list[int] = []
+    axis: dict[int, int] = {}
+    above = L
+    for b in sorted(set(bits), reverse=True):
+        shape.append(1 << (above - b - 1))
+        axis[b] = len(shape)
+        shape.append(2)
+        above = b
+    shape.append(1 << above)
+    return tuple(shape), axis
+
+
+def _pinned_view(block: Any, L: int, bits: Sequence[int], controls: Controls) -> tuple[Any, dict[int, int]]:
+    """The block's amplitudes that meet ``controls``, with an axis per bit of ``bits``
+    (a view), and each bit's axis in it."""
+    shape, axis = _bit_axes(L, [*bits, *(b for b, _ in controls)])
+    index: list = [slice(None)] * len(shape)
+    for b, value in controls:
+        index[axis[b]] = value
+    pinned = [axis[b] for b, _ in controls]
+    return block.reshape(shape)[tuple(index)], {
+        b: axis[b] - sum(1 for p in pinned if p < axis[b]) for b in bits
+    }
+
+
 def _bit_factor(values: np.ndarray, bits: Sequence[int], L: int, pinned: Sequence[int]) -> np.ndarray:
     """A 2^k table indexed by ``bits`` (bit j of the index -> bits[j]) shaped to
     broadcast against the view left after pinning ``pinned`` (built on the host)."""
@@ -233,6 +269,13 @@ class ArrayBackend(Backend):
     def apply_dense(
         self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
     ) -> None:
+        if len(targets) == 1 and block.size <= SMALL_BLOCK:  # the product below, with fewer calls
+            view, axis = _pinned_view(block, L, targets, controls)
+            a = axis[targets[0]]
+            first = view.transpose([a, *(b for b in range(view.ndim) if b != a)])
+            product = self.small(matrix, block.dtype) @ first.reshape(2, -1)  # as _matrix_on_axes'
+            first[...] = product.reshape(first.shape)
+            return
         view = block.reshape((2,) * L)[_fixed_index(L, controls)]
         k = len(targets)
         pinned = [b for b, _ in controls]
@@ -243,11 +286,13 @@ class ArrayBackend(Backend):
     def apply_diagonal(
         self, block: Any, L: int, targets: Sequence[int], values: Any, controls: Controls
     ) -> None:
-        view = block.reshape((2,) * L)[_fixed_index(L, controls)]
-        if len(targets) == 0:
-            view *= self.small(values, block.dtype).reshape(())
-        else:
-            view *= self.small(_bit_factor(values, targets, L, [b for b, _ in controls]), block.dtype)
+        view, axis = _pinned_view(block, L, targets, controls)
+        table = self.small(values, block.dtype).reshape((2,) * len(targets))  # axis i: targets[-1 - i]
+        order = sorted(range(len(targets)), key=lambda i: axis[targets[-1 - i]])
+        shape = [1] * view.ndim
+        for b in targets:
+            shape[axis[b]] = 2
+        view *= table.transpose(order).reshape(shape)
 
     def apply_combine(
         self,

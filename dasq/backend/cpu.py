@@ -360,7 +360,7 @@ class CPUBackend(ArrayBackend):
     def apply_dense(
         self, block: Any, L: int, targets: Sequence[int], controls: Controls, matrix: Any
     ) -> None:
-        if len(targets) == 1 and not controls and block.flags.c_contiguous:  # the commonest action
+        if len(targets) == 1 and not controls and block.flags.c_contiguous and compiled(block):  # commonest
             m = np.asarray(matrix).astype(block.dtype, copy=False)
             _group_kernel((int(targets[0]),), m).apply(block)
             return

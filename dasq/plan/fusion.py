@@ -62,34 +62,32 @@ def footprint(op: Operation, L: int) -> frozenset[int]:
     return frozenset(q for q in op.qubits if q < L)
 
 
-def _cost(qubits: frozenset[int] | set[int]) -> float:
-    """The modelled cost of one dense kernel on ``qubits`` (local positions)."""
-    width = len(qubits)
+def _cost(width: int) -> float:
+    """The modelled cost of one dense kernel on ``width`` local positions."""
     cost = IN_CACHE_DENSE_COST
     return cost[-1] * 2.0 ** (width - len(cost) + 1) if width >= len(cost) else cost[width]
 
 
-def _worth_growing(current: set[int], fp: frozenset[int], diagonal: bool = False) -> bool:
-    """Whether a dense group on ``current`` should take an operation on ``fp``: while
-    the union's kernel costs no more than the two apart (a diagonal alone is a phase
-    table, costed as one qubit)."""
-    alone = frozenset({max(fp)}) if diagonal and fp else fp
-    return _cost(current | fp) <= _cost(current) + _cost(alone)
+_COSTS = tuple(_cost(width) for width in range(65))  # by width: the fuser asks for thousands
 
 
-def _joins(
-    diagonal_group: bool, current: set[int], diagonal_op: bool, fp: frozenset[int], max_qubits: int
-) -> bool:
-    """Whether a group (diagonal or dense, on ``current``) may take an operation on
-    ``fp``: diagonal tables grow to ``MAX_DIAGONAL_QUBITS``; a dense union stays
-    within ``max_qubits`` and is taken while the cost model says it is no dearer
-    than two kernels."""
-    union = len(current | fp)
+def _joins(diagonal_group: bool, current: int, diagonal_op: bool, fp: int, max_qubits: int) -> bool:
+    """Whether a group (diagonal or dense, on the positions of bit mask ``current``) may
+    take an operation on bit mask ``fp``: diagonal tables grow to
+    ``MAX_DIAGONAL_QUBITS``; a dense union stays within ``max_qubits`` and is taken
+    while the union's kernel costs no more than the two apart (a diagonal alone is a
+    phase table, costed as one qubit)."""
+    union = (current | fp).bit_count()
     if diagonal_op and diagonal_group:
         return union <= MAX_DIAGONAL_QUBITS
     if union > max_qubits:
         return False
-    return _worth_growing(current, fp, diagonal=diagonal_op)
+    alone = 1 if diagonal_op and fp else fp.bit_count()
+    return _COSTS[union] <= _COSTS[current.bit_count()] + _COSTS[alone]
+
+
+def _bits(mask: int) -> tuple[int, ...]:
+    return tuple(q for q in range(mask.bit_length()) if mask >> q & 1)
 
 
 def fuse(
@@ -105,10 +103,11 @@ def fuse(
     ``MAX_DIAGONAL_QUBITS``. Groups come out in the order they start, each applying
     its operations in order. An operation wider than ``max_qubits`` (a diagonal
     wider than the table) stays alone; one with no local position joins the group
-    before it."""
+    before it. Positions are bit masks and the ready operations a set kept as
+    operations are taken: planning a new circuit runs this once per stage."""
     if max_qubits < 1:
         raise ValidationError(f"fusion size must be >= 1, got {max_qubits}")
-    footprints = [footprint(op, L) for op in ops]
+    masks = [sum(1 << q for q in set(op.qubits) if q < L) for op in ops]
     # Order is kept on every position an operation names, global ones included: a
     # Pauli string flips its global bits (it relabels blocks), so what reads them
     # after it must stay after it.
@@ -118,16 +117,23 @@ def fuse(
     for i, named in enumerate(positions):
         for q in named:
             pending.setdefault(q, deque()).append(i)
-    queues = [pending[q] for q in sorted(pending)]
+    fronts = [0] * len(ops)  # how many of an operation's positions it heads
+    for queue in pending.values():
+        fronts[queue[0]] += 1
+    ready = {i for i, named in enumerate(positions) if named and fronts[i] == len(named)}
     taken = [False] * len(ops)
-
-    def ready(i: int) -> bool:
-        return all(pending[q][0] == i for q in positions[i])
 
     def take(i: int) -> None:
         taken[i] = True
+        ready.discard(i)
         for q in positions[i]:
-            pending[q].popleft()
+            queue = pending[q]
+            queue.popleft()
+            if queue:
+                j = queue[0]
+                fronts[j] += 1
+                if fronts[j] == len(positions[j]):
+                    ready.add(j)
 
     groups: list[Group] = []
     first = 0
@@ -136,24 +142,23 @@ def fuse(
             first += 1
         if first == len(ops):
             break
-        seed, fp = ops[first], footprints[first]
+        seed, fp = ops[first], masks[first]
         take(first)
         if not fp and groups:  # a constant per block: one more member of the last group
             last = groups[-1]
             groups[-1] = Group(last.qubits, (*last.ops, seed), last.fused, last.diagonal)
             continue
-        wide = len(fp) > (MAX_DIAGONAL_QUBITS if diagonals[first] else max_qubits)
+        wide = fp.bit_count() > (MAX_DIAGONAL_QUBITS if diagonals[first] else max_qubits)
         if wide:
-            groups.append(Group(tuple(sorted(fp)), (seed,), fused=False))
+            groups.append(Group(_bits(fp), (seed,), fused=False))
             continue
-        members, current, diagonal = [first], set(fp), diagonals[first]
+        members, current, diagonal = [first], fp, diagonals[first]
         while True:
             best: tuple[int, bool, int] | None = None
-            for i in {queue[0] for queue in queues if queue}:  # each waiting front once
-                if not ready(i) or not _joins(diagonal, current, diagonals[i], footprints[i], max_qubits):
+            for i in ready:
+                if not _joins(diagonal, current, diagonals[i], masks[i], max_qubits):
                     continue
-                added = len(footprints[i] - current)
-                rank = (added, not (footprints[i] & current), i)
+                rank = ((masks[i] & ~current).bit_count(), not masks[i] & current, i)
                 if best is None or rank < best:
                     best = rank
             if best is None:
@@ -161,8 +166,8 @@ def fuse(
             i = best[2]
             take(i)
             members.append(i)
-            current |= footprints[i]
+            current |= masks[i]
             diagonal = diagonal and diagonals[i]
         members.sort()
-        groups.append(Group(tuple(sorted(current)), tuple(ops[i] for i in members), diagonal=diagonal))
+        groups.append(Group(_bits(current), tuple(ops[i] for i in members), diagonal=diagonal))
     return tuple(groups)

@@ -120,6 +120,8 @@ def reduce_diagonal(
     values: np.ndarray, targets: Sequence[int], L: int, block: int
 ) -> tuple[tuple[int, ...], np.ndarray]:
     """The local targets and the sub-diagonal selected by the block's global bits."""
+    if all(t < L for t in targets):  # every target local: the whole diagonal
+        return tuple(targets), np.asarray(values)
     local_j = [j for j, t in enumerate(targets) if t < L]
     base = sum(bit(block, t - L) << j for j, t in enumerate(targets) if t >= L)
     idx = np.full(1 << len(local_j), base)

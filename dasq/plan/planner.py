@@ -27,7 +27,7 @@ from dasq.circuit import validation
 from dasq.circuit.kinds import Operation
 from dasq.plan import lowering
 from dasq.plan import relayout as algebra
-from dasq.plan.bounds import stage_bound
+from dasq.plan.bounds import StageBound, stage_bound
 from dasq.plan.fusion import fuse
 from dasq.plan.localiser import per_operation_steps
 from dasq.plan.search import SearchSettings, replayed_stages, search_settings, searched_stages
@@ -58,7 +58,8 @@ def make_plan(
     """
     validation.check_choice(method, METHODS, "method")
     if method == "auto":
-        wide = any(len(lowering.needs_local(op)) > chunk_qubits for op in ops)
+        # (a block of every qubit holds whatever an operation needs)
+        wide = chunk_qubits < num_qubits and any(len(lowering.needs_local(op)) > chunk_qubits for op in ops)
         method = "per-operation" if wide else "planned"
     if method == "planned":
         settings = search if isinstance(search, SearchSettings) else search_settings(search)
@@ -143,7 +144,10 @@ def _staged(
         stage += 1
     final = tuple(layout[wire_of[q]] for q in range(n))
     swaps = sum(1 for op in ops if lowering.absorbed_swap(op) is not None)
-    bound = stage_bound([op for op, _ in wire_ops], L, planned=len(stage_locals))
+    if n <= L:  # a stage per segment between collapses, as few as there can be
+        bound = StageBound(len(stage_locals), "exact")
+    else:
+        bound = stage_bound([op for op, _ in wire_ops], L, planned=len(stage_locals))
     staging = tuple(stage_locals)
     return PhysicalPlan(
         n, L, "planned", fusion_size, start, final, tuple(steps), len(ops), swaps, bound, staging
@@ -195,6 +199,8 @@ def _stage_items(
         if recorded is not None:
             choices, used = replayed_stages(footprints_of(whole, L), frozenset(range(n)), recorded)
             del recorded[:used]
+        elif n <= L:  # one block holds every wire: one stage runs the segment in order
+            choices = [StageChoice(frozenset(range(n)), tuple(range(len(whole))))]
         elif search.search:
             fps = footprints_of(whole, L)
             choices = searched_stages(fps, frozenset(range(n)), L, current, search.nodes, search.seconds)

@@ -182,12 +182,6 @@ class BlockProgram(Step):
         """A program is linear inside each block: zeros stay zeros."""
         return zero
 
-    def __post_init__(self) -> None:
-        if not self.digest:
-            ops = [op for g in self.groups for op in g.ops]
-            shape = f"program{[g.qubits for g in self.groups]}{self.write_order}{self.scale!r}"
-            object.__setattr__(self, "digest", digest_of(ops, shape))
-
     @functools.cached_property
     def ops(self) -> tuple[Operation, ...]:  # asked by each run of a cached plan: kept
         return tuple(op for g in self.groups for op in g.ops)
@@ -229,6 +223,12 @@ class BlockProgram(Step):
         return out
 
     def token(self) -> str:
+        """The digest of the groups' operations and the pass's shape, made when first
+        asked (graph keys, a plan's digest): a run of a small state in this process asks
+        for none, and a new circuit's plan skips hashing every operation again."""
+        if not self.digest:
+            shape = f"program{[g.qubits for g in self.groups]}{self.write_order}{self.scale!r}"
+            object.__setattr__(self, "digest", digest_of(self.ops, shape))
         return self.digest
 
 

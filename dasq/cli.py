@@ -727,6 +727,8 @@ def _report(
             )
         )
         return
+    if not counts and not expectations and not getattr(args, "shots", 1):  # nothing sampled: say so
+        print(f"no shots sampled (--shots 0); the state of {num_qubits} qubits took {seconds:.3g} s")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = ranked[: args.top] if args.top else ranked
     for label, n in shown:

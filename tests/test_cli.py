@@ -25,6 +25,19 @@ def test_run_prints_counts(capsys):
     assert set(counts) == {"00000", "11111"} and sum(counts.values()) == 1000
 
 
+def test_run_of_no_shots_says_that_it_sampled_none(capsys):
+    """--shots 0 simulates and samples nothing: one line says so (it printed nothing);
+    an observable asked for is printed alone, and --json keeps its empty counts."""
+    assert main(["run", EXAMPLE, "--shots", "0"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("no shots sampled (--shots 0); the state of 5 qubits took ")
+    assert main(["run", EXAMPLE, "--shots", "0", "--observable", "IIIZZ"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("<IIIZZ> = ") and float(line.split()[-1]) == pytest.approx(1.0)
+    assert main(["run", EXAMPLE, "--shots", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == {}
+
+
 def test_run_prints_the_most_frequent_outcomes_and_counts_the_rest(tmp_path, capsys):
     # 8 qubits in uniform superposition: 256 outcomes, nearly all seen in 4096 shots
     qasm = tmp_path / "uniform.qasm"

@@ -86,3 +86,28 @@ def test_a_run_of_the_array_code_is_one_block_up_to_its_width() -> None:
     assert _config.default_chunk_qubits(width, gpu=True, array_code=True) == _config.default_chunk_qubits(
         width, gpu=True
     )
+
+
+def test_a_devices_one_block_runs_with_no_graph_and_stays_as_it_lies(monkeypatch) -> None:
+    """On a GPU's backend (the numpy twin here) one block runs on its array with no graph
+    computed, and the state is that array as the one block of a graph, in the plan's
+    final layout (no pass to put it in logical order): the amplitudes, samples and
+    read-outs of the graph's run."""
+    from dasq.engine.memory import MemoryExecutor
+
+    n = 8
+    c = _circuit(n, 7)  # its SWAPs are absorbed: the final layout is not the identity
+    graph = dasq.simulate(c, fusion_size=3, device="gpu-twin", lazy=True)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the graph executor ran")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(MemoryExecutor, "run", refused)
+        alone = dasq.simulate(c, fusion_size=3, device="gpu-twin")
+    assert alone.blocks.numblocks == (1,) and alone.layout == alone.plan.final_layout != tuple(range(n))
+    assert [r.step for r in alone.report.records] == [r.step for r in graph.report.records]
+    np.testing.assert_allclose(alone.to_numpy(), graph.to_numpy(), atol=1e-12)
+    assert alone.sample_counts(1000, seed=5)[1].tolist() == graph.sample_counts(1000, seed=5)[1].tolist()
+    np.testing.assert_allclose(alone.probabilities([0, 3]), graph.probabilities([0, 3]), atol=1e-12)
+    np.testing.assert_allclose(alone.to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-12)

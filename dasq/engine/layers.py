@@ -18,6 +18,7 @@ all-to-all: the transpose of the bits that change places, then a rechunk).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,10 +98,12 @@ def basis_state(
 
 
 def held_blocks(held: Any) -> da.Array:
-    """A state held as one array (engine/oneblock.py) as one block of a graph, under a
-    name of its own (``name=False``: no hash of the amplitudes, and no two states share
-    keys)."""
-    return da.from_array(held, chunks=held.size, name=False)
+    """A state held as one array (engine/oneblock.py, numpy or cupy) as the one block of a
+    graph, under a name of its own: no hash of the amplitudes, no two states sharing
+    keys, and no copy (``da.from_array`` copies a numpy array: a pass over the state)."""
+    name = f"dasq-held-{uuid.uuid4().hex}"
+    meta = held[:0].copy()  # (a view would keep the amplitudes alive in every later array's meta)
+    return _array(name, {(name, 0): DataNode((name, 0), held)}, None, ((held.size,),), meta)
 
 
 def on_backend(x: da.Array, backend: Backend) -> da.Array:

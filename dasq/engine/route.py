@@ -98,12 +98,12 @@ def runs_on_rows(spec: RunSpec, L: int) -> bool:
 
 
 def executor(plan: PhysicalPlan, options: RunOptions, backend: Backend, here: bool) -> str:
-    """How ``plan`` runs: "one-block" (one array in this process: on the CPU, with no
-    cluster, no lazy graph or bar asked for, from a basis state made here or a state
-    held here in one array (``here``; not blocks of a graph) and a plan ``runs_alone``
-    takes), "direct" (``runs_direct``) or "graph"."""
+    """How ``plan`` runs: "one-block" (one array in this process, the CPU's or a GPU's:
+    with no cluster, no lazy graph or bar asked for, from a basis state made here or a
+    state held here in one array (``here``; not blocks of a graph) and a plan
+    ``runs_alone`` takes), "direct" (``runs_direct``) or "graph"."""
     cluster = None if options.lazy else scheduler_client(options.client)
-    alone = options.backend == "cpu" and not (options.lazy or options.progress) and cluster is None
+    alone = not (options.lazy or options.progress) and cluster is None
     if here and alone and runs_alone(plan):
         return "one-block"
     if cluster is not None and runs_direct(plan, options, backend):

@@ -74,6 +74,10 @@ def evolve(
     path = route.executor(plan, options, backend, here=blocks is None)
     if path == "one-block":
         block, records = run_alone(plan, dtype, backend, basis, options.cache_qubits, start=held)
+        if options.backend != "cpu":  # a device's array: the one block of a graph, as it lies
+            from dasq.engine import layers
+
+            return Evolution(layers.held_blocks(block), plan.final_layout, plan, records)
         if plan.final_layout != identity:  # new bit q = old bit final_layout[q]
             block = backend.permute_bits(block, plan.final_layout)
         return Evolution(None, identity, plan, records, held=block)

@@ -60,6 +60,27 @@ def test_a_held_state_projects_in_its_array_as_its_blocks_do(qubit, reset):
     np.testing.assert_array_equal(held.to_numpy(), before)  # the state projected is left as it was
 
 
+@pytest.mark.parametrize("fixed", [((1, 1),), ((0, 1), (3, 0)), ((4, 0), (2, 1), (0, 0))])
+def test_a_state_projected_onto_several_bits_at_once_is_the_one_projected_bit_by_bit(fixed):
+    held, blocks = _pair("complex128")
+    qubits = [q for q, _ in fixed]
+    table = held.probabilities(qubits)
+    p = float(table[sum(b << j for j, (_, b) in enumerate(fixed))])
+    for state in (held, blocks):
+        by_bits = state
+        for i, (q, b) in enumerate(fixed):  # unnormalised, then once by the joint probability
+            by_bits = by_bits.projected(q, b, p if i == len(fixed) - 1 else 1.0)
+        got = state.projected_onto(fixed, p)
+        np.testing.assert_array_equal(got.to_numpy(), by_bits.to_numpy())  # the same arithmetic
+        assert got.norm() == pytest.approx(1.0)
+        assert got.measurements == list(fixed)
+        assert (got._held is not None) == (state is held)  # a held state's stays in its array
+    rho = dasq.simulate(_circuit(1), density=True)
+    got = rho.projected_onto(fixed, p).to_numpy()
+    want = by_bits.to_numpy()
+    np.testing.assert_allclose(got, np.outer(want, want.conj()), atol=1e-12)
+
+
 def test_a_held_state_applies_a_circuit_in_a_copy_of_its_array():
     held, blocks = _pair("complex128")
     before = held.to_numpy()

@@ -171,3 +171,24 @@ def test_uniforms_take_the_first_outcome_whose_cumulative_probability_exceeds_ea
     table = np.array([[0.05], [0.5], [0.95], [0.2]])
     split = Uniforms(table).split(Group(Node(), np.arange(4)), np.array([0.2, 0.5, 0.3]))
     assert [(v, reps.tolist()) for v, reps in split] == [(0, [0]), (1, [1, 3]), (2, [2])]
+
+
+def test_shot_branches_draw_a_run_of_measurements_of_distinct_qubits_as_one_event(monkeypatch):
+    from dasq.state.walk import Walker
+
+    events = []
+    measured = Walker._measured
+    monkeypatch.setattr(
+        Walker, "_measured", lambda self, g, ops: events.append(len(ops)) or measured(self, g, ops)
+    )
+    # q0 and q1 are one event; q0 again starts the next (its outcome is the first's) with q2;
+    # the X gates after them keep every measurement mid-circuit
+    circuit = dasq.Circuit(3, num_clbits=4).h(0).ry(1.0, 1).cx(0, 2)
+    circuit = circuit.measure(0, 0).measure(1, 1).measure(0, 2).measure(2, 3).x(0).x(1).x(2)
+    result = dasq.run(circuit, 20_000, seed=2)
+    assert events == [2] * 5  # one event for the one group, then one for each of its 4 branches
+    p1 = np.sin(0.5) ** 2
+    exact = {"0000": 0.5 * (1 - p1), "0010": 0.5 * p1, "1101": 0.5 * (1 - p1), "1111": 0.5 * p1}
+    assert set(result.counts) == set(exact)  # c2 == c0 == c3: the repeated and entangled reads agree
+    for key, p in exact.items():
+        assert abs(result.counts[key] / 20_000 - p) < 0.015

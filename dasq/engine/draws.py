@@ -9,23 +9,39 @@ imports no dask.array to do it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 
-def layout_tables(layout: Sequence[int], L: int) -> tuple[np.ndarray, list[int]]:
+def layout_tables(layout: Sequence[int], L: int) -> tuple[np.ndarray, tuple[int, ...]]:
     """How stored indices map back to logical ones, byte by byte: ``tables[t][v]`` is
-    the logical bits of local byte t holding v, and ``block_parts[c]`` those of block c."""
+    the logical bits of local byte t holding v, and ``block_parts[c]`` those of block c.
+    Kept per layout (read-only) where the blocks are few: every branch of a run of
+    shots samples a state of the same layout."""
+    layout = tuple(int(p) for p in layout)
+    if len(layout) - L > CACHED_LAYOUT_BLOCK_BITS:
+        return _layout_tables.__wrapped__(layout, L)
+    return _layout_tables(layout, L)
+
+
+CACHED_LAYOUT_BLOCK_BITS = 10
+
+
+@functools.lru_cache(maxsize=32)
+def _layout_tables(layout: tuple[int, ...], L: int) -> tuple[np.ndarray, tuple[int, ...]]:
     num_tables = max(1, (L + 7) // 8)
     tables = np.zeros((num_tables, 256), dtype=np.uint64)
     values = np.arange(256)
-    block_bits = [0] * (1 << max(0, len(layout) - L))
     for q, p in enumerate(layout):
         if p < L:
             tables[p // 8] |= (((values >> (p % 8)) & 1).astype(np.uint64)) << np.uint64(q)
-    for c in range(len(block_bits)):
-        block_bits[c] = sum(1 << q for q, p in enumerate(layout) if p >= L and (c >> (p - L)) & 1)
+    tables.setflags(write=False)
+    block_bits = tuple(
+        sum(1 << q for q, p in enumerate(layout) if p >= L and (c >> (p - L)) & 1)
+        for c in range(1 << max(0, len(layout) - L))
+    )
     return tables, block_bits
 
 

@@ -147,6 +147,12 @@ class DensityMatrix:
         both = ket.projected(qubit + self._n, outcome, 1.0, reset=reset)
         return DensityMatrix(both, self.measurements + ([] if reset else [(qubit, outcome)]))
 
+    def projected_onto(self, fixed: Sequence[tuple[int, int]], probability: float) -> DensityMatrix:
+        """``projected`` for every (qubit, bit) of ``fixed`` at once, divided once by their
+        joint ``probability``: ket and bra bits kept in one projection of the Choi vector."""
+        both = fixed + tuple((q + self._n, b) for q, b in fixed)
+        return DensityMatrix(self.choi.projected_onto(both, probability**2), self.measurements + list(fixed))
+
     # ----------------------------------------------------------------- read-out
     def _entries(self, flip: int) -> np.ndarray:
         """rho[k, k ^ flip] for every k (2^N numbers)."""

@@ -322,6 +322,22 @@ class StateVector:
         )
         return self._derived(blocks, measurements)
 
+    def projected_onto(self, fixed: Sequence[tuple[int, int]], probability: float) -> StateVector:
+        """The state projected onto every (qubit, bit) of ``fixed`` at once, renormalised
+        by their joint ``probability`` (> 0): one pass where ``projected`` per pair
+        would make one each (a branch of shots fixes every bit its measurements read)."""
+        if self._held is None or len(fixed) < 2:
+            state = self
+            for i, (q, b) in enumerate(fixed):
+                state = state.projected(q, b, probability if i == len(fixed) - 1 else 1.0)
+            return state
+        index = np.arange(self._held.size)
+        mask = sum(1 << q for q, _ in fixed)
+        value = sum(b << q for q, b in fixed)
+        held = np.where((index & mask) == value, self._held * (1 / np.sqrt(probability)), 0)
+        held = held.astype(self._held.dtype, copy=False)
+        return self._derived(None, self.measurements + list(fixed), held=held)
+
     def _derived(
         self,
         blocks: da.Array | None,

@@ -6,7 +6,8 @@ each group by the outcomes its shots draw; an IfElse sends each group down the b
 its memory selects; loops run per group, as Aer runs them per shot. The draw policy
 says which records draw and how: ``ShotBranches`` splits a count of shots binomially
 (work grows with the distinct branches, not the shots: ``dasq.run``, the Qiskit
-backend), ``OneTrajectory`` takes one outcome (``simulate(trajectories=)``),
+backend; a run of measurements of distinct qubits is one event, one table and one
+split), ``OneTrajectory`` takes one outcome (``simulate(trajectories=)``),
 ``Uniforms`` reads each shot's next uniform number in circuit order (Cirq's draws).
 Gates wait in ``pending`` until a state is needed; an outcome projects when the branch
 is next computed (a marginal table answers the next measurement without it).
@@ -80,6 +81,7 @@ class Draw:
 
     measures = resets = channels = True
     merges = False
+    joins_measurements = False  # a run of measurements of distinct qubits draws as one event
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
         raise NotImplementedError
@@ -92,6 +94,7 @@ class ShotBranches(Draw):
     rng: np.random.Generator
     channels = False
     merges = True
+    joins_measurements = True  # one multinomial over the run's outcomes: the same law, fewer events
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
         left, counts = int(group.reps), []
@@ -216,8 +219,7 @@ class Walker:
             op = records[i]
             if isinstance(op, Measure) and self.draw.measures:
                 j = i + 1
-                register = self.registers.get(op.clbit)
-                while register is not None and j < len(records) and self._register(records[j]) is register:
+                while j < len(records) and self._joins(records[i:j], records[j]):
                     j += 1
                 groups = self.measure(records[i:j], groups)
                 i = j
@@ -253,6 +255,20 @@ class Walker:
 
     def _register(self, op: Any) -> Any:
         return self.registers.get(op.clbit) if isinstance(op, Measure) else None
+
+    def _joins(self, run: Sequence[Measure], op: Any) -> bool:
+        """Whether measurement ``op`` joins ``run`` as one event: a register's run of
+        measurements is one (as Cirq draws it); with no register, a draw that
+        ``joins_measurements`` takes a run of measurements of distinct qubits at once."""
+        register = self.registers.get(run[0].clbit)
+        if register is not None:
+            return self._register(op) is register
+        return (
+            self.draw.joins_measurements
+            and isinstance(op, Measure)
+            and self._register(op) is None
+            and op.targets[0] not in {m.targets[0] for m in run}
+        )
 
     def step(self, op: Any, groups: list[Group], flow: Flow) -> list[Group]:
         """The groups after ``op``; those that jump out of a loop go to ``flow``."""
@@ -290,10 +306,7 @@ class Walker:
             return self.start(Circuit(self.n).with_operations(node.pending))
         state = node.base
         if node.fixed:
-            *first, (q, bit) = node.fixed
-            for other, b in first:  # projected without renormalising, then once by the joint weight
-                state = state.projected(other, b, 1.0)
-            state = state.projected(q, bit, node.weight)
+            state = state.projected_onto(node.fixed, node.weight)
         return state.apply(Circuit(self.n).with_operations(node.pending)) if node.pending else state
 
     def settled_all(self, groups: list[Group]) -> list[Group]:

@@ -192,7 +192,7 @@ def _dynamic() -> list[str]:
     repetition = rows["repetition"]
     assert {r["shots"] for r in results["rows"]} == {1000}
     ratio = {name: r["contenders"]["dasq"]["ratio_to_best_aer"] for name, r in rows.items()}
-    assert min(ratio.values()) > 1.0  # "Aer"
+    assert ratio["rounds"] > 1.0  # "Aer": faster where the shots' outcomes branch apart
     return [
         f"dasq takes {ratio['repetition']:.2f}x the time of Aer's faster mode on a distance-5 repetition "
         f"code at {repetition['shots']:,} shots, and {ratio['rounds']:.2f}x "

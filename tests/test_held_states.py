@@ -81,6 +81,18 @@ def test_a_state_projected_onto_several_bits_at_once_is_the_one_projected_bit_by
     np.testing.assert_allclose(got, np.outer(want, want.conj()), atol=1e-12)
 
 
+def test_a_state_projects_onto_a_repeated_bit_once_and_refuses_two_values_of_one_qubit():
+    held, blocks = _pair("complex128")
+    p = float(held.probabilities([2])[1])
+    want = held.projected(2, 1, p).to_numpy()
+    for state in (held, blocks):
+        np.testing.assert_allclose(state.projected_onto(((2, 1), (2, 1)), p).to_numpy(), want, atol=1e-12)
+        with pytest.raises(dasq.ValidationError, match="one per qubit"):
+            state.projected_onto(((2, 1), (0, 0), (2, 0)), p)
+        with pytest.raises(dasq.ValidationError, match="0 or 1"):
+            state.projected_onto(((1, 2), (0, 0)), p)
+
+
 def test_a_held_state_applies_a_circuit_in_a_copy_of_its_array():
     held, blocks = _pair("complex128")
     before = held.to_numpy()

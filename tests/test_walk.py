@@ -192,3 +192,45 @@ def test_shot_branches_draw_a_run_of_measurements_of_distinct_qubits_as_one_even
     assert set(result.counts) == set(exact)  # c2 == c0 == c3: the repeated and entangled reads agree
     for key, p in exact.items():
         assert abs(result.counts[key] / 20_000 - p) < 0.015
+
+
+def test_a_long_run_of_measurements_is_drawn_in_events_of_at_most_ten(monkeypatch):
+    from dasq.state.walk import MAX_JOINED_MEASUREMENTS, Walker
+
+    events = []
+    measured = Walker._measured
+    monkeypatch.setattr(
+        Walker, "_measured", lambda self, g, ops: events.append(len(ops)) or measured(self, g, ops)
+    )
+    n = 12
+    circuit = dasq.Circuit(n, num_clbits=n)
+    for q in range(n):
+        circuit = circuit.measure(q, q)
+    for q in range(n):
+        circuit = circuit.x(q)
+    assert dasq.run(circuit, 50, seed=1).counts == {"0" * n: 50}
+    assert MAX_JOINED_MEASUREMENTS == 10 and events == [10, 2]
+
+
+def _split_outcome_by_outcome(rng: np.random.Generator, shots: int, p: np.ndarray) -> list[tuple[int, int]]:
+    """ShotBranches' split as first written: a binomial for every outcome, zeros too."""
+    left, counts = shots, []
+    for v in range(len(p) - 1, 0, -1):
+        below = float(p[: v + 1].sum())
+        share = min(1.0, float(p[v]) / below) if below > 0 else 0.0
+        counts.append(int(rng.binomial(left, share)))
+        left -= counts[-1]
+    return [(v, c) for v, c in enumerate([left, *reversed(counts)]) if c]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_shot_branches_skip_outcomes_of_probability_zero_with_the_same_draws(seed):
+    from dasq.state.walk import Group, Node, ShotBranches
+
+    rng = np.random.default_rng(100 + seed)
+    p = rng.random(64) * (rng.random(64) < 0.2)  # mostly zeros
+    p[int(rng.integers(64))] += 0.1
+    p /= p.sum()
+    for shots in (1, 7, 1000):
+        got = ShotBranches(np.random.default_rng(seed)).split(Group(Node(), shots), p)
+        assert got == _split_outcome_by_outcome(np.random.default_rng(seed), shots, p)

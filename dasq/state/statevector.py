@@ -326,16 +326,22 @@ class StateVector:
         """The state projected onto every (qubit, bit) of ``fixed`` at once, renormalised
         by their joint ``probability`` (> 0): one pass where ``projected`` per pair
         would make one each (a branch of shots fixes every bit its measurements read)."""
+        bits: dict[int, int] = {}
+        for q, b in fixed:
+            if bits.setdefault(check_readout_qubits(q, self._n)[0], b) != b or b not in (0, 1):
+                raise ValidationError(
+                    f"cannot project qubit {q} onto {b!r}: the fixed bits are 0 or 1, one per qubit"
+                )
         if self._held is None or len(fixed) < 2:
             state = self
             for i, (q, b) in enumerate(fixed):
                 state = state.projected(q, b, probability if i == len(fixed) - 1 else 1.0)
             return state
-        index = np.arange(self._held.size)
-        mask = sum(1 << q for q, _ in fixed)
-        value = sum(b << q for q, b in fixed)
-        held = np.where((index & mask) == value, self._held * (1 / np.sqrt(probability)), 0)
-        held = held.astype(self._held.dtype, copy=False)
+        mask = sum(1 << q for q in bits)
+        value = sum(b << q for q, b in bits.items())
+        held = np.zeros_like(self._held)
+        kept = (np.arange(self._held.size) & mask) == value
+        held[kept] = self._held[kept] * (1 / np.sqrt(probability))
         return self._derived(None, self.measurements + list(fixed), held=held)
 
     def _derived(

@@ -42,6 +42,7 @@ Start = Callable[[Circuit], Any]
 MERGE_ATOL = 1e-12
 CERTAIN = 1 - 1e-12  # an outcome this probable projects nothing
 WHOLE_TABLE_QUBITS = 10  # up to here a state's outcomes are drawn from one table over all its qubits
+MAX_JOINED_MEASUREMENTS = 10  # a joined run's outcome table has 2^(its measurements) entries
 
 
 @dataclass(frozen=True)
@@ -97,13 +98,19 @@ class ShotBranches(Draw):
     joins_measurements = True  # one multinomial over the run's outcomes: the same law, fewer events
 
     def split(self, group: Group, probabilities: np.ndarray) -> list[tuple[int, Any]]:
+        # outcomes of probability 0, and any once no shot is left, draw 0 without using
+        # the generator: skipped, so the work grows with the outcomes drawn, not 2^k
         left, counts = int(group.reps), []
-        for v in range(len(probabilities) - 1, 0, -1):
-            below = float(probabilities[: v + 1].sum())
-            share = min(1.0, float(probabilities[v]) / below) if below > 0 else 0.0
-            counts.append(int(self.rng.binomial(left, share)))
-            left -= counts[-1]
-        return [(v, c) for v, c in enumerate([left, *reversed(counts)]) if c]
+        for v in np.flatnonzero(probabilities[1:])[::-1].tolist():
+            if not left:
+                break
+            below = float(probabilities[: v + 2].sum())
+            share = min(1.0, float(probabilities[v + 1]) / below) if below > 0 else 0.0
+            drawn = int(self.rng.binomial(left, share))
+            if drawn:
+                counts.append((v + 1, drawn))
+                left -= drawn
+        return ([(0, left)] if left else []) + counts[::-1]
 
 
 @dataclass(frozen=True)
@@ -266,6 +273,7 @@ class Walker:
         return (
             self.draw.joins_measurements
             and isinstance(op, Measure)
+            and len(run) < MAX_JOINED_MEASUREMENTS
             and self._register(op) is None
             and op.targets[0] not in {m.targets[0] for m in run}
         )
@@ -351,7 +359,7 @@ class Walker:
             check_bytes(
                 states * (np.dtype(state.dtype).itemsize << width),
                 limit,
-                f"{states:,} branches of shots after {ops[0].describe()} (a state of {self.n} qubits for "
+                f"{states:,} branches of shots after {_event(ops)} (a state of {self.n} qubits for "
                 "each sequence of mid-circuit outcomes drawn)",
                 limit_name,
                 "measure at the end of the circuit where you can (terminal measurements are sampled, "
@@ -636,3 +644,9 @@ def kraus_weights(state: StateVector, kraus: np.ndarray, targets: Sequence[int])
         full = pauli_label({q: label[k - 1 - j] for j, q in enumerate(targets)}, n)
         weights += coefficients * float(np.real(state.expectation(full)))
     return weights
+
+
+def _event(ops: Sequence[Any]) -> str:
+    """A walk event's records as an error names them: a run of measurements by its first."""
+    first = ops[0].describe()
+    return first if len(ops) == 1 else f"{first} and the {len(ops) - 1} measurements after it"

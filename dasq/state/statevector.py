@@ -375,9 +375,8 @@ class StateVector:
     def to_numpy(self, force: bool = False) -> np.ndarray:
         """All amplitudes in one numpy array; refuses above ``dasq.to-numpy-limit`` bytes
         (default a quarter of RAM) unless ``force=True``."""
-        limit = _config.to_numpy_limit()
         nbytes = self.dtype.itemsize << self._n
-        if nbytes > limit and not force:
+        if not force and nbytes > (limit := _config.to_numpy_limit()):
             raise ValidationError(
                 f"the state is {format_bytes(nbytes)}, over the to_numpy limit of "
                 f"{format_bytes(limit)}; pass force=True, or raise dask.config "

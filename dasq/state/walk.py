@@ -434,7 +434,7 @@ class Walker:
             table_qubits = list(range(self.n))
         elif self.n <= WHOLE_TABLE_QUBITS:  # every later measurement of this state reads it too
             table_qubits = list(range(self.n))
-            table = np.asarray(node.base.probabilities(table_qubits), dtype=np.float64)
+            table = np.asarray(node.base.probabilities(), dtype=np.float64)
             self._whole_tables[node.base] = table
         else:
             cached = self._table
@@ -447,9 +447,7 @@ class Walker:
         for q, bit in node.fixed if fixed_qubits else ():
             keep &= bits[table_qubits.index(q)] == bit
         k = len(qubits)
-        outcome = np.zeros(table.size, dtype=np.int64)
-        for j, q in enumerate(qubits):
-            outcome |= bits[table_qubits.index(q)] << (k - 1 - j)
+        outcome = _outcomes(tuple(table_qubits.index(q) for q in qubits), len(table_qubits))
         joint = np.bincount(outcome[keep], weights=table[keep], minlength=1 << k)
         return node, joint / max(node.weight if fixed_qubits else 1.0, np.finfo(float).tiny)
 
@@ -532,7 +530,7 @@ class Walker:
         kept: list[Group] = []
         seen: dict[int, list[tuple[int, np.ndarray]]] = {}  # by memory: where each distinct state is kept
         for g in self.settled_all([first, *groups[1:]]):
-            values = np.asarray(g.node.base.to_numpy())
+            values = np.asarray(g.node.base.to_numpy(force=True))  # small: MERGE_MAX_AMPLITUDES
             same = seen.setdefault(g.memory, [])
             for i, other_values in same:
                 if np.allclose(values, other_values, rtol=0, atol=MERGE_ATOL):
@@ -580,6 +578,28 @@ def _index_bits(width: int) -> Any:
     """Row j: bit j of each of 0 .. 2^width - 1 (a marginal table's indices), kept for
     the widths of whole tables."""
     return _small_index_bits(width) if width <= WHOLE_TABLE_QUBITS else _LazyBits(width)
+
+
+def _outcomes(ranks: tuple[int, ...], width: int) -> np.ndarray:
+    """Each index of a table over ``width`` qubits as a big-endian outcome over its
+    bits ``ranks`` (kept for whole tables: every group's measurement reads one)."""
+    if width <= WHOLE_TABLE_QUBITS:
+        return _whole_table_outcomes(ranks, width)
+    return _outcomes_of(_index_bits(width), ranks, width)
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_table_outcomes(ranks: tuple[int, ...], width: int) -> np.ndarray:
+    outcome = _outcomes_of(_small_index_bits(width), ranks, width)
+    outcome.setflags(write=False)
+    return outcome
+
+
+def _outcomes_of(bits: Any, ranks: tuple[int, ...], width: int) -> np.ndarray:
+    outcome = np.zeros(1 << width, dtype=np.int64)
+    for j, r in enumerate(ranks):
+        outcome |= bits[r] << (len(ranks) - 1 - j)
+    return outcome
 
 
 @functools.cache

@@ -231,3 +231,38 @@ def test_kinds_without_a_block_form_say_so():
     m = dasq.Circuit(2).measure(0)[0]
     with pytest.raises(TypeError, match="cannot run inside a block"):
         lowering.local_actions(m, 2, 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fused_groups_matrix_is_the_product_of_its_gates_full_operators(seed):
+    """One-target gates without controls (one product each) between controlled,
+    two-target and diagonal ones (the backend's actions), on a group of 3 of 6 qubits
+    whose global controls block 1 meets."""
+    rng = np.random.default_rng(seed)
+    n, L, block = 6, 5, 1  # qubit 5 is global, and set in block 1
+    qubits = (1, 3, 4)
+    c = dasq.Circuit(n)
+    for _ in range(12):
+        a, b = (int(q) for q in rng.permutation(qubits)[:2])
+        pick = int(rng.integers(6))
+        if pick == 0:
+            c.unitary(random_unitary(1, rng), [a])
+        elif pick == 1:
+            c.rz(float(rng.uniform(0, 6)), a)
+        elif pick == 2:
+            c.unitary(random_unitary(1, rng), [a], controls=[b], control_states=[int(rng.integers(2))])
+        elif pick == 3:
+            c.unitary(random_unitary(2, rng), [a, b])
+        elif pick == 4:
+            c.ry(float(rng.uniform(0, 6)), a, controls=[5])  # a global control, met in block 1
+        else:
+            c.cz(a, b)
+    rank = {q: r for r, q in enumerate(qubits)}
+    want = np.eye(8, dtype=complex)
+    for op in c:
+        local = [(q, s) for q, s in zip(op.controls, op.control_states) if q in rank]
+        matrix = op.matrix if isinstance(op, Unitary) else np.diag(op.values)
+        targets = [rank[t] for t in op.targets]
+        want = operator(matrix, targets, [rank[q] for q, _ in local], [s for _, s in local], n=3) @ want
+    got = group_matrix(Group(qubits, tuple(c)), L, block)
+    np.testing.assert_allclose(got, want, atol=1e-12)

@@ -37,6 +37,7 @@ from dasq.backend.base import Backend, Kernel, TileApply
 from dasq.backend.registry import get_backend
 from dasq.engine.actions import apply_action
 from dasq.plan import lowering
+from dasq.plan.actions import DenseAction, DiagonalAction
 from dasq.plan.fusion import Group
 from dasq.plan.search import searched_stages
 from dasq.plan.stages import Footprint, staged_footprints
@@ -77,8 +78,24 @@ def group_matrix(group: Group, L: int, block_index: int) -> np.ndarray:
     # columns of the matrix as a batch of k-qubit states: index = column * 2^k + row
     batch = np.eye(1 << k, dtype=np.complex128).reshape(-1)
     for action in _actions_on(group, L, block_index):
-        apply_action(host, action, batch, 2 * k)
+        if not _one_target_on(batch, action):
+            apply_action(host, action, batch, 2 * k)
     return batch.reshape(1 << k, 1 << k).T
+
+
+def _one_target_on(batch: np.ndarray, action: Any) -> bool:
+    """A group's commonest gate, one target and no controls, applied to its batch of
+    columns by one product (a few numpy calls where the backend's general action takes
+    a dozen); False for any other action. Every executor builds a group's matrix here,
+    so they all multiply by the same bits."""
+    if type(action) not in (DenseAction, DiagonalAction) or action.controls or len(action.targets) != 1:
+        return False
+    pairs = batch.reshape(-1, 2, 1 << action.targets[0])  # [higher bits, the target, lower bits]
+    if type(action) is DenseAction:
+        pairs[...] = np.matmul(action.matrix, pairs)
+    else:
+        pairs *= action.values[:, None]
+    return True
 
 
 SEGMENT_MIN_QUBITS = 10  # a gathered tile is copied in contiguous runs of at least 2^10 amplitudes

@@ -3,9 +3,10 @@ each contender in a child ``_gpu`` of run.py (needs a GPU and cupy).
 
     python benchmarks/run.py gpu --qubits 20 28 --circuits layers qft --configs 2/32768/64 3/32768/64
 
-A *tile configuration* ``F/TILE/RUN[/BATCH]`` is the fused-group width, the
-shared-memory tile's bytes, the bytes of the runs a tile reads (the lowest bits it
-holds) and the rounds of a tile loaded at a time; the first one given is the
+A *tile configuration* ``F/TILE/RUN[/R[/RESIDENT]]`` is the fused-group width, the
+tile's bytes, the bytes of the runs a tile reads (the lowest bits it holds), and for
+complex64 the amplitudes per thread (2^R, in registers) and the threads a
+multiprocessor is compiled to hold (backend/cuda_tiles.py); the first one given is the
 default's. Each is timed in the same child, one after the other, with the plan and
 compiled-pass caches emptied between them. Per row: the fused groups and tile passes
 (pure planning), the roofline (passes x one pass over the state at the
@@ -32,35 +33,36 @@ from benchmarks.measure import peak_rss
 
 @dataclass(frozen=True)
 class TileConfig:
-    """A fused-group width, a shared-memory tile and its coalesced runs, in bytes, and
-    the rounds of a tile loaded per batch (backend/cuda_kernels.py's LOAD_BATCH)."""
+    """A fused-group width, a tile and its coalesced runs, in bytes, and complex64's
+    register bits and resident threads (backend/cuda_tiles.py)."""
 
     fusion: int
     tile_bytes: int
     run_bytes: int
-    batch: int = 8
+    registers: int = 4
+    resident: int = 768
 
     @classmethod
     def parse(cls, text: str) -> TileConfig:
         try:
             numbers = [int(x) for x in text.split("/")]
-            if len(numbers) not in (3, 4):
+            if len(numbers) not in (3, 4, 5):
                 raise ValueError
         except ValueError:
             raise ValueError(
-                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/BATCH], e.g. 3/32768/64 or "
-                f"2/32768/64/1; got {text!r}"
+                "a tile configuration is F/TILE_BYTES/RUN_BYTES[/R[/RESIDENT]], e.g. 3/32768/64 or "
+                f"2/32768/64/4/768; got {text!r}"
             ) from None
         return cls(*numbers)
 
     def __str__(self) -> str:
-        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{self.batch}"
+        return f"{self.fusion}/{self.tile_bytes}/{self.run_bytes}/{self.registers}/{self.resident}"
 
 
-# dasq's defaults (backend/gpu.py, backend/cuda_kernels.py). The results of 787181f name
-# their configurations F/TILE/RUN/REGISTERS/SWIZZLE/BATCH (two switches since removed):
-# this one is their 2/32768/64/0/0/8, the same compiled kernel.
-DEFAULT_CONFIG = "2/32768/64/8"
+# dasq's defaults (backend/gpu.py, backend/cuda_tiles.py). Results before the register
+# kernel name F/TILE/RUN/BATCH (and at 787181f F/TILE/RUN/REGISTERS/SWIZZLE/BATCH): the
+# shared-memory kernel that the register kernel replaced.
+DEFAULT_CONFIG = "2/32768/64/4/768"
 
 
 @contextlib.contextmanager
@@ -69,14 +71,14 @@ def configured(config: TileConfig) -> Iterator[None]:
     plans and compiles afresh, then runs warm)."""
     import dask
 
-    from dasq.backend import cuda_kernels, gpu
+    from dasq.backend import cuda_tiles, gpu
     from dasq.engine import program
     from dasq.plan import reuse
 
     saved = gpu.TILE_BYTES, gpu.COALESCED_BYTES
-    batch = cuda_kernels.LOAD_BATCH
+    kernel = cuda_tiles.REGISTER_QUBITS[8], cuda_tiles.RESIDENT_THREADS[8]
     gpu.TILE_BYTES, gpu.COALESCED_BYTES = config.tile_bytes, config.run_bytes
-    cuda_kernels.LOAD_BATCH = config.batch
+    cuda_tiles.REGISTER_QUBITS[8], cuda_tiles.RESIDENT_THREADS[8] = config.registers, config.resident
     reuse.clear_plan_cache()
     program.COMPILED._held.clear()
     try:
@@ -84,7 +86,7 @@ def configured(config: TileConfig) -> Iterator[None]:
             yield
     finally:
         gpu.TILE_BYTES, gpu.COALESCED_BYTES = saved
-        cuda_kernels.LOAD_BATCH = batch
+        cuda_tiles.REGISTER_QUBITS[8], cuda_tiles.RESIDENT_THREADS[8] = kernel
         reuse.clear_plan_cache()
         program.COMPILED._held.clear()
 

@@ -31,9 +31,9 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
-# the tile configurations F/TILE_BYTES/RUN_BYTES/BATCH timed (the first: dasq's default;
-# /1: one round of loads at a time, the kernel before batches)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/8 2/32768/64/1 2/65536/64/8 3/32768/64/8}"
+# the tile configurations F/TILE_BYTES/RUN_BYTES/R/RESIDENT timed (the first: dasq's default;
+# 512: 100 registers and two blocks per multiprocessor; 65536: tiles of 13 bits, 512 threads)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512 2/65536/64/4/512 3/32768/64/4/768}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &

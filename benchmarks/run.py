@@ -294,7 +294,7 @@ def parser() -> argparse.ArgumentParser:
             nargs="+",
             type=lambda text: str(TileConfig.parse(text)),  # one name per configuration
             default=[DEFAULT_TILE_CONFIG],
-            help="F/TILE/RUN bytes[/BATCH]",
+            help="F/TILE/RUN bytes[/R[/RESIDENT]]",
         )
     return p
 

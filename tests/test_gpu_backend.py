@@ -18,7 +18,7 @@ import pytest
 from reference import embed, random_state, random_unitary
 
 import dasq
-from dasq.backend import cuda_kernels
+from dasq.backend import cuda_kernels, cuda_tiles
 from dasq.backend import gpu as gpu_module
 from dasq.backend.gpu import GPU, GPU_TWIN, DeviceGroupKernel, DevicePhaseKernel, gpu_available
 from dasq.backend.registry import get_backend
@@ -373,15 +373,16 @@ TILES = {
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("where", list(TILES))
 def test_a_tile_pass_applies_its_groups_in_order_on_every_tile(backend, dtype, where):
-    """One launch applies dense groups of 1 to 5 qubits on tile ranks and phase tables
+    """One launch applies dense groups of 1 to 3 qubits on tile ranks and phase tables
     whose bits lie inside the tile, outside it (constants of a tile) or both, in
-    order, to every tile: the result is the product of their Kronecker operators."""
+    order, to every tile: the result is the product of their Kronecker operators. A
+    diagonal matrix becomes a phase table; the identity is left out."""
     n = 9
     tile = TILES[where]
     rng = np.random.default_rng(sum(tile))
     outside = [q for q in range(n) if q not in tile]
     groups = []
-    for m in (2, 1, 5, 3, 4):
+    for m in (2, 1, 3, 3, 2):
         qubits = tuple(int(q) for q in rng.choice(tile, m, replace=False))
         groups.append((qubits, random_unitary(m, rng), False))
         phase_bits = (int(rng.choice(tile)), outside[m % len(outside)], int(rng.choice(outside)))
@@ -395,20 +396,111 @@ def test_a_tile_pass_applies_its_groups_in_order_on_every_tile(backend, dtype, w
         want = embed(np.diag(values) if is_table else values, qubits, n) @ want
     kernel = backend.compile_tile_pass(tile, groups, dtype)
     assert isinstance(kernel, gpu_module.DeviceTileKernel)
-    assert kernel.program.words.size == sum(cuda_kernels.HEADER + len(q) for q, _, _ in groups[:-1])
+    kinds = [k for k in kernel.program.kinds() if k != cuda_tiles.REMAP]
+    assert kinds.count(cuda_tiles.DENSE) == 5 and kinds.count(cuda_tiles.PHASES) == 6
     np.testing.assert_allclose(
         _run(backend, kernel, block), want, atol=1e-5 if dtype == "complex64" else 1e-12
     )
 
 
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("seed", range(16))
+def test_random_tile_passes_match_the_kronecker_reference(backend, seed):
+    """Random tiles (3 to 9 of up to 9 qubits, runs of 0 to 4 lowest bits), random
+    passes of dense groups and phase tables, both precisions: every layout, remap
+    and register product the program chooses gives the reference's state."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 10))
+    k = int(rng.integers(3, n + 1))
+    low = int(rng.integers(0, min(k, 4) + 1))
+    tile = tuple(sorted([*range(low), *(int(q) for q in rng.choice(range(low, n), k - low, replace=False))]))
+    dtype = ("complex64", "complex128")[seed % 2]
+    groups = []
+    for _ in range(int(rng.integers(1, 12))):
+        m = int(rng.integers(1, 4))
+        if rng.random() < 0.7:
+            qubits = tuple(int(q) for q in rng.choice(tile, min(m, k), replace=False))
+            groups.append((qubits, random_unitary(len(qubits), rng), False))
+        else:
+            qubits = tuple(int(q) for q in rng.choice(n, m, replace=False))
+            groups.append((qubits, np.exp(2j * np.pi * rng.random(1 << m)), True))
+    block = random_state(n, rng).astype(dtype)
+    want = block.astype(np.complex128)
+    for qubits, values, is_table in groups:
+        want = embed(np.diag(values) if is_table else values, qubits, n) @ want
+    kernel = backend.compile_tile_pass(tile, groups, dtype)
+    np.testing.assert_allclose(
+        _run(backend, kernel, block), want, atol=1e-5 if dtype == "complex64" else 1e-12
+    )
+
+
+def test_a_tile_pass_keeps_amplitudes_in_registers_until_a_group_needs_other_ranks():
+    """Groups that fit one set of register ranks make no remap; a group on the tile's
+    lowest ranks (a run in memory) makes two (the tile is loaded and stored with those
+    ranks on lanes); groups on more ranks than a thread holds, one per new phase."""
+    tile = tuple(range(12))
+    u = np.eye(4)[[1, 0, 3, 2]]  # not diagonal: a dense group
+    remaps = [
+        GPU_TWIN.compile_tile_pass(tile, [((a, b), u, False) for a, b in pairs], "complex64").program.remaps
+        for pairs in (
+            [(9, 10), (11, 8), (10, 8)],
+            [(0, 9)],
+            [(4, 5), (6, 7), (4, 6), (8, 9), (10, 11), (8, 10)],
+        )
+    ]
+    assert remaps == [0, 2, 1]
+
+
+@pytest.mark.parametrize("itemsize", [8, 16])
+def test_every_layout_reaches_distinct_banks_and_reads_whole_runs(itemsize):
+    """A bank model of shared memory (32 banks of 4 bytes): for every layout of a pass
+    of groups on every pair of ranks, the lanes that share a cycle (16 of 8-byte, 8 of
+    16-byte elements) reach distinct banks for each register; the lowest lanes are the
+    tile's lowest ranks that no register holds, all of them in the layouts loaded and
+    stored, so a warp reads and writes runs of 2^low elements."""
+    k, low = 12 if itemsize == 8 else 11, 3 if itemsize == 8 else 2
+    tile = tuple(range(k))
+    u = np.eye(4)[[1, 0, 3, 2]]
+    groups = [((a, b), u, False) for a in range(k) for b in range(a + 1, k)]
+    program = cuda_tiles.TileProgram.of(tile, [(cuda_tiles.DENSE, q, v) for q, v, _ in groups], itemsize, low)
+    words, r = program.words.tolist(), program.registers
+    lanes = k - r
+    starts = {words[1], words[2]} | {
+        words[w + 1] for w, kind in cuda_tiles._walk(words, 3, 3 + words[0], r) if kind == cuda_tiles.REMAP
+    }
+    assert len(starts) > 4
+    per_cycle = 128 // itemsize
+    for at in starts:
+        ranks, swizzled, offsets = (
+            words[at : at + lanes],
+            words[at + lanes : at + 2 * lanes],
+            words[at + 2 * lanes : at + 2 * lanes + (1 << r)],
+        )
+        runs = [q for q in range(low) if q in ranks]  # the lowest ranks not in registers
+        assert ranks[: len(runs)] == runs and (at not in (words[1], words[2]) or runs == list(range(low)))
+        for j in range(1 << r):
+            for first in range(0, 32, per_cycle):
+                addresses = []
+                for lane in range(first, first + per_cycle):
+                    s = offsets[j]
+                    for i in range(lanes):
+                        if (lane >> i) & 1:
+                            s ^= swizzled[i]
+                    addresses.append(s)
+                banks = {(a * itemsize // 4) % 32 for a in addresses}
+                assert len(banks) * itemsize // 4 == 32, (at, j, first)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc (the CUDA compiler) on this machine")
-@pytest.mark.parametrize("real,widest,registers", [("float", 2, 40), ("double", 2, 64), ("float", 3, 64)])
-def test_the_tile_kernel_compiles_for_hopper_without_spilling(tmp_path, real, widest, registers):
-    """The tile pass as cupy compiles it (batched loads, LOAD_BATCH), built for sm_90 by
-    nvcc where one is installed: no spills, and no more registers than measured on the
-    H200 (40 in complex64 at groups of 2: six tiles of 256 threads per multiprocessor)."""
+@pytest.mark.parametrize(
+    "itemsize,r,threads,registers", [(8, 4, 256, 80), (16, 3, 256, 128), (8, 4, 512, 128)]
+)
+def test_the_tile_kernel_compiles_for_hopper_without_spilling(tmp_path, itemsize, r, threads, registers):
+    """The tile pass as cupy compiles it, built for sm_90 by nvcc where one is installed:
+    no spills, and no more registers than its launch bound allows (three blocks of 256
+    complex64 threads per multiprocessor at 80)."""
     source = tmp_path / "tile.cu"
-    source.write_text(cuda_kernels.expanded(cuda_kernels._TILE_SOURCE, real, widest, cuda_kernels.LOAD_BATCH))
+    source.write_text(cuda_tiles.expanded(itemsize, r, threads))
     out = subprocess.run(
         ["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "tile.cubin"), str(source)],
         capture_output=True,
@@ -419,15 +511,9 @@ def test_the_tile_kernel_compiles_for_hopper_without_spilling(tmp_path, real, wi
     assert " 0 bytes spill stores" in out.stderr and used <= registers, out.stderr
 
 
-def test_the_tile_program_reads_the_lowest_bits_in_runs_and_makes_room_for_its_widest_matrix():
-    program = cuda_kernels.TileProgram.of(
-        (0, 1, 2, 7), [(cuda_kernels.DENSE, (0, 3), np.eye(4)), (cuda_kernels.PHASES, (1, -6), np.ones(4))]
-    )
-    assert program.low == 3 and program.widest == 2
-    # the tile and the widest matrix, an address and a phase index for the one round of
-    # threads, and the program's ten words
-    assert program.shared_bytes(8) == (16 + 16) * 8 + 12 + 4 * 10
-    assert program.words.tolist() == [cuda_kernels.DENSE, 2, 0, 0, 3, cuda_kernels.PHASES, 2, 16, 1, -6]
+def test_a_tile_program_refuses_a_group_wider_than_its_registers():
+    with pytest.raises(ValueError, match="at most 3 ranks"):
+        cuda_tiles.TileProgram.of(tuple(range(10)), [(cuda_tiles.DENSE, (0, 1, 2, 3), np.eye(16))], 8, 3)
 
 
 @pytest.mark.parametrize("search", [False, True])

@@ -1,7 +1,7 @@
 """The GPU backend: blocks are cupy arrays, the arithmetic runs on the device.
 
 The array code is ``arrays``' (the namespace is cupy). A stage runs as passes over
-tiles held in shared memory: each pass is one launch of ``cuda_kernels``'
+tiles of the state: each pass is one launch of ``cuda_tiles``'
 ``tile_pass`` that applies every fused group of the pass to a tile (the runner
 chooses the passes, engine/program.py); groups that fit no tile run alone, up to
 ``MAX_GROUP_QUBITS`` qubits with the one-group kernels, wider ones on cuBLAS (one
@@ -21,7 +21,7 @@ import numpy as np
 
 from dasq import _config
 from dasq._config import COALESCED_BYTES, TILE_BYTES  # names here too: the gpu suite's tile sweep sets them
-from dasq.backend import cuda_kernels
+from dasq.backend import cuda_kernels, cuda_tiles
 from dasq.backend.arrays import ArrayBackend, MatrixKernel
 from dasq.backend.base import Kernel, SkipKernel
 from dasq.errors import ValidationError
@@ -126,16 +126,17 @@ class DeviceGroupKernel(Kernel):
 class DeviceTileKernel(Kernel):
     """A pass of groups applied tile by tile in shared memory: one launch."""
 
-    launch: Any  # cuda_kernels.tile_pass_cuda or its twin
-    program: cuda_kernels.TileProgram
+    launch: Any  # cuda_tiles.tile_pass_cuda or its twin
+    program: cuda_tiles.TileProgram
     words: Any  # the program's arrays in the backend's memory, uploaded once
     entries: Any
+    addresses: Any
     positions: Any
     device: OnDevice | None = None
 
     def apply(self, view: Any) -> None:
         _use(self.device)
-        self.launch(view, self.program, self.words, self.entries, self.positions)
+        self.launch(view, self.program, self.words, self.entries, self.addresses, self.positions)
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +160,7 @@ class GPUBackend(ArrayBackend):
 
     cache_blocking = False
     shared_tiles = True
-    widest_tiled_group = cuda_kernels.MAX_GROUP_QUBITS
+    widest_tiled_group = cuda_tiles.WIDEST_GROUP
     reduce_slice = 1 << 26
 
     def __init__(self, name: str, singleton: str, *, twin: bool = False, index: int | None = None) -> None:
@@ -214,22 +215,26 @@ class GPUBackend(ArrayBackend):
             if not is_table:
                 diag = np.diag(values)
                 if np.count_nonzero(values - np.diag(diag)):
-                    ops.append((cuda_kernels.DENSE, tuple(rank[q] for q in qubits), values))
+                    ops.append((cuda_tiles.DENSE, tuple(rank[q] for q in qubits), values))
                     continue
                 values = diag
             if np.all(values == 1):
                 continue
             bits = tuple(rank[q] if q in rank else -(q + 1) for q in qubits)
-            ops.append((cuda_kernels.PHASES, bits, values))
+            ops.append((cuda_tiles.PHASES, bits, values))
         if not ops:
             return SkipKernel()
-        program = cuda_kernels.TileProgram.of(tuple(tile), ops)
-        launch = cuda_kernels.tile_pass_twin if self.twin else cuda_kernels.tile_pass_cuda
+        runs = next((i for i, q in enumerate(tile) if q != i), len(tile))  # lowest bits held: a run in memory
+        program = cuda_tiles.TileProgram.of(
+            tuple(tile), ops, np.dtype(dtype).itemsize, min(runs, self.tile_qubits(dtype)[1])
+        )
+        launch = cuda_tiles.tile_pass_twin if self.twin else cuda_tiles.tile_pass_cuda
         return DeviceTileKernel(
             launch,
             program,
             self.small(program.words, np.int32),
             self.small(program.entries, dtype),
+            self.small(program.addresses, np.int64),
             self.small(np.asarray(program.positions), np.int32),
             self._device,
         )

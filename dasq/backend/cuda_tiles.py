@@ -1,0 +1,519 @@
+"""The GPU's tile pass: a whole pass of fused groups in one launch, with each thread's
+amplitudes in registers.
+
+One CUDA block per tile of 2^k amplitudes (every amplitude whose bits outside the
+tile's block positions are those of the tile's base). Each of its 2^(k-r) threads
+holds 2^r of the tile's amplitudes in registers: those that differ in the r tile
+ranks of the current *layout*'s registers, its thread number spread over the other
+ranks (the *lanes*). A dense group on register ranks is a product on the thread's own
+registers: no shared memory, no barrier, its matrix read once per thread for 2^(r-m)
+groups. A phase table multiplies each register by the entry its tile element (and the
+tile's constant bits outside it) selects. Between phases of groups on other ranks the
+block re-lays its tile through shared memory (a *remap*: each thread writes its
+registers, a barrier, each reads those of the next layout), so shared memory carries
+the tile once per register phase rather than once per group (Atlas, HyQuas and qsim
+keep amplitudes in registers the same way). The first layout's registers are loaded
+from device memory directly, the last's stored directly; their lowest lanes are the
+tile's lowest ranks, so a warp reads whole runs of memory.
+
+Shared memory holds the tile swizzled: element e at ``e ^ fold(e)``, where ``fold``
+XORs e's higher bits, ``SWIZZLE_BITS`` at a time, onto its lowest. Every layout puts
+ranks of distinct residues (mod ``SWIZZLE_BITS``) on its lowest lanes, so the lanes
+that share a shared-memory cycle (16 of 8-byte, 8 of 16-byte elements) reach distinct
+banks whichever ranks the registers hold.
+
+The pass is a program built on the host once per compiled pass (``TileProgram``):
+int words for the operations and layouts, a table of matrix entries and phases, and
+the device-memory offsets of the first and last layouts. ``tile_pass_twin`` runs the
+same program in numpy with the same indices and the same swizzled buffer, so the
+tests check the kernel's index logic on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# r per amplitude size: 2^r amplitudes per thread (16 complex64: 32 registers; 8 complex128)
+REGISTER_QUBITS = {8: 4, 16: 3}
+# Threads a multiprocessor should hold at once, per amplitude size (the launch bound
+# nvcc allots registers by): 768 caps a thread at 80 registers, 512 at 128 (no spills
+# at the r above; complex128 spills at 80).
+RESIDENT_THREADS = {8: 768, 16: 512}
+WIDEST_GROUP = 3  # the widest dense group a pass takes (a 3-bit product on registers)
+SWIZZLE_BITS = {8: 4, 16: 3}  # log2 of the elements in a 128-byte row of banks
+DENSE, PHASES, REMAP = 0, 1, 2  # the program's operation kinds
+HEAD = 3  # words before the operations: their word count, the first and the last layout
+
+_REAL = {8: "float", 16: "double"}
+
+
+def dense_cases(r: int) -> tuple[tuple[int, ...], ...]:
+    """The register-bit sets a dense group can act on, in the kernel's case order."""
+    return tuple(c for m in range(1, min(WIDEST_GROUP, r) + 1) for c in itertools.combinations(range(r), m))
+
+
+_SOURCE = r"""
+#define R (1 << __R__)
+#define CMUL_RE(a, b) ((a).x * (b).x - (a).y * (b).y)
+#define CMUL_IM(a, b) ((a).x * (b).y + (a).y * (b).x)
+
+__device__ constexpr int insert0(int x, int b) { return ((x >> b) << (b + 1)) | (x & ((1 << b) - 1)); }
+
+// a 2^M x 2^M matrix on register bits B0 < B1 < B2 (the first M of them): every index
+// is a constant once unrolled, so the thread's amplitudes stay in registers
+template <int M, int B0, int B1, int B2>
+__device__ __forceinline__ void dense_in_registers(__VEC__* v, const __VEC__* __restrict__ mat)
+{
+    constexpr int S = 1 << M;
+    #pragma unroll
+    for (int g = 0; g < (R >> M); ++g) {
+        const int base = M == 1 ? insert0(g, B0)
+                       : M == 2 ? insert0(insert0(g, B0), B1)
+                                : insert0(insert0(insert0(g, B0), B1), B2);
+        __VEC__ u[S];
+        #pragma unroll
+        for (int j = 0; j < S; ++j)
+            u[j] = v[base | ((j & 1) << B0) | (((j >> 1) & 1) << B1) | (((j >> 2) & 1) << B2)];
+        #pragma unroll
+        for (int j = 0; j < S; ++j) {
+            __REAL__ re = 0, im = 0;
+            #pragma unroll
+            for (int i = 0; i < S; ++i) {
+                const __VEC__ a = mat[j * S + i];
+                re += CMUL_RE(a, u[i]);
+                im += CMUL_IM(a, u[i]);
+            }
+            __VEC__ out;
+            out.x = re;
+            out.y = im;
+            v[base | ((j & 1) << B0) | (((j >> 1) & 1) << B1) | (((j >> 2) & 1) << B2)] = out;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(__THREADS__, __BLOCKS__) tile_pass(
+    __VEC__* state, const int* __restrict__ program, int words, const __VEC__* __restrict__ entries,
+    const long long* __restrict__ addresses, const int* __restrict__ positions, int k)
+{
+    // shared: the swizzled tile (for remaps), then the program's words
+    extern __shared__ __align__(16) unsigned char shared[];
+    __VEC__* tile = (__VEC__*)shared;
+    int* prog = (int*)(tile + (1 << k));
+    for (int w = threadIdx.x; w < words; w += blockDim.x) prog[w] = program[w];
+    long long base = blockIdx.x;  // the tile's number, a zero inserted at each tile position
+    for (int i = 0; i < k; ++i) {
+        const int b = positions[i];
+        base = ((base >> b) << (b + 1)) | (base & ((1LL << b) - 1));
+    }
+    const int lanes = k - __R__, t = threadIdx.x;
+    // the first layout's registers, from device memory: the thread's part of the
+    // address (its lanes' positions) and register j's
+    long long at = base;
+    for (int i = 0; i < lanes; ++i)
+        if ((t >> i) & 1) at |= addresses[i];
+    __VEC__ v[R];
+    #pragma unroll
+    for (int j = 0; j < R; ++j) v[j] = state[at | addresses[lanes + j]];
+    __syncthreads();  // the program's words
+    // the thread's tile element (zeros at the register ranks) and its swizzled address,
+    // from a layout's words: lanes' ranks, their swizzled bits, each register's offset
+    int layout = prog[1], own = 0, swizzled = 0;
+    for (int i = 0; i < lanes; ++i)
+        if ((t >> i) & 1) {
+            own |= 1 << prog[layout + i];
+            swizzled ^= prog[layout + lanes + i];
+        }
+    for (int w = __HEAD__; w < __HEAD__ + prog[0];) {
+        const int kind = prog[w];
+        if (kind == __DENSE__) {
+            const __VEC__* mat = entries + prog[w + 2];
+            switch (prog[w + 1]) {
+__CASES__
+            }
+            w += 3;
+        } else if (kind == __PHASES__) {
+            const int m = prog[w + 1];
+            const __VEC__* table = entries + prog[w + 2];
+            const int* bits = prog + w + 3;  // a rank, or -(position + 1) outside the tile
+            int index = 0;
+            for (int b = 0; b < m; ++b) {
+                const int q = bits[b];
+                index |= (q < 0 ? (int)((base >> (-q - 1)) & 1) : (own >> q) & 1) << b;
+            }
+            const int* spread = bits + m;  // register j's bits of the table index
+            #pragma unroll
+            for (int j = 0; j < R; ++j) {
+                const __VEC__ a = v[j], p = table[index | spread[j]];
+                v[j].x = CMUL_RE(a, p);
+                v[j].y = CMUL_IM(a, p);
+            }
+            w += 3 + m + R;
+        } else {  // a remap to the layout at prog[w + 1]
+            const int* offsets = prog + layout + 2 * lanes;
+            __syncthreads();  // the last remap's reads are done
+            #pragma unroll
+            for (int j = 0; j < R; ++j) tile[swizzled ^ offsets[j]] = v[j];
+            __syncthreads();
+            layout = prog[w + 1];
+            own = swizzled = 0;
+            for (int i = 0; i < lanes; ++i)
+                if ((t >> i) & 1) {
+                    own |= 1 << prog[layout + i];
+                    swizzled ^= prog[layout + lanes + i];
+                }
+            offsets = prog + layout + 2 * lanes;
+            #pragma unroll
+            for (int j = 0; j < R; ++j) v[j] = tile[swizzled ^ offsets[j]];
+            w += 2;
+        }
+    }
+    // the last layout's registers, to device memory
+    const long long* last = addresses + lanes + R;
+    at = base;
+    for (int i = 0; i < lanes; ++i)
+        if ((t >> i) & 1) at |= last[i];
+    #pragma unroll
+    for (int j = 0; j < R; ++j) state[at | last[lanes + j]] = v[j];
+}
+"""
+
+
+def _cases_source(r: int) -> str:
+    lines = []
+    for case, bits in enumerate(dense_cases(r)):
+        padded = (*bits, 0, 0)[:3]
+        args = ", ".join(str(b) for b in (len(bits), *padded))
+        lines.append(f"                case {case}: dense_in_registers<{args}>(v, mat); break;")
+    return "\n".join(lines)
+
+
+def expanded(itemsize: int, r: int, threads: int) -> str:
+    """The kernel's CUDA source for amplitudes of ``itemsize`` bytes, 2^``r`` per
+    thread, ``threads`` per block, ``RESIDENT_THREADS`` per multiprocessor (the tests'
+    nvcc check compiles it too)."""
+    return (
+        _SOURCE.replace("__CASES__", _cases_source(r))
+        .replace("__VEC__", f"{_REAL[itemsize]}2")
+        .replace("__REAL__", _REAL[itemsize])
+        .replace("__R__", str(r))
+        .replace("__THREADS__", str(threads))
+        .replace("__BLOCKS__", str(max(1, RESIDENT_THREADS[itemsize] // threads)))
+        .replace("__HEAD__", str(HEAD))
+        .replace("__DENSE__", str(DENSE))
+        .replace("__PHASES__", str(PHASES))
+    )
+
+
+@functools.cache
+def _compiled(itemsize: int, r: int, threads: int, resident: int) -> Any:
+    import cupy
+
+    return cupy.RawKernel(expanded(itemsize, r, threads), "tile_pass", options=("--std=c++17",))
+
+
+# ------------------------------------------------------------------ the program
+def swizzle(e: int, bits: int) -> int:
+    """Where tile element ``e`` sits in shared memory: its higher bits, ``bits`` at a
+    time, XORed onto its lowest (linear, and a bijection)."""
+    fold, x = 0, e >> bits
+    while x:
+        fold ^= x & ((1 << bits) - 1)
+        x >>= bits
+    return e ^ fold
+
+
+def _deposit(x: int, ranks: Sequence[int]) -> int:
+    return sum(((x >> i) & 1) << q for i, q in enumerate(ranks))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which tile ranks a thread's register bits (increasing) and its lanes (its
+    thread number's bits, lowest first) stand for."""
+
+    registers: tuple[int, ...]
+    lanes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, registers: Sequence[int], k: int, low: int, bits: int) -> Layout:
+        """Lanes for ``registers``: the tile's lowest ranks first (whole runs of memory
+        per warp), then ranks of residues (mod ``bits``) not yet met, so the lanes of a
+        shared-memory cycle reach distinct banks, then the rest."""
+        rest = [q for q in range(k) if q not in registers]
+        lanes = [q for q in rest if q < low]
+        seen = {q % bits for q in lanes}
+        for q in rest:
+            if q not in lanes and q % bits not in seen:
+                lanes.append(q)
+                seen.add(q % bits)
+        lanes += [q for q in rest if q not in lanes]
+        return cls(tuple(sorted(registers)), tuple(lanes))
+
+    def element(self, j: int) -> int:
+        """Register j's tile element (its lanes' bits zero)."""
+        return _deposit(j, self.registers)
+
+
+def register_phases(
+    ops: Sequence[tuple[int, tuple[int, ...], Any]], r: int
+) -> list[tuple[set[int], list[int]]]:
+    """The pass's operations in phases of at most ``r`` register ranks: each phase
+    takes, in order, every operation not held back by an earlier one left for later
+    (sharing a tile rank, unless both are phase tables) whose dense ranks still fit."""
+    remaining = list(range(len(ops)))
+    phases = []
+    while remaining:
+        registers: set[int] = set()
+        taken: list[int] = []
+        held_dense: set[int] = set()  # ranks of dense groups left for a later phase
+        held_phases: set[int] = set()
+        for i in remaining:
+            kind, bits, _ = ops[i]
+            ranks = {b for b in bits if b >= 0}
+            if kind == PHASES:
+                if ranks & held_dense:
+                    held_phases |= ranks
+                else:
+                    taken.append(i)
+            elif not ranks & (held_dense | held_phases) and len(registers | ranks) <= r:
+                registers |= ranks
+                taken.append(i)
+            else:
+                held_dense |= ranks
+        remaining = [i for i in remaining if i not in taken]
+        phases.append((registers, taken))
+    return phases
+
+
+def _filled(registers: set[int], k: int, r: int, low: int) -> tuple[int, ...]:
+    """``registers`` with the highest ranks outside the lowest ``low`` added up to
+    ``r`` (then the lowest, for tiles too narrow), so a layout can be loaded directly."""
+    spare = [q for q in range(k - 1, -1, -1) if q not in registers]
+    spare.sort(key=lambda q: q < low)
+    return tuple(sorted(registers | set(spare[: r - len(registers)])))
+
+
+@dataclass(frozen=True)
+class TileProgram:
+    """A pass of groups for ``tile_pass``, built on the host: int ``words`` (the head,
+    the operations, the layouts), ``entries`` (every matrix, row-major on register bits
+    in increasing order, and every phase table), and ``addresses``: the device-memory
+    offsets of the first layout's lanes and registers, then the last's."""
+
+    positions: tuple[int, ...]  # the tile's block positions, increasing; the lowest ``low`` are 0..low-1
+    registers: int  # r: 2^r amplitudes per thread
+    words: np.ndarray  # int32
+    entries: np.ndarray  # complex128, cast to the state's dtype on upload
+    addresses: np.ndarray  # int64
+    remaps: int  # trips of the tile through shared memory
+
+    @property
+    def threads(self) -> int:
+        return 1 << (len(self.positions) - self.registers)
+
+    @classmethod
+    def of(
+        cls,
+        positions: tuple[int, ...],
+        ops: Sequence[tuple[int, tuple[int, ...], np.ndarray]],
+        itemsize: int,
+        low: int,
+    ) -> TileProgram:
+        """From (kind, bits, matrix or table) per group, in the order they apply:
+        ``DENSE`` bits are tile ranks (the matrix's bit i on rank ``bits[i]``),
+        ``PHASES`` bits a rank or ``-(position + 1)`` for a block position outside the
+        tile. ``low``: how many of the lowest ranks make a run in memory."""
+        k = len(positions)
+        r = min(REGISTER_QUBITS[itemsize], k)
+        wide = [bits for kind, bits, _ in ops if kind == DENSE and len(bits) > min(r, WIDEST_GROUP)]
+        if wide:
+            raise ValueError(
+                f"a tile pass takes dense groups of at most {min(r, WIDEST_GROUP)} ranks on this tile; "
+                f"got one on {len(wide[0])}: {wide[0]} (wider groups run alone)"
+            )
+        swizzling = SWIZZLE_BITS[itemsize]
+        phases = register_phases(ops, r) or [(set(), [])]
+        layouts = [Layout.of(_filled(regs, k, r, low), k, low, swizzling) for regs, _ in phases]
+        direct = Layout.of(_filled(set(), k, r, low), k, low, swizzling)
+        if set(layouts[0].registers) & set(range(low)):
+            layouts.insert(0, direct)
+            phases.insert(0, (set(), []))
+        if set(layouts[-1].registers) & set(range(low)):
+            layouts.append(direct)
+            phases.append((set(), []))
+        distinct = list(dict.fromkeys(layouts))
+        body: list[int] = []
+        entries: list[np.ndarray] = []
+        offset, current, remaps = 0, layouts[0], 0
+        for layout, (_, members) in zip(layouts, phases):
+            if layout != current:
+                body += [REMAP, distinct.index(layout)]  # a layout's number until its words are placed
+                current, remaps = layout, remaps + 1
+            for i in members:
+                kind, bits, values = ops[i]
+                flat = _entries(kind, bits, values, layout)
+                if kind == DENSE:
+                    index = sorted(layout.registers.index(b) for b in bits)
+                    body += [DENSE, dense_cases(r).index(tuple(index)), offset]
+                else:
+                    body += [PHASES, len(bits), offset, *bits, *_spread(bits, layout, r)]
+                entries.append(flat)
+                offset += flat.size
+        at, placed = HEAD + len(body), []
+        for _ in distinct:
+            placed.append(at)
+            at += 2 * (k - r) + (1 << r)
+        for w, kind in _walk(body, 0, len(body), r):  # REMAP's layout numbers -> their words' places
+            if kind == REMAP:
+                body[w + 1] = placed[body[w + 1]]
+        words = [len(body), placed[distinct.index(layouts[0])], placed[distinct.index(layouts[-1])], *body]
+        for layout in distinct:
+            words += layout.lanes
+            words += [swizzle(1 << q, swizzling) for q in layout.lanes]
+            words += [swizzle(layout.element(j), swizzling) for j in range(1 << r)]
+        addresses = [
+            offset
+            for layout in (layouts[0], layouts[-1])
+            for offset in (
+                *(1 << positions[q] for q in layout.lanes),
+                *(_deposit(layout.element(j), positions) for j in range(1 << r)),
+            )
+        ]
+        table = np.concatenate(entries) if entries else np.zeros(1, np.complex128)
+        return cls(
+            tuple(positions),
+            r,
+            np.asarray(words, dtype=np.int32),
+            table,
+            np.asarray(addresses, dtype=np.int64),
+            remaps,
+        )
+
+    def kinds(self) -> list[int]:
+        """The kind of each operation, in order."""
+        words = self.words.tolist()
+        return [kind for _, kind in _walk(words, HEAD, HEAD + words[0], self.registers)]
+
+    def shared_bytes(self, itemsize: int) -> int:
+        """Shared memory of one CUDA block: the tile and the program's words."""
+        return (1 << len(self.positions)) * itemsize + 4 * self.words.size
+
+
+def _walk(words: Sequence[int], start: int, end: int, r: int) -> Iterator[tuple[int, int]]:
+    """(word, kind) of each operation of ``words[start:end]``."""
+    w = start
+    while w < end:
+        kind = words[w]
+        yield w, kind
+        w += 2 if kind == REMAP else 3 if kind == DENSE else 3 + words[w + 1] + (1 << r)
+
+
+def _entries(kind: int, bits: tuple[int, ...], values: np.ndarray, layout: Layout) -> np.ndarray:
+    """A phase table as given; a dense matrix with its bits reordered to increasing
+    register bits (the kernel's case order)."""
+    values = np.asarray(values, dtype=np.complex128)
+    if kind != DENSE:
+        return values.reshape(-1)
+    index = [layout.registers.index(b) for b in bits]
+    order = sorted(range(len(bits)), key=lambda i: index[i])  # new bit i is the matrix's bit order[i]
+    size = 1 << len(bits)
+    old = np.array([sum(((a >> i) & 1) << order[i] for i in range(len(bits))) for a in range(size)])
+    return np.ascontiguousarray(values[np.ix_(old, old)]).reshape(-1)
+
+
+def _spread(bits: tuple[int, ...], layout: Layout, r: int) -> list[int]:
+    """Register j's bits of a phase table's index (its ranks among the registers)."""
+    return [
+        sum(
+            ((layout.element(j) >> q) & 1) << b
+            for b, q in enumerate(bits)
+            if q >= 0 and q in layout.registers
+        )
+        for j in range(1 << r)
+    ]
+
+
+# ------------------------------------------------------------------ launching it
+def tile_pass_cuda(
+    state: Any, program: TileProgram, words: Any, entries: Any, addresses: Any, positions: Any
+) -> None:
+    """``program`` applied to every tile of ``state`` in place (``words``, ``entries``,
+    ``addresses`` and ``positions``: the program's arrays on the device)."""
+    k = len(program.positions)
+    itemsize = state.dtype.itemsize
+    kernel = _compiled(itemsize, program.registers, program.threads, RESIDENT_THREADS[itemsize])
+    shared = program.shared_bytes(itemsize)
+    if shared > 48 << 10:  # past the default: the kernel must ask for it
+        kernel.max_dynamic_shared_size_bytes = shared
+    kernel(
+        (state.size >> k,),
+        (program.threads,),
+        (state, words, np.int32(words.size), entries, addresses, positions, np.int32(k)),
+        shared_mem=shared,
+    )
+
+
+def tile_pass_twin(
+    state: np.ndarray, program: TileProgram, words: Any, entries: Any, addresses: Any, positions: Any
+) -> None:
+    """``tile_pass_cuda`` in numpy, all tiles and threads at once: the same tile bases,
+    device-memory offsets, program words, register products, phase indices and
+    swizzled remaps (a buffer that must be written whole before it is read)."""
+    prog, entries, addresses = np.asarray(words).tolist(), np.asarray(entries), np.asarray(addresses)
+    positions = np.asarray(positions).tolist()
+    k, r = len(positions), program.registers
+    lanes, size = k - r, 1 << r
+    base = np.arange(state.size >> k, dtype=np.int64)
+    for b in positions:
+        base = ((base >> b) << (b + 1)) | (base & ((1 << b) - 1))
+    t = np.arange(1 << lanes, dtype=np.int64)
+
+    def thread_part(parts: Sequence[int]) -> np.ndarray:
+        return np.bitwise_or.reduce([((t >> i) & 1) * int(p) for i, p in enumerate(parts)] + [0 * t])
+
+    at = base[:, None] | thread_part(addresses[:lanes])[None, :]
+    v = state[at[:, :, None] | addresses[lanes : lanes + size][None, None, :]]  # tiles x threads x registers
+    layout = prog[1]
+
+    def placed(layout: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        own = thread_part([1 << q for q in prog[layout : layout + lanes]])
+        swizzled = np.bitwise_xor.reduce(
+            [((t >> i) & 1) * p for i, p in enumerate(prog[layout + lanes : layout + 2 * lanes])] + [0 * t]
+        )
+        return own, swizzled, prog[layout + 2 * lanes : layout + 2 * lanes + size]
+
+    own, swizzled, offsets = placed(layout)
+    for w, kind in _walk(prog, HEAD, HEAD + prog[0], r):
+        if kind == DENSE:
+            bits = dense_cases(r)[prog[w + 1]]
+            m = len(bits)
+            matrix = entries[prog[w + 2] : prog[w + 2] + (1 << (2 * m))].reshape(1 << m, 1 << m)
+            groups = np.arange(size >> m)
+            for b in bits:
+                groups = ((groups >> b) << (b + 1)) | (groups & ((1 << b) - 1))
+            members = np.array([_deposit(j, bits) for j in range(1 << m)])
+            index = groups[:, None] | members[None, :]
+            v[:, :, index] = v[:, :, index] @ matrix.T
+        elif kind == PHASES:
+            m = prog[w + 1]
+            bits = prog[w + 3 : w + 3 + m]
+            index = np.zeros((base.size, t.size), dtype=np.int64)
+            for b, q in enumerate(bits):
+                index |= (((base >> (-q - 1)) & 1)[:, None] if q < 0 else ((own >> q) & 1)[None, :]) << b
+            spread = np.asarray(prog[w + 3 + m : w + 3 + m + size])
+            v *= entries[prog[w + 2] + (index[:, :, None] | spread[None, None, :])]
+        else:
+            buffer = np.full((base.size, 1 << k), np.nan, dtype=state.dtype)
+            buffer[:, swizzled[:, None] ^ np.asarray(offsets)[None, :]] = v
+            assert not np.isnan(buffer).any(), "a remap left part of the tile unwritten"
+            own, swizzled, offsets = placed(prog[w + 1])
+            v = buffer[:, swizzled[:, None] ^ np.asarray(offsets)[None, :]]
+    last = addresses[lanes + size :]
+    at = base[:, None] | thread_part(last[:lanes])[None, :]
+    state[at[:, :, None] | last[lanes : lanes + size][None, None, :]] = v

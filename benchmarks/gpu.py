@@ -92,19 +92,37 @@ def configured(config: TileConfig) -> Iterator[None]:
 
 
 def passes(plan, dtype: str) -> dict:
-    """A plan's fused groups and the GPU's tile passes over them (pure planning, under
-    the configuration in force)."""
+    """A plan's fused groups, the GPU's tile passes over them and the trips of their
+    tiles through shared memory between register phases (pure planning, under the
+    configuration in force; a pass's identities and diagonal matrices counted as
+    the groups they are)."""
+    import numpy as np
+
+    from dasq.backend import cuda_tiles
     from dasq.backend.gpu import GPU_TWIN
     from dasq.engine.program import device_tile_passes
     from dasq.plan.steps import BlockProgram
 
     width, low = GPU_TWIN.tile_qubits(dtype)
-    groups = tile = 0
+    groups = tile = remaps = 0
     for step in plan.steps:
-        if isinstance(step, BlockProgram):
-            groups += len(step.groups)
-            tile += len(device_tile_passes(step.groups, plan.chunk_qubits, GPU_TWIN, dtype))
-    return {"groups": groups, "passes": tile, "tile_qubits": width, "run_qubits": low}
+        if not isinstance(step, BlockProgram):
+            continue
+        groups += len(step.groups)
+        for run in device_tile_passes(step.groups, plan.chunk_qubits, GPU_TWIN, dtype):
+            tile += 1
+            if run.tile is None:
+                continue
+            rank = {q: r for r, q in enumerate(run.tile)}
+            ops = []
+            for g in (step.groups[i] for i in run.members):
+                size = 1 << len(g.qubits)
+                values = np.ones(size) if g.diagonal else np.eye(size)
+                kind = cuda_tiles.PHASES if g.diagonal else cuda_tiles.DENSE
+                ops.append((kind, tuple(rank.get(q, -(q + 1)) for q in g.qubits), values))
+            itemsize = np.dtype(dtype).itemsize
+            remaps += cuda_tiles.TileProgram.of(tuple(run.tile), ops, itemsize, low).remaps
+    return {"groups": groups, "passes": tile, "remaps": remaps, "tile_qubits": width, "run_qubits": low}
 
 
 def time_configs(circuit, dtype: str, device: str, configs: list[TileConfig], reps: int) -> dict:
@@ -239,7 +257,11 @@ def summary(found: dict, n: int, dtype: str, bandwidth: float | None) -> dict:
             "median_seconds": statistics.median(got["seconds"]),
             "host_seconds": statistics.median(got["host_seconds"]),
             "host_us_per_group": 1e6 * statistics.median(got["host_seconds"]) / max(1, got["groups"]),
-            **{k: got[k] for k in ("groups", "passes", "tile_qubits", "run_qubits", "seconds")},
+            **{
+                k: got[k]
+                for k in ("groups", "passes", "remaps", "tile_qubits", "run_qubits", "seconds")
+                if k in got
+            },
         }
         if bandwidth:
             one_pass = 2 * state_bytes / bandwidth

@@ -210,6 +210,7 @@ def suite_gpupeer(args: argparse.Namespace) -> dict:
                 "dasq_median": default["median_seconds"],
                 "dasq_groups": default["groups"],
                 "dasq_passes": default["passes"],
+                "dasq_remaps": default.get("remaps"),
                 "dasq_roofline_seconds": default.get("roofline_seconds"),
                 "dasq_configs": configs,
                 "dasq_best_config": min(configs, key=lambda k: configs[k]["median_seconds"]),

@@ -328,8 +328,10 @@ class TileProgram:
         """From (kind, bits, matrix or table) per group, in the order they apply:
         ``DENSE`` bits are tile ranks (the matrix's bit i on rank ``bits[i]``),
         ``PHASES`` bits a rank or ``-(position + 1)`` for a block position outside the
-        tile. ``low``: how many of the lowest ranks make a run in memory."""
+        tile. ``low``: how many of the block's lowest bits make a run in memory (as many
+        as the tile holds)."""
         k = len(positions)
+        low = min(low, next((i for i, q in enumerate(positions) if q != i), k))
         r = min(REGISTER_QUBITS[itemsize], k)
         wide = [bits for kind, bits, _ in ops if kind == DENSE and len(bits) > min(r, WIDEST_GROUP)]
         if wide:

@@ -224,9 +224,8 @@ class GPUBackend(ArrayBackend):
             ops.append((cuda_tiles.PHASES, bits, values))
         if not ops:
             return SkipKernel()
-        runs = next((i for i, q in enumerate(tile) if q != i), len(tile))  # lowest bits held: a run in memory
         program = cuda_tiles.TileProgram.of(
-            tuple(tile), ops, np.dtype(dtype).itemsize, min(runs, self.tile_qubits(dtype)[1])
+            tuple(tile), ops, np.dtype(dtype).itemsize, self.tile_qubits(dtype)[1]
         )
         launch = cuda_tiles.tile_pass_twin if self.twin else cuda_tiles.tile_pass_cuda
         return DeviceTileKernel(

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The checks for a lent GPU machine (16 cores, one GPU, no package index), as one script
-# of about 9 minutes (on a fresh machine the tests take 2-3 of them: cupy compiles
-# every kernel in each test worker): the GPU backend's operation tests on the GPU,
-# qsim's CUDA simulator beside dasq's GPU backend at each tile configuration (gpupeer, 26-32 qubits), a stored
-# run streamed through the GPU (ooc, 28 qubits complex64, a quarter-state budget) and the
-# gpu suite (tile configurations at 20 qubits: host time per group, passes, roofline,
-# states against the CPU backend).
+# of at most about 9.5 minutes (on a fresh machine the tests take 2-3 of them: cupy
+# compiles every kernel in each test worker): the GPU backend's operation tests on the
+# GPU, qsim's CUDA simulator beside dasq's GPU backend at each tile configuration
+# (gpupeer, 26-32 qubits), the gpu suite (tile configurations at 20 qubits: host time
+# per group, passes, remaps, roofline, states against the CPU backend), then Nsight
+# Compute on two tile passes (profile). PARTS=ooc: a stored run streamed through the
+# GPU (28 qubits complex64, a quarter-state budget).
 #
 # It needs, carried with the working tree (benchmarks/prepare_lent.sh makes both):
 #   .whl/   the wheels of dasq's dependencies missing there (dask, distributed, zarr,
@@ -53,10 +54,10 @@ fi
 BUILD=$!
 
 # each part can be narrowed or skipped (an empty PARTS entry) for a second call
-PARTS=${PARTS:-tests gpupeer ooc gpu}
+PARTS=${PARTS:-tests gpupeer gpu profile}  # ooc: a stored run through the GPU (PARTS=ooc)
 
 [[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
-timeout ${TESTS_TIMEOUT:-200} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
+timeout ${TESTS_TIMEOUT:-170} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
   ${TESTS:-tests/test_gpu_backend.py tests/test_operations_reference.py} -k "$TESTDEV" >>"$OUT/tests.txt" 2>&1
 log "tests rc=$? $(tail -1 "$OUT/tests.txt")"; }
 
@@ -75,5 +76,17 @@ log "ooc rc=$?"; keep ooc-gpu$S; }
 read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
 timeout ${GPU_TIMEOUT:-100} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
   --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]:0:2}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
+
+[[ " $PARTS " == *" profile "* ]] && [ -z "${DRY:-}" ] && { log "profile"
+# Nsight Compute on two tile passes of the layered circuit at 28 qubits (after three
+# warm ones): where a pass's time goes (memory, shared memory, issue, occupancy)
+if command -v ncu >/dev/null; then
+  timeout ${PROFILE_TIMEOUT:-60} ncu --kernel-name tile_pass --launch-skip 3 --launch-count 2 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section Occupancy --section SchedulerStats --section WarpStateStats \
+    $PY -c "import dasq; from benchmarks import circuits; c = circuits.to_dasq(circuits.layers(28)); \
+dasq.simulate(c, device='gpu', dtype='complex64').norm()" >"$OUT/ncu.txt" 2>&1
+  log "profile rc=$? $(grep -c 'tile_pass' "$OUT/ncu.txt") sections"
+else log "profile: no ncu"; fi; }
 
 true

@@ -396,7 +396,8 @@ def test_a_tile_pass_applies_its_groups_in_order_on_every_tile(backend, dtype, w
         want = embed(np.diag(values) if is_table else values, qubits, n) @ want
     kernel = backend.compile_tile_pass(tile, groups, dtype)
     assert isinstance(kernel, gpu_module.DeviceTileKernel)
-    kinds = [k for k in kernel.program.kinds() if k != cuda_tiles.REMAP]
+    assert len(kernel.programs) == 1
+    kinds = [k for k in kernel.programs[0].program.kinds() if k != cuda_tiles.REMAP]
     assert kinds.count(cuda_tiles.DENSE) == 5 and kinds.count(cuda_tiles.PHASES) == 6
     np.testing.assert_allclose(
         _run(backend, kernel, block), want, atol=1e-5 if dtype == "complex64" else 1e-12
@@ -441,7 +442,9 @@ def test_a_tile_pass_keeps_amplitudes_in_registers_until_a_group_needs_other_ran
     tile = tuple(range(12))
     u = np.eye(4)[[1, 0, 3, 2]]  # not diagonal: a dense group
     remaps = [
-        GPU_TWIN.compile_tile_pass(tile, [((a, b), u, False) for a, b in pairs], "complex64").program.remaps
+        GPU_TWIN.compile_tile_pass(tile, [((a, b), u, False) for a, b in pairs], "complex64")
+        .programs[0]
+        .program.remaps
         for pairs in (
             [(9, 10), (11, 8), (10, 8)],
             [(0, 9)],
@@ -511,9 +514,32 @@ def test_the_tile_kernel_compiles_for_hopper_without_spilling(tmp_path, itemsize
     assert " 0 bytes spill stores" in out.stderr and used <= registers, out.stderr
 
 
-def test_a_tile_program_refuses_a_group_wider_than_its_registers():
+def test_a_tile_program_refuses_a_group_wider_than_its_registers_and_a_tile_past_1024_threads():
     with pytest.raises(ValueError, match="at most 3 ranks"):
         cuda_tiles.TileProgram.of(tuple(range(10)), [(cuda_tiles.DENSE, (0, 1, 2, 3), np.eye(16))], 8, 3)
+    with pytest.raises(ValueError, match="2\\^11 threads per block; CUDA allows 1024"):
+        cuda_tiles.TileProgram.of(tuple(range(15)), [(cuda_tiles.DENSE, (0,), np.eye(2))], 8, 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+def test_a_pass_too_long_for_one_program_runs_as_several_in_order(backend, monkeypatch):
+    """A pass whose words would overflow shared memory (a one-block stage of thousands
+    of groups) is halved until each program fits: several launches, the same state."""
+    monkeypatch.setattr(cuda_tiles, "MAX_PROGRAM_WORDS", 120)
+    n, tile = 8, (0, 1, 2, 3, 4, 5, 6)
+    rng = np.random.default_rng(3)
+    groups = []
+    for _ in range(14):
+        qubits = tuple(int(q) for q in rng.choice(tile, 2, replace=False))
+        groups.append((qubits, random_unitary(2, rng), False))
+        groups.append(((int(rng.choice(tile)), 7), np.exp(2j * np.pi * rng.random(4)), True))
+    block = random_state(n, rng)
+    want = block.copy()
+    for qubits, values, is_table in groups:
+        want = embed(np.diag(values) if is_table else values, qubits, n) @ want
+    kernel = backend.compile_tile_pass(tile, groups, "complex128")
+    assert len(kernel.programs) > 2 and all(p.program.words.size <= 120 for p in kernel.programs)
+    np.testing.assert_allclose(_run(backend, kernel, block), want, atol=1e-12)
 
 
 @pytest.mark.parametrize("search", [False, True])

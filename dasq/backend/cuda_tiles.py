@@ -20,7 +20,8 @@ Shared memory holds the tile swizzled: element e at ``e ^ fold(e)``, where ``fol
 XORs e's higher bits, ``SWIZZLE_BITS`` at a time, onto its lowest. Every layout puts
 ranks of distinct residues (mod ``SWIZZLE_BITS``) on its lowest lanes, so the lanes
 that share a shared-memory cycle (16 of 8-byte, 8 of 16-byte elements) reach distinct
-banks whichever ranks the registers hold.
+banks, unless the registers hold every rank of one residue (a 3-qubit group on ranks
+3, 7 and 11 of a 12-rank tile, say: two lanes per bank then).
 
 The pass is a program built on the host once per compiled pass (``TileProgram``):
 int words for the operations and layouts, a table of matrix entries and phases, and
@@ -47,6 +48,10 @@ REGISTER_QUBITS = {8: 4, 16: 3}
 RESIDENT_THREADS = {8: 768, 16: 512}
 WIDEST_GROUP = 3  # the widest dense group a pass takes (a 3-bit product on registers)
 SWIZZLE_BITS = {8: 4, 16: 3}  # log2 of the elements in a 128-byte row of banks
+# A program's words live in shared memory beside the tile: at most 16 KiB of them, so
+# a 32 KiB tile's blocks still fit three to a multiprocessor (a pass needing more is
+# split; a typical pass of 10-20 groups takes a few hundred words).
+MAX_PROGRAM_WORDS = 4096
 DENSE, PHASES, REMAP = 0, 1, 2  # the program's operation kinds
 HEAD = 3  # words before the operations: their word count, the first and the last layout
 
@@ -333,6 +338,11 @@ class TileProgram:
         k = len(positions)
         low = min(low, next((i for i, q in enumerate(positions) if q != i), k))
         r = min(REGISTER_QUBITS[itemsize], k)
+        if k - r > 10:
+            raise ValueError(
+                f"a tile of 2^{k} amplitudes would take 2^{k - r} threads per block; CUDA allows "
+                f"1024: tiles of at most 2^{10 + r} amplitudes of {itemsize} bytes"
+            )
         wide = [bits for kind, bits, _ in ops if kind == DENSE and len(bits) > min(r, WIDEST_GROUP)]
         if wide:
             raise ValueError(
@@ -395,6 +405,25 @@ class TileProgram:
             table,
             np.asarray(addresses, dtype=np.int64),
             remaps,
+        )
+
+    @classmethod
+    def split(
+        cls,
+        positions: tuple[int, ...],
+        ops: Sequence[tuple[int, tuple[int, ...], np.ndarray]],
+        itemsize: int,
+        low: int,
+    ) -> list[TileProgram]:
+        """The programs of a pass, in order: one, or the pass halved until each
+        program's words fit ``MAX_PROGRAM_WORDS`` (a long pass of small groups, where
+        one more read and write of the state costs little beside its arithmetic)."""
+        program = cls.of(positions, ops, itemsize, low)
+        if program.words.size <= MAX_PROGRAM_WORDS or len(ops) == 1:
+            return [program]
+        half = len(ops) // 2
+        return cls.split(positions, ops[:half], itemsize, low) + cls.split(
+            positions, ops[half:], itemsize, low
         )
 
     def kinds(self) -> list[int]:

@@ -122,21 +122,30 @@ class DeviceGroupKernel(Kernel):
         self.launch(view, self.matrix, self.holes, self.offsets)
 
 
-@dataclass(frozen=True, eq=False)
-class DeviceTileKernel(Kernel):
-    """A pass of groups applied tile by tile in shared memory: one launch."""
+@dataclass(frozen=True)
+class UploadedProgram:
+    """A tile program and its arrays in the backend's memory, uploaded once."""
 
-    launch: Any  # cuda_tiles.tile_pass_cuda or its twin
     program: cuda_tiles.TileProgram
-    words: Any  # the program's arrays in the backend's memory, uploaded once
+    words: Any
     entries: Any
     addresses: Any
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceTileKernel(Kernel):
+    """A pass of groups applied tile by tile: one launch per program (one, unless the
+    pass's words would not fit ``cuda_tiles.MAX_PROGRAM_WORDS``)."""
+
+    launch: Any  # cuda_tiles.tile_pass_cuda or its twin
+    programs: tuple[UploadedProgram, ...]
     positions: Any
     device: OnDevice | None = None
 
     def apply(self, view: Any) -> None:
         _use(self.device)
-        self.launch(view, self.program, self.words, self.entries, self.addresses, self.positions)
+        for p in self.programs:
+            self.launch(view, p.program, p.words, p.entries, p.addresses, self.positions)
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,19 +233,20 @@ class GPUBackend(ArrayBackend):
             ops.append((cuda_tiles.PHASES, bits, values))
         if not ops:
             return SkipKernel()
-        program = cuda_tiles.TileProgram.of(
+        programs = cuda_tiles.TileProgram.split(
             tuple(tile), ops, np.dtype(dtype).itemsize, self.tile_qubits(dtype)[1]
         )
-        launch = cuda_tiles.tile_pass_twin if self.twin else cuda_tiles.tile_pass_cuda
-        return DeviceTileKernel(
-            launch,
-            program,
-            self.small(program.words, np.int32),
-            self.small(program.entries, dtype),
-            self.small(program.addresses, np.int64),
-            self.small(np.asarray(program.positions), np.int32),
-            self._device,
+        uploaded = tuple(
+            UploadedProgram(
+                p,
+                self.small(p.words, np.int32),
+                self.small(p.entries, dtype),
+                self.small(p.addresses, np.int64),
+            )
+            for p in programs
         )
+        launch = cuda_tiles.tile_pass_twin if self.twin else cuda_tiles.tile_pass_cuda
+        return DeviceTileKernel(launch, uploaded, self.small(np.asarray(tile), np.int32), self._device)
 
     def compile_diagonal(self, qubits: Sequence[int], table: np.ndarray, dtype: str) -> Kernel:
         if np.all(table == 1):

@@ -335,18 +335,22 @@ def _default_config(configs: dict) -> str:
 
 def gpu(d: dict) -> str:
     """Per circuit and size at the default tile configuration (F/tile bytes/run bytes;
-    the others are in the JSON): fused groups, tile passes, the host time of
-    ``simulate`` (per fused group), the run with ``norm()``."""
+    the others are in the JSON): fused groups, tile passes (and their remaps, where the
+    run counted them), the host time of ``simulate`` (per fused group), the run with
+    ``norm()``."""
+    remaps = all("remaps" in c for r in d["rows"] for c in r["configs"].values())
     out = [
-        "| circuit | qubits | groups | passes | host ms | us / group | run ms |",
+        f"| circuit | qubits | groups | passes{' / remaps' if remaps else ''} "
+        "| host ms | us / group | run ms |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
         for name, c in r["configs"].items():
             if name != _default_config(r["configs"]):
                 continue  # the other configurations: in the JSON
+            passes = f"{c['passes']} / {c['remaps']}" if remaps else str(c["passes"])
             out.append(
-                f"| {r['circuit']} | {r['qubits']} | {c['groups']} | {c['passes']} "
+                f"| {r['circuit']} | {r['qubits']} | {c['groups']} | {passes} "
                 f"| {1e3 * c['host_seconds']:.1f} | {c['host_us_per_group']:.1f} "
                 f"| {1e3 * c['median_seconds']:.1f} |"
             )
@@ -391,20 +395,23 @@ def gpupeer(d: dict) -> str:
     """dasq's GPU backend beside qsim's CUDA app at its best fused size f (every size's
     median is in the JSON) and its fused gates (one pass each); dasq at its default tile
     configuration (the others are in the JSON): its time, the ratio, its fused groups /
-    tile passes and its time over the roofline (its passes at the copy bandwidth)."""
+    tile passes (/ remaps, where the run counted them) and its time over the roofline
+    (its passes at the copy bandwidth)."""
     default = _default_config(d["rows"][0]["dasq_configs"])
+    remaps = all("remaps" in r["dasq_configs"][default] for r in d["rows"])
     out = [
-        "| circuit | qubits | best qsim s (f) | qsim gates | dasq s | dasq / qsim | groups / passes "
-        "| / roofline | differ by |",
+        "| circuit | qubits | best qsim s (f) | qsim gates | dasq s | dasq / qsim | groups / passes"
+        f"{' / remaps' if remaps else ''} | / roofline | differ by |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
         best = r["qsim_best_fused"]
         mine = r["dasq_configs"][default]
+        work = f"{mine['groups']} / {mine['passes']}" + (f" / {mine['remaps']}" if remaps else "")
         out.append(
             f"| {r['circuit']} | {r['qubits']} | {r['qsim_median']:.3f} ({best}) "
             f"| {r['qsim_fused_gates_by_fused'][str(best)]} | {mine['median_seconds']:.3f} "
-            f"| {mine['median_seconds'] / r['qsim_median']:.2f} | {mine['groups']} / {mine['passes']} "
+            f"| {mine['median_seconds'] / r['qsim_median']:.2f} | {work} "
             f"| {mine['over_roofline']:.2f} | {r['max_abs_diff_head']:.0e} |"
         )
     return "\n".join(out)

@@ -245,3 +245,18 @@ def test_every_table_has_a_separator_cell_per_header_cell():
     for header, separator in itertools.pairwise(lines):
         if header.startswith("|") and separator.startswith("|---"):
             assert header.count("|") == separator.count("|"), header[:80]
+
+
+def test_gpu_tables_show_remaps_where_the_run_counted_them():
+    """The register kernel's runs count each plan's remaps: the gpu and gpupeer tables
+    show them after the passes; runs before it keep their tables as they were."""
+    for suite, configs in (("gpu", "configs"), ("gpupeer", "dasq_configs")):
+        before = _load(suite)
+        assert "remaps" not in getattr(report, suite)(before)
+        for r in before["rows"]:
+            for c in r[configs].values():
+                c["remaps"] = 7 * c["passes"]
+        after = getattr(report, suite)(before).splitlines()
+        assert "passes / remaps" in after[0]
+        first = before["rows"][0][configs][report._default_config(before["rows"][0][configs])]
+        assert f"{first['passes']} / {7 * first['passes']} |" in after[2]

@@ -33,8 +33,9 @@ log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
 # the tile configurations F/TILE_BYTES/RUN_BYTES/R/RESIDENT timed (the first: dasq's default;
-# 512: 100 registers and two blocks per multiprocessor; 65536: tiles of 13 bits, 512 threads)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512 2/65536/64/4/512 3/32768/64/4/768}"
+# 512: 100 registers, two blocks per multiprocessor; 65536: tiles of 13 bits, 512 threads;
+# /5/384: 32 amplitudes per thread, a quarter fewer remaps, 167 registers)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512 2/65536/64/4/512 2/32768/64/5/384}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &

@@ -56,6 +56,11 @@ class Node:
     weight: float = 1.0
     pending: tuple[Any, ...] = ()
 
+    def then(self, gates: tuple[Any, ...]) -> Node:
+        """This node with ``gates`` pending after its own (built directly: the walk makes
+        one per group per run of gates, and ``dataclasses.replace`` costs microseconds)."""
+        return Node(self.base, self.fixed, self.weight, self.pending + gates)
+
 
 @dataclass(frozen=True)
 class Group:
@@ -73,6 +78,12 @@ class Group:
     def child(self, node: Node, reps: Any) -> Group:
         """The shots ``reps`` of this group after one more event, in ``node``."""
         return Group(node, reps, self.memory, self.drawn + 1, self.passes)
+
+    def with_node(self, node: Node) -> Group:
+        return Group(node, self.reps, self.memory, self.drawn, self.passes)
+
+    def with_memory(self, memory: int) -> Group:
+        return Group(self.node, self.reps, memory, self.drawn, self.passes)
 
 
 class Draw:
@@ -236,9 +247,7 @@ class Walker:
                     j += 1
                 gates = tuple(r for r in records[i:j] if not r.is_barrier)
                 if gates:
-                    groups = [
-                        replace(g, node=replace(g.node, pending=g.node.pending + gates)) for g in groups
-                    ]
+                    groups = [g.with_node(g.node.then(gates)) for g in groups]
                 i = j
             else:
                 groups = self.step(op, groups, flow)
@@ -334,7 +343,7 @@ class Walker:
             bases = [self.state(replace(groups[i].node, pending=())) for i in members]
             body = Circuit(self.n).with_operations(groups[members[0]].node.pending)
             for i, state in zip(members, StateVector.apply_each(bases, body)):
-                out[i] = replace(groups[i], node=Node(state))
+                out[i] = groups[i].with_node(Node(state))
         return out
 
     def settled(self, group: Group) -> Group:
@@ -342,7 +351,7 @@ class Walker:
         node = group.node
         if node.base is not None and not node.fixed and not node.pending:
             return group
-        return replace(group, node=Node(self.state(node)))
+        return group.with_node(Node(self.state(node)))
 
     # -- events
     def measure(self, ops: Sequence[Any], groups: list[Group]) -> list[Group]:
@@ -396,7 +405,7 @@ class Walker:
             for op, b in zip(ops, bits):
                 if getattr(op, "clbit", -1) >= 0:
                     memory = (memory & ~(1 << op.clbit)) | (int(b) << op.clbit)  # a Python int: any width
-            out.append(replace(child, memory=memory))
+            out.append(child.with_memory(memory))
         return out
 
     def _flip(self, qubit: int) -> tuple[Any, ...]:
@@ -465,10 +474,7 @@ class Walker:
         if mixture is not None:
             probs, made = mixture
             node = group.node
-            return [
-                group.child(replace(node, pending=node.pending + made[v]), reps)
-                for v, reps in self.draw.split(group, probs)
-            ]
+            return [group.child(node.then(made[v]), reps) for v, reps in self.draw.split(group, probs)]
         state = self.state(group.node)
         weights = np.clip(kraus_weights(state, op.kraus, op.targets), 0.0, None)
         if not weights.sum() > 0:
@@ -548,7 +554,7 @@ class Walker:
         groups = self.settled_all(groups)
         if isinstance(groups[0].node.base, DensityMatrix):
             body = Circuit(self.n).with_operations(op.true_body)
-            return [replace(g, node=Node(g.node.base.apply(body))) for g in groups]
+            return [g.with_node(Node(g.node.base.apply(body))) for g in groups]
         if not op.covers(self.n):
             return self.walk(op.true_body, groups).ended
         by_memory: dict[int, Group] = {}
@@ -559,7 +565,7 @@ class Walker:
                 continue
             state, phase = _zeroed(g.node.base)
             pending = (*_phase(self.n, self.global_phase - phase), *op.preparation)
-            by_memory[key] = replace(g, node=Node(state, pending=pending))
+            by_memory[key] = g.with_node(Node(state, pending=pending))
         return list(by_memory.values())
 
 

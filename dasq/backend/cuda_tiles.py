@@ -20,8 +20,9 @@ Shared memory holds the tile swizzled: element e at ``e ^ fold(e)``, where ``fol
 XORs e's higher bits, ``SWIZZLE_BITS`` at a time, onto its lowest. Every layout puts
 ranks of distinct residues (mod ``SWIZZLE_BITS``) on its lowest lanes, so the lanes
 that share a shared-memory cycle (16 of 8-byte, 8 of 16-byte elements) reach distinct
-banks, unless the registers hold every rank of one residue (a 3-qubit group on ranks
-3, 7 and 11 of a 12-rank tile, say: two lanes per bank then).
+banks, unless the registers hold every rank of one residue (groups on ranks 3, 7 and
+11 of a 12-rank tile in one phase, say: two lanes per bank then; ranks added to fill
+the registers never do that where others will do).
 
 The pass is a program built on the host once per compiled pass (``TileProgram``):
 int words for the operations and layouts, a table of matrix entries and phases, and
@@ -296,12 +297,22 @@ def register_phases(
     return phases
 
 
-def _filled(registers: set[int], k: int, r: int, low: int) -> tuple[int, ...]:
+def _filled(registers: set[int], k: int, r: int, low: int, bits: int) -> tuple[int, ...]:
     """``registers`` with the highest ranks outside the lowest ``low`` added up to
-    ``r`` (then the lowest, for tiles too narrow), so a layout can be loaded directly."""
+    ``r`` (then the lowest, for tiles too narrow), so a layout can be loaded directly;
+    none that would take the last rank of a residue (mod ``bits``) off the lanes, where
+    another will do, so that the lanes of a shared-memory cycle keep distinct banks."""
     spare = [q for q in range(k - 1, -1, -1) if q not in registers]
     spare.sort(key=lambda q: q < low)
-    return tuple(sorted(registers | set(spare[: r - len(registers)])))
+    chosen = set(registers)
+    residues = {q % bits for q in range(k)}
+    for q in spare:
+        if len(chosen) < r and residues <= {p % bits for p in range(k) if p not in chosen | {q}}:
+            chosen.add(q)
+    for q in spare:  # where every choice takes a residue's last rank
+        if len(chosen) < r:
+            chosen.add(q)
+    return tuple(sorted(chosen))
 
 
 @dataclass(frozen=True)
@@ -351,8 +362,8 @@ class TileProgram:
             )
         swizzling = SWIZZLE_BITS[itemsize]
         phases = register_phases(ops, r) or [(set(), [])]
-        layouts = [Layout.of(_filled(regs, k, r, low), k, low, swizzling) for regs, _ in phases]
-        direct = Layout.of(_filled(set(), k, r, low), k, low, swizzling)
+        layouts = [Layout.of(_filled(regs, k, r, low, swizzling), k, low, swizzling) for regs, _ in phases]
+        direct = Layout.of(_filled(set(), k, r, low, swizzling), k, low, swizzling)
         if set(layouts[0].registers) & set(range(low)):
             layouts.insert(0, direct)
             phases.insert(0, (set(), []))

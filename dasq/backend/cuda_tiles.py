@@ -57,6 +57,7 @@ DENSE, PHASES, REMAP = 0, 1, 2  # the program's operation kinds
 HEAD = 3  # words before the operations: their word count, the first and the last layout
 
 _REAL = {8: "float", 16: "double"}
+TileOp = tuple[int, tuple[int, ...], np.ndarray]  # a group of a pass: its kind, bits, matrix or table
 
 
 def dense_cases(r: int) -> tuple[tuple[int, ...], ...]:
@@ -266,9 +267,7 @@ class Layout:
         return _deposit(j, self.registers)
 
 
-def register_phases(
-    ops: Sequence[tuple[int, tuple[int, ...], Any]], r: int
-) -> list[tuple[set[int], list[int]]]:
+def register_phases(ops: Sequence[TileOp], r: int) -> list[tuple[set[int], list[int]]]:
     """The pass's operations in phases of at most ``r`` register ranks: each phase
     takes, in order, every operation not held back by an earlier one left for later
     (sharing a tile rank, unless both are phase tables) whose dense ranks still fit."""
@@ -337,7 +336,7 @@ class TileProgram:
     def of(
         cls,
         positions: tuple[int, ...],
-        ops: Sequence[tuple[int, tuple[int, ...], np.ndarray]],
+        ops: Sequence[TileOp],
         itemsize: int,
         low: int,
     ) -> TileProgram:
@@ -422,7 +421,7 @@ class TileProgram:
     def split(
         cls,
         positions: tuple[int, ...],
-        ops: Sequence[tuple[int, tuple[int, ...], np.ndarray]],
+        ops: Sequence[TileOp],
         itemsize: int,
         low: int,
     ) -> list[TileProgram]:

@@ -5,8 +5,9 @@
 # GPU, qsim's CUDA simulator beside dasq's GPU backend at each tile configuration
 # (gpupeer, 26-32 qubits), the gpu suite (tile configurations at 20 qubits: host time
 # per group, passes, remaps, roofline, states against the CPU backend), then Nsight
-# Compute on two tile passes (profile). PARTS=ooc: a stored run streamed through the
-# GPU (28 qubits complex64, a quarter-state budget).
+# Compute on two tile passes (profile), then where a warm run's host time goes at 20
+# qubits (host). PARTS=ooc: a stored run streamed through the GPU (28 qubits
+# complex64, a quarter-state budget).
 #
 # It needs, carried with the working tree (benchmarks/prepare_lent.sh makes both):
 #   .whl/   the wheels of dasq's dependencies missing there (dask, distributed, zarr,
@@ -32,10 +33,11 @@ fi
 log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
-# the tile configurations F/TILE_BYTES/RUN_BYTES/R/RESIDENT timed (the first: dasq's default;
-# 512: 100 registers, two blocks per multiprocessor; 65536: tiles of 13 bits, 512 threads;
-# /5/384: 32 amplitudes per thread, a quarter fewer remaps, 167 registers)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512 2/65536/64/4/512 2/32768/64/5/384}"
+# the tile configurations F/TILE_BYTES/RUN_BYTES/R/RESIDENT timed (the first: dasq's default,
+# 80 registers; 512: 128 registers, two blocks per multiprocessor). Also measured at
+# bcd8c1c, slower on the layered circuits at 26-32 qubits: 2/65536/64/4/512 (tiles of 13 bits) and 2/32768/64/5/384
+# (32 amplitudes per thread; it spills since the products are fused multiply-adds)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &
@@ -55,7 +57,7 @@ fi
 BUILD=$!
 
 # each part can be narrowed or skipped (an empty PARTS entry) for a second call
-PARTS=${PARTS:-tests gpupeer gpu profile}  # ooc: a stored run through the GPU (PARTS=ooc)
+PARTS=${PARTS:-tests gpupeer gpu profile host}  # ooc: a stored run through the GPU (PARTS=ooc)
 
 [[ " $PARTS " == *" tests "* ]] && { log "tests on $TESTDEV"
 timeout ${TESTS_TIMEOUT:-170} $PY -m pytest -q -x -p no:cacheprovider "${XDIST[@]}" \
@@ -76,7 +78,35 @@ log "ooc rc=$?"; keep ooc-gpu$S; }
 [[ " $PARTS " == *" gpu "* ]] && [ -z "${DRY:-}" ] && { log "gpu"
 read -r -a GPU_EXTRA <<<"${GPU_EXTRA:-}"
 timeout ${GPU_TIMEOUT:-100} $PY benchmarks/run.py gpu "${GPU[@]}" "${GPU_EXTRA[@]}" --circuits layers qft random --dtypes complex64 \
-  --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]:0:2}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
+  --reps 3 --cpu-reps 1 --configs "${CONFIGS[@]:0:${GPU_CONFIGS:-2}}" --output gpu$S >>"$OUT/log.txt" 2>&1; log "gpu rc=$?"; keep gpu$S; }
+
+[[ " $PARTS " == *" host "* ]] && { log "host"
+# where a warm run's host time goes at 20 qubits (the fixed part beside the per-group
+# part of host_us_per_group): cProfile of simulate, the run's device time by events
+timeout ${HOST_TIMEOUT:-40} $PY - "$DEV" ${HOST_QUBITS:-20} >"$OUT/host.txt" 2>&1 <<'PYTHON'
+import cProfile, pstats, sys, time
+import dasq
+from benchmarks import circuits
+device, n = sys.argv[1], int(sys.argv[2])
+for name in ("qft", "layers"):
+    circuit = circuits.to_dasq(getattr(circuits, name)(n))
+    for _ in range(3):
+        dasq.simulate(circuit, device=device, dtype="complex64").norm()
+    started = time.perf_counter()
+    state = dasq.simulate(circuit, device=device, dtype="complex64")
+    host = time.perf_counter() - started
+    state.norm()
+    print(f"{name} {n}: host {1e3 * host:.3f} ms, with norm() {1e3 * (time.perf_counter() - started):.3f} ms")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(10):
+        dasq.simulate(circuit, device=device, dtype="complex64")
+    profile.disable()
+    dasq.simulate(circuit, device=device, dtype="complex64").norm()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+PYTHON
+log "host rc=$? $(grep -E '^(qft|layers) ' "$OUT/host.txt" | tr '\n' ';')"; }
 
 [[ " $PARTS " == *" profile "* ]] && [ -z "${DRY:-}" ] && { log "profile"
 # Nsight Compute on two tile passes of the layered circuit at 28 qubits (after three

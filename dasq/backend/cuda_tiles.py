@@ -83,23 +83,27 @@ __device__ __forceinline__ void dense_in_registers(__VEC__* v, const __VEC__* __
         const int base = M == 1 ? insert0(g, B0)
                        : M == 2 ? insert0(insert0(g, B0), B1)
                                 : insert0(insert0(insert0(g, B0), B1), B2);
-        __VEC__ u[S];
+        // column by column: each input's products summed into every output with four
+        // fused multiply-adds per complex term (a sum of complex products would take
+        // six instructions each, and the pass is bound by instruction issue)
+        __REAL__ re[S], im[S];
         #pragma unroll
-        for (int j = 0; j < S; ++j)
-            u[j] = v[base | ((j & 1) << B0) | (((j >> 1) & 1) << B1) | (((j >> 2) & 1) << B2)];
+        for (int i = 0; i < S; ++i) {
+            const __VEC__ x = v[base | ((i & 1) << B0) | (((i >> 1) & 1) << B1) | (((i >> 2) & 1) << B2)];
+            #pragma unroll
+            for (int j = 0; j < S; ++j) {
+                const __VEC__ a = mat[j * S + i];
+                re[j] = fma(a.x, x.x, i == 0 ? (__REAL__)0 : re[j]);
+                re[j] = fma(-a.y, x.y, re[j]);
+                im[j] = fma(a.x, x.y, i == 0 ? (__REAL__)0 : im[j]);
+                im[j] = fma(a.y, x.x, im[j]);
+            }
+        }
         #pragma unroll
         for (int j = 0; j < S; ++j) {
-            __REAL__ re = 0, im = 0;
-            #pragma unroll
-            for (int i = 0; i < S; ++i) {
-                const __VEC__ a = mat[j * S + i];
-                re += CMUL_RE(a, u[i]);
-                im += CMUL_IM(a, u[i]);
-            }
-            __VEC__ out;
-            out.x = re;
-            out.y = im;
-            v[base | ((j & 1) << B0) | (((j >> 1) & 1) << B1) | (((j >> 2) & 1) << B2)] = out;
+            __VEC__& out = v[base | ((j & 1) << B0) | (((j >> 1) & 1) << B1) | (((j >> 2) & 1) << B2)];
+            out.x = re[j];
+            out.y = im[j];
         }
     }
 }

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs"
 PAGE = DOCS / "choosing.md"
-DEFAULT_GPU_CONFIG = "2/32768/64/0/0/8"  # dasq's default as the 787181f run named it (benchmarks/gpu.py)
+DEFAULT_GPU_CONFIG = "2/32768/64/4/768"  # dasq's default (benchmarks/gpu.py)
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 
 

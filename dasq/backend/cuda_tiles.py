@@ -26,9 +26,13 @@ the registers never do that where others will do).
 
 The pass is a program built on the host once per compiled pass (``TileProgram``):
 int words for the operations and layouts, a table of matrix entries and phases, and
-the device-memory offsets of the first and last layouts. ``tile_pass_twin`` runs the
-same program in numpy with the same indices and the same swizzled buffer, so the
-tests check the kernel's index logic on machines without a GPU.
+the device-memory offsets of the first and last layouts. A layout gives offsets per
+lane and per register *bit*: a thread XORs (in shared memory) or adds (in device
+memory) those of its lanes and of each register's bits, one instruction per register,
+since the pass is bound by the instructions it issues, not by memory.
+``tile_pass_twin`` runs the same program in numpy with the same indices and the same
+swizzled buffer, so the tests check the kernel's index logic on machines without a
+GPU.
 """
 
 from __future__ import annotations
@@ -108,38 +112,59 @@ __device__ __forceinline__ void dense_in_registers(__VEC__* v, const __VEC__* __
     }
 }
 
+// j with its lowest set bit cleared, and that bit's number: register j's offset is
+// register low(j)'s plus basis entry bit(j) (each a constant once unrolled)
+__device__ constexpr int low(int j) { return j & (j - 1); }
+__device__ constexpr int bit(int j) { return j & 1 ? 0 : 1 + bit(j >> 1); }
+
 extern "C" __global__ void __launch_bounds__(__THREADS__, __BLOCKS__) tile_pass(
     __VEC__* state, const int* __restrict__ program, int words, const __VEC__* __restrict__ entries,
-    const long long* __restrict__ addresses, const int* __restrict__ positions, int k)
+    const long long* __restrict__ addresses, const int* __restrict__ positions)
 {
+    constexpr int lanes = __LANES__, k = __LANES__ + __R__;  // 2^lanes threads, tiles of 2^k
     // shared: the swizzled tile (for remaps), then the program's words
     extern __shared__ __align__(16) unsigned char shared[];
-    __VEC__* tile = (__VEC__*)shared;
-    int* prog = (int*)(tile + (1 << k));
+    int* prog = (int*)(shared + (sizeof(__VEC__) << k));
     for (int w = threadIdx.x; w < words; w += blockDim.x) prog[w] = program[w];
+    // read where needed, so the loop over the program keeps few registers: the tile's
+    // base, each thread's swizzled bytes in the current layout
+    __shared__ long long tile_base;
+    __shared__ int thread_bytes[__THREADS__];
     long long base = blockIdx.x;  // the tile's number, a zero inserted at each tile position
+    #pragma unroll
     for (int i = 0; i < k; ++i) {
         const int b = positions[i];
         base = ((base >> b) << (b + 1)) | (base & ((1LL << b) - 1));
     }
-    const int lanes = k - __R__, t = threadIdx.x;
+    const int t = threadIdx.x;
     // the first layout's registers, from device memory: the thread's part of the
-    // address (its lanes' positions) and register j's
+    // address (its lanes' positions), then each register's from the registers' basis
     long long at = base;
+    #pragma unroll
     for (int i = 0; i < lanes; ++i)
         if ((t >> i) & 1) at |= addresses[i];
     __VEC__ v[R];
-    #pragma unroll
-    for (int j = 0; j < R; ++j) v[j] = state[at | addresses[lanes + j]];
-    __syncthreads();  // the program's words
-    // the thread's tile element (zeros at the register ranks) and its swizzled address,
-    // from a layout's words: lanes' ranks, their swizzled bits, each register's offset
-    int layout = prog[1], own = 0, swizzled = 0;
-    for (int i = 0; i < lanes; ++i)
-        if ((t >> i) & 1) {
-            own |= 1 << prog[layout + i];
-            swizzled ^= prog[layout + lanes + i];
-        }
+    {
+        const __VEC__* from[R];
+        from[0] = state + at;
+        #pragma unroll
+        for (int j = 1; j < R; ++j) from[j] = from[low(j)] + addresses[lanes + bit(j)];
+        #pragma unroll
+        for (int j = 0; j < R; ++j) v[j] = *from[j];
+    }
+    if (t == 0) tile_base = base;
+    __syncthreads();  // the program's words and the tile's base
+    // a layout's words: its lanes' ranks, their swizzled bytes, the registers' swizzled
+    // bytes (a basis: register j's is the XOR of those of j's bits), each tile rank's lane
+    // (31 for a register's); the thread's swizzled bytes are the XOR of its lanes'
+    int layout = prog[1];
+    {
+        int swizzled = 0;
+        #pragma unroll
+        for (int i = 0; i < lanes; ++i)
+            if ((t >> i) & 1) swizzled ^= prog[layout + lanes + i];
+        thread_bytes[t] = swizzled;
+    }
     for (int w = __HEAD__; w < __HEAD__ + prog[0];) {
         const int kind = prog[w];
         if (kind == __DENSE__) {
@@ -152,10 +177,11 @@ __CASES__
             const int m = prog[w + 1];
             const __VEC__* table = entries + prog[w + 2];
             const int* bits = prog + w + 3;  // a rank, or -(position + 1) outside the tile
+            const int* lane_of = prog + layout + 2 * lanes + __R__;
             int index = 0;
             for (int b = 0; b < m; ++b) {
                 const int q = bits[b];
-                index |= (q < 0 ? (int)((base >> (-q - 1)) & 1) : (own >> q) & 1) << b;
+                index |= (q < 0 ? (int)((tile_base >> (-q - 1)) & 1) : (t >> lane_of[q]) & 1) << b;
             }
             const int* spread = bits + m;  // register j's bits of the table index
             #pragma unroll
@@ -166,31 +192,43 @@ __CASES__
             }
             w += 3 + m + R;
         } else {  // a remap to the layout at prog[w + 1]
-            const int* offsets = prog + layout + 2 * lanes;
-            __syncthreads();  // the last remap's reads are done
+            int at_byte[R];
+            const int* basis = prog + layout + 2 * lanes;
+            // no barrier before the writes: a thread writes the very slots it read in
+            // the last remap (the same layout and bytes), which no other thread reads
+            at_byte[0] = thread_bytes[t];
             #pragma unroll
-            for (int j = 0; j < R; ++j) tile[swizzled ^ offsets[j]] = v[j];
+            for (int j = 1; j < R; ++j) at_byte[j] = at_byte[low(j)] ^ basis[bit(j)];
+            #pragma unroll
+            for (int j = 0; j < R; ++j) *(__VEC__*)(shared + at_byte[j]) = v[j];
             __syncthreads();
             layout = prog[w + 1];
-            own = swizzled = 0;
-            for (int i = 0; i < lanes; ++i)
-                if ((t >> i) & 1) {
-                    own |= 1 << prog[layout + i];
-                    swizzled ^= prog[layout + lanes + i];
-                }
-            offsets = prog + layout + 2 * lanes;
+            int swizzled = 0;
             #pragma unroll
-            for (int j = 0; j < R; ++j) v[j] = tile[swizzled ^ offsets[j]];
+            for (int i = 0; i < lanes; ++i)
+                if ((t >> i) & 1) swizzled ^= prog[layout + lanes + i];
+            thread_bytes[t] = swizzled;
+            basis = prog + layout + 2 * lanes;
+            at_byte[0] = swizzled;
+            #pragma unroll
+            for (int j = 1; j < R; ++j) at_byte[j] = at_byte[low(j)] ^ basis[bit(j)];
+            #pragma unroll
+            for (int j = 0; j < R; ++j) v[j] = *(const __VEC__*)(shared + at_byte[j]);
             w += 2;
         }
     }
     // the last layout's registers, to device memory
-    const long long* last = addresses + lanes + R;
-    at = base;
+    const long long* last = addresses + k;
+    at = tile_base;
+    #pragma unroll
     for (int i = 0; i < lanes; ++i)
         if ((t >> i) & 1) at |= last[i];
+    __VEC__* to[R];
+    to[0] = state + at;
     #pragma unroll
-    for (int j = 0; j < R; ++j) state[at | last[lanes + j]] = v[j];
+    for (int j = 1; j < R; ++j) to[j] = to[low(j)] + last[lanes + bit(j)];
+    #pragma unroll
+    for (int j = 0; j < R; ++j) *to[j] = v[j];
 }
 """
 
@@ -214,6 +252,7 @@ def expanded(itemsize: int, r: int, threads: int) -> str:
         .replace("__REAL__", _REAL[itemsize])
         .replace("__R__", str(r))
         .replace("__THREADS__", str(threads))
+        .replace("__LANES__", str(threads.bit_length() - 1))
         .replace("__BLOCKS__", str(max(1, RESIDENT_THREADS[itemsize] // threads)))
         .replace("__HEAD__", str(HEAD))
         .replace("__DENSE__", str(DENSE))
@@ -271,6 +310,62 @@ class Layout:
         return _deposit(j, self.registers)
 
 
+@dataclass(frozen=True)
+class LayoutWords:
+    """A layout as the kernel reads it from the program's words: its lanes' ranks, the
+    swizzled shared-memory bytes of each lane's rank and of each register bit's (XORed
+    together for a thread's lanes and a register's bits), and each tile rank's lane
+    (``NO_LANE`` for a register's: a thread number's bit 31 is always 0)."""
+
+    lanes: tuple[int, ...]
+    lane_bytes: tuple[int, ...]
+    register_bytes: tuple[int, ...]
+    lane_of: tuple[int, ...]
+
+    NO_LANE = 31
+
+    @staticmethod
+    def size(k: int, r: int) -> int:
+        return 2 * (k - r) + r + k
+
+    @classmethod
+    def of(cls, layout: Layout, k: int, itemsize: int, bits: int) -> LayoutWords:
+        lane_of = [cls.NO_LANE] * k
+        for i, q in enumerate(layout.lanes):
+            lane_of[q] = i
+        return cls(
+            layout.lanes,
+            tuple(itemsize * swizzle(1 << q, bits) for q in layout.lanes),
+            tuple(itemsize * swizzle(1 << q, bits) for q in layout.registers),
+            tuple(lane_of),
+        )
+
+    @classmethod
+    def at(cls, words: Sequence[int], start: int, k: int, r: int) -> LayoutWords:
+        """The layout whose words start at ``start``."""
+        lanes = k - r
+        cut = itertools.accumulate((lanes, lanes, r, k), initial=start)
+        return cls(*(tuple(words[a:b]) for a, b in itertools.pairwise(cut)))
+
+    def words(self) -> list[int]:
+        return [*self.lanes, *self.lane_bytes, *self.register_bytes, *self.lane_of]
+
+    def thread_bytes(self, t: np.ndarray) -> np.ndarray:
+        """Each thread's swizzled bytes: the XOR of its lanes'."""
+        out = np.zeros_like(t)
+        for i, b in enumerate(self.lane_bytes):
+            out ^= ((t >> i) & 1) * b
+        return out
+
+    def register_offsets(self) -> list[int]:
+        """Register j's swizzled bytes: the XOR of its bits' (as the kernel builds them,
+        from j with its lowest bit cleared)."""
+        out = [0]
+        for j in range(1, 1 << len(self.register_bytes)):
+            out.append(out[j & (j - 1)] ^ self.register_bytes[(j & -j).bit_length() - 1])
+        return out
+
+
 def register_phases(ops: Sequence[TileOp], r: int) -> list[tuple[set[int], list[int]]]:
     """The pass's operations in phases of at most ``r`` register ranks: each phase
     takes, in order, every operation not held back by an earlier one left for later
@@ -323,7 +418,7 @@ class TileProgram:
     """A pass of groups for ``tile_pass``, built on the host: int ``words`` (the head,
     the operations, the layouts), ``entries`` (every matrix, row-major on register bits
     in increasing order, and every phase table), and ``addresses``: the device-memory
-    offsets of the first layout's lanes and registers, then the last's."""
+    offsets of the first layout's lanes and register bits, then the last's."""
 
     positions: tuple[int, ...]  # the tile's block positions, increasing; the lowest ``low`` are 0..low-1
     registers: int  # r: 2^r amplitudes per thread
@@ -394,23 +489,15 @@ class TileProgram:
         at, placed = HEAD + len(body), []
         for _ in distinct:
             placed.append(at)
-            at += 2 * (k - r) + (1 << r)
+            at += LayoutWords.size(k, r)
         for w, kind in _walk(body, 0, len(body), r):  # REMAP's layout numbers -> their words' places
             if kind == REMAP:
                 body[w + 1] = placed[body[w + 1]]
         words = [len(body), placed[distinct.index(layouts[0])], placed[distinct.index(layouts[-1])], *body]
         for layout in distinct:
-            words += layout.lanes
-            words += [swizzle(1 << q, swizzling) for q in layout.lanes]
-            words += [swizzle(layout.element(j), swizzling) for j in range(1 << r)]
-        addresses = [
-            offset
-            for layout in (layouts[0], layouts[-1])
-            for offset in (
-                *(1 << positions[q] for q in layout.lanes),
-                *(_deposit(layout.element(j), positions) for j in range(1 << r)),
-            )
-        ]
+            words += LayoutWords.of(layout, k, itemsize, swizzling).words()
+        ends = (layouts[0], layouts[-1])  # in elements: the lanes' positions, then the registers'
+        addresses = [1 << positions[q] for layout in ends for q in (*layout.lanes, *layout.registers)]
         table = np.concatenate(entries) if entries else np.zeros(1, np.complex128)
         return cls(
             tuple(positions),
@@ -446,8 +533,13 @@ class TileProgram:
         return [kind for _, kind in _walk(words, HEAD, HEAD + words[0], self.registers)]
 
     def shared_bytes(self, itemsize: int) -> int:
-        """Shared memory of one CUDA block: the tile and the program's words."""
+        """Dynamic shared memory of one CUDA block: the tile and the program's words."""
         return (1 << len(self.positions)) * itemsize + 4 * self.words.size
+
+    @property
+    def static_shared_bytes(self) -> int:
+        """The kernel's static shared memory: the tile's base and each thread's bytes."""
+        return 16 + 4 * self.threads
 
 
 def _walk(words: Sequence[int], start: int, end: int, r: int) -> Iterator[tuple[int, int]]:
@@ -494,12 +586,12 @@ def tile_pass_cuda(
     itemsize = state.dtype.itemsize
     kernel = _compiled(itemsize, program.registers, program.threads, RESIDENT_THREADS[itemsize])
     shared = program.shared_bytes(itemsize)
-    if shared > 48 << 10:  # past the default: the kernel must ask for it
+    if shared + program.static_shared_bytes > 48 << 10:  # past the default: the kernel must ask for it
         kernel.max_dynamic_shared_size_bytes = shared
     kernel(
         (state.size >> k,),
         (program.threads,),
-        (state, words, np.int32(words.size), entries, addresses, positions, np.int32(k)),
+        (state, words, np.int32(words.size), entries, addresses, positions),
         shared_mem=shared,
     )
 
@@ -508,32 +600,32 @@ def tile_pass_twin(
     state: np.ndarray, program: TileProgram, words: Any, entries: Any, addresses: Any, positions: Any
 ) -> None:
     """``tile_pass_cuda`` in numpy, all tiles and threads at once: the same tile bases,
-    device-memory offsets, program words, register products, phase indices and
-    swizzled remaps (a buffer that must be written whole before it is read)."""
+    device-memory offsets (a register's built from the basis as the kernel builds it),
+    program words, register products, phase indices and swizzled remaps (bytes into a
+    buffer that must be written whole before it is read)."""
     prog, entries, addresses = np.asarray(words).tolist(), np.asarray(entries), np.asarray(addresses)
     positions = np.asarray(positions).tolist()
     k, r = len(positions), program.registers
-    lanes, size = k - r, 1 << r
+    lanes, size, itemsize = k - r, 1 << r, state.dtype.itemsize
     base = np.arange(state.size >> k, dtype=np.int64)
     for b in positions:
         base = ((base >> b) << (b + 1)) | (base & ((1 << b) - 1))
     t = np.arange(1 << lanes, dtype=np.int64)
 
-    def thread_part(parts: Sequence[int]) -> np.ndarray:
-        return np.bitwise_or.reduce([((t >> i) & 1) * int(p) for i, p in enumerate(parts)] + [0 * t])
+    def offsets(parts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Each thread's part of a device-memory offset (its lanes'), each register's."""
+        thread = t * 0
+        for i, p in enumerate(parts[:lanes]):
+            thread |= ((t >> i) & 1) * int(p)
+        register = [0]
+        for j in range(1, size):
+            register.append(register[j & (j - 1)] + int(parts[lanes + (j & -j).bit_length() - 1]))
+        return thread, np.asarray(register)
 
-    at = base[:, None] | thread_part(addresses[:lanes])[None, :]
-    v = state[at[:, :, None] | addresses[lanes : lanes + size][None, None, :]]  # tiles x threads x registers
-    layout = prog[1]
-
-    def placed(layout: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        own = thread_part([1 << q for q in prog[layout : layout + lanes]])
-        swizzled = np.bitwise_xor.reduce(
-            [((t >> i) & 1) * p for i, p in enumerate(prog[layout + lanes : layout + 2 * lanes])] + [0 * t]
-        )
-        return own, swizzled, prog[layout + 2 * lanes : layout + 2 * lanes + size]
-
-    own, swizzled, offsets = placed(layout)
+    thread, register = offsets(addresses[:k])
+    at = (base[:, None] | thread[None, :])[:, :, None] + register[None, None, :]
+    v = state[at]  # tiles x threads x registers
+    layout = LayoutWords.at(prog, prog[1], k, r)
     for w, kind in _walk(prog, HEAD, HEAD + prog[0], r):
         if kind == DENSE:
             bits = dense_cases(r)[prog[w + 1]]
@@ -550,15 +642,18 @@ def tile_pass_twin(
             bits = prog[w + 3 : w + 3 + m]
             index = np.zeros((base.size, t.size), dtype=np.int64)
             for b, q in enumerate(bits):
-                index |= (((base >> (-q - 1)) & 1)[:, None] if q < 0 else ((own >> q) & 1)[None, :]) << b
+                lane = layout.lane_of[q] if q >= 0 else 0
+                index |= (((base >> (-q - 1)) & 1)[:, None] if q < 0 else ((t >> lane) & 1)[None, :]) << b
             spread = np.asarray(prog[w + 3 + m : w + 3 + m + size])
             v *= entries[prog[w + 2] + (index[:, :, None] | spread[None, None, :])]
         else:
             buffer = np.full((base.size, 1 << k), np.nan, dtype=state.dtype)
-            buffer[:, swizzled[:, None] ^ np.asarray(offsets)[None, :]] = v
+            at = layout.thread_bytes(t)[:, None] ^ np.asarray(layout.register_offsets())[None, :]
+            assert not (at % itemsize).any()
+            buffer[:, at // itemsize] = v
             assert not np.isnan(buffer).any(), "a remap left part of the tile unwritten"
-            own, swizzled, offsets = placed(prog[w + 1])
-            v = buffer[:, swizzled[:, None] ^ np.asarray(offsets)[None, :]]
-    last = addresses[lanes + size :]
-    at = base[:, None] | thread_part(last[:lanes])[None, :]
-    state[at[:, :, None] | last[lanes : lanes + size][None, None, :]] = v
+            layout = LayoutWords.at(prog, prog[w + 1], k, r)
+            at = layout.thread_bytes(t)[:, None] ^ np.asarray(layout.register_offsets())[None, :]
+            v = buffer[:, at // itemsize]
+    thread, register = offsets(addresses[k:])
+    state[(base[:, None] | thread[None, :])[:, :, None] + register[None, None, :]] = v

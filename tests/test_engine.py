@@ -421,6 +421,36 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
     )
 
 
+def test_a_per_block_sum_of_tiny_blocks_is_called_in_this_thread(monkeypatch):
+    """norm(), an overlap and a Pauli sum over tiny blocks (or a device's one block) are
+    a few task-spec calls: they never enter Dask's local scheduler, and they agree with
+    the state's amplitudes; with a Dask callback watching, the scheduler runs them."""
+    import dask.local
+    from dask.callbacks import Callback
+
+    circuit = brickwork(9, 4, seed=6)
+    state = dasq.simulate(circuit, chunk_qubits=3)
+    other = dasq.simulate(brickwork(9, 4, seed=7), chunk_qubits=3)
+    psi, phi = state.to_numpy(), other.to_numpy()
+    observable = [("ZIIXIIIII", 0.5), ("IIIIIIIIY", -0.25)]
+    want = dasq.simulate(circuit).expectation(observable)
+    calls = []
+    scheduler = dask.local.get_async
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return scheduler(*args, **kwargs)
+
+    monkeypatch.setattr(dask.local, "get_async", counted)
+    assert state.norm() == pytest.approx(np.linalg.norm(psi), abs=1e-12)
+    assert state.inner(other) == pytest.approx(np.vdot(psi, phi), abs=1e-12)
+    assert state.expectation(observable) == pytest.approx(want, abs=1e-12)
+    assert not calls
+    with Callback():
+        assert state.norm() == pytest.approx(np.linalg.norm(psi), abs=1e-12)
+    assert calls
+
+
 def test_a_one_block_run_calls_its_tasks_in_this_thread(monkeypatch):
     """A one-block run in memory (here on the GPU's numpy twin, which the row engine
     does not take) never enters Dask's local scheduler: each step's layer, the first

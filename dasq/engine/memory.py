@@ -149,8 +149,17 @@ def run_here(x: da.Array) -> da.Array | None:
     Dask's local scheduler orders and tracks every task, which costs more than the
     work of a tiny block (a one-block run's first step computes its basis block here
     too). None otherwise."""
-    graph = x.__dask_graph__()
-    if callbacks_active() or not x.name.startswith("dasq-") or not isinstance(graph, HighLevelGraph):
+    values = _values_here(x)
+    if values is None:
+        return None
+    blocks = {key: values[key] for key in x.__dask_keys__()}
+    return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=meta_of(x))
+
+
+def _values_here(x: Any) -> dict | None:
+    """Every key's value of ``x``'s graph, computed as ``run_here`` says, or None."""
+    graph = x.__dask_graph__() if isinstance(x, da.Array) else None
+    if callbacks_active() or not isinstance(graph, HighLevelGraph) or not x.name.startswith("dasq-"):
         return None
     values: dict = {}
     for name in graphlib.TopologicalSorter(graph.dependencies).static_order():
@@ -164,8 +173,22 @@ def run_here(x: da.Array) -> da.Array | None:
             elif isinstance(node, tuple) and node and callable(node[0]):
                 return None  # an old-style task: Dask's scheduler runs it
             values[key] = node
-    blocks = {key: values[key] for key in x.__dask_keys__()}
-    return da.Array(HighLevelGraph.from_collections(x.name, blocks), x.name, chunks=x.chunks, meta=meta_of(x))
+    return values
+
+
+def _one_value_here(x: Any) -> tuple[Any] | None:
+    """(value,) of a read-out of one chunk computed in this thread, or None."""
+    if not isinstance(x, da.Array) or any(n != 1 for n in x.numblocks):
+        return None
+    values = _values_here(x)
+    return None if values is None else (values[_first_key(x)],)
+
+
+def _first_key(x: da.Array) -> tuple:
+    keys: Any = x.__dask_keys__()
+    while isinstance(keys, list):
+        keys = keys[0]
+    return keys
 
 
 def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) -> tuple:
@@ -183,6 +206,10 @@ def compute(*things: Any, client: Any = None, blocks: da.Array | None = None) ->
                 return tuple(readout.add_parts([found[k] for k in ks]) for _, ks in parts)  # type: ignore[misc]
             return tuple(client.compute(list(things), sync=True))
     scheduler = local_scheduler(blocks, client) if blocks is not None else None
+    if scheduler == "sync":  # a read-out of one chunk: its few tasks called here
+        here = [_one_value_here(thing) for thing in things]
+        if all(h is not None for h in here):
+            return tuple(h[0] for h in here)  # type: ignore[index]
     return dask.compute(*things, scheduler=dask_scheduler(scheduler))
 
 

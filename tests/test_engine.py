@@ -422,8 +422,8 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
 
 
 def test_a_per_block_sum_of_tiny_blocks_is_called_in_this_thread(monkeypatch):
-    """norm(), an overlap and a Pauli sum over tiny blocks (or a device's one block) are
-    a few task-spec calls: they never enter Dask's local scheduler, and they agree with
+    """norm(), an overlap, a Pauli sum and an amplitude over tiny blocks (or a device's
+    one block) are a few task-spec calls: they never enter Dask's local scheduler, and they agree with
     the state's amplitudes; with a Dask callback watching, the scheduler runs them."""
     import dask.local
     from dask.callbacks import Callback
@@ -445,6 +445,7 @@ def test_a_per_block_sum_of_tiny_blocks_is_called_in_this_thread(monkeypatch):
     assert state.norm() == pytest.approx(np.linalg.norm(psi), abs=1e-12)
     assert state.inner(other) == pytest.approx(np.vdot(psi, phi), abs=1e-12)
     assert state.expectation(observable) == pytest.approx(want, abs=1e-12)
+    assert [state.amplitude(i) for i in (0, 5, 511)] == pytest.approx(psi[[0, 5, 511]], abs=1e-12)
     assert not calls
     with Callback():
         assert state.norm() == pytest.approx(np.linalg.norm(psi), abs=1e-12)

@@ -50,6 +50,20 @@ def norm2(x: da.Array, backend: Backend) -> da.Array:
     return _per_block_sum(name, layer, x)
 
 
+def _entry(block: Any, offset: int) -> Any:
+    return block[offset]
+
+
+def entry(x: da.Array, index: int) -> da.Array:
+    """Stored amplitude ``index`` as a 0-d array: one task on its block (an index into
+    the whole array would build Dask's slicing graph for one number)."""
+    size = x.chunks[0][0]
+    name = layers.layer_name("entry", 0, x.name, index)
+    layer = {(name,): Task((name,), _entry, TaskRef((x.name, index // size)), index % size)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    return da.Array(graph, name, chunks=(), dtype=x.dtype, meta=np.empty((), x.dtype))
+
+
 def _marginal_block(
     block: Any, block_id: tuple[int] = (0,), *, backend: Backend, L: int, positions: tuple[int, ...]
 ) -> np.ndarray:

@@ -414,8 +414,10 @@ class StateVector:
         i = check_index(index, self._n)
         if self._held is not None:
             return complex(self._held[i])
+        from dasq.engine import readout
+
         stored = sum(((i >> q) & 1) << p for q, p in enumerate(self._layout))
-        return complex(self._compute(self.blocks[stored])[0])
+        return complex(self._compute(readout.entry(self.blocks, stored))[0])
 
     def norm(self) -> float:
         """The 2-norm sqrt(sum |a_i|^2) (1 for a normalised state)."""

@@ -30,13 +30,6 @@ from dasq.plan import relayout as algebra
 from dasq.plan.steps import Permute
 
 
-def _floats(x: da.Array, func: Any, width: int, **kwargs: Any) -> da.Array:
-    nb = x.numblocks[0]
-    return x.map_blocks(
-        func, chunks=((width,) * nb,), dtype=np.float64, meta=np.empty(0, np.float64), **kwargs
-    )
-
-
 def _norm2_part(backend: Backend, block: Any) -> np.ndarray:
     return np.array([backend.norm2(block)])
 
@@ -64,10 +57,15 @@ def entry(x: da.Array, index: int) -> da.Array:
     return da.Array(graph, name, chunks=(), dtype=x.dtype, meta=np.empty((), x.dtype))
 
 
-def _marginal_block(
-    block: Any, block_id: tuple[int] = (0,), *, backend: Backend, L: int, positions: tuple[int, ...]
-) -> np.ndarray:
-    return backend.marginal(block, L, block_id[0], positions)
+def _marginal_part(backend: Backend, L: int, block_index: int, positions: tuple, block: Any) -> np.ndarray:
+    return np.asarray(backend.marginal(block, L, block_index, positions), dtype=np.float64)
+
+
+def _summed(dtype: np.dtype, *parts: np.ndarray) -> np.ndarray:
+    out = np.array(parts[0], dtype=np.float64)
+    for part in parts[1:]:
+        out += part
+    return out.astype(dtype, copy=False)
 
 
 def _first_block(
@@ -91,19 +89,27 @@ def marginal(
     """Probabilities over stored bit ``positions`` (bit j of the index -> positions[j]),
     returned as ``dtype``.
 
-    Small results: one per block in float64, summed, then cast. Large ones (a full
-    probability vector): each block adds its share into one running array of
-    ``dtype``, block after block, so memory holds the result once, never one
-    result-sized array per block. Returned as a Delayed: computing a one-chunk dask
-    array would copy the result once more."""
+    Small results: one per block in float64, added by one task, then cast (a one-chunk
+    array of task-spec calls, which a read-out of tiny blocks calls in this thread).
+    Large ones (a full probability vector): each block adds its share into one running
+    array of ``dtype``, block after block, so memory holds the result once, never one
+    result-sized array per block; returned as a Delayed, since computing a one-chunk
+    dask array would copy the result once more."""
     width = 1 << len(positions)
     nb = x.numblocks[0]
-    if width < _config.CHAIN_MARGINAL_FROM:
-        parts = _floats(x, _marginal_block, width, backend=backend, L=L, positions=positions)
-        return parts.reshape(nb, width).sum(axis=0).astype(dtype).to_delayed().ravel()[0]
     name = layers.layer_name("marginal", 0, x.name, positions, np.dtype(dtype).name)
+    if width < _config.CHAIN_MARGINAL_FROM:
+        layer: dict = {
+            (name, c): Task((name, c), _marginal_part, backend, L, c, positions, TaskRef((x.name, c)))
+            for c in range(nb)
+        }
+        total = f"{name}-sum"
+        parts = [TaskRef((name, c)) for c in range(nb)]
+        layer[(total, 0)] = Task((total, 0), _summed, np.dtype(dtype), *parts)
+        graph = HighLevelGraph.from_collections(total, layer, dependencies=[x])
+        return da.Array(graph, total, chunks=((width,),), dtype=dtype, meta=np.empty(0, dtype))
     chain = f"{name}-running"
-    layer: dict = {
+    layer = {
         (chain, 0): Task(
             (chain, 0), _first_block, backend, width, np.dtype(dtype), L, positions, TaskRef((x.name, 0))
         )

@@ -421,9 +421,9 @@ def test_tiny_blocks_run_in_this_thread_unless_told_otherwise():
     )
 
 
-def test_a_per_block_sum_of_tiny_blocks_is_called_in_this_thread(monkeypatch):
-    """norm(), an overlap, a Pauli sum, an amplitude and a small marginal over tiny
-    blocks (or a device's one block) are a few task-spec calls: they never enter Dask's
+def test_read_outs_of_tiny_blocks_are_called_in_this_thread(monkeypatch):
+    """norm(), an overlap, a Pauli sum, an amplitude, marginals and the amplitudes in
+    one array, over tiny blocks (or a device's one block), are a few task-spec calls: they never enter Dask's
     local scheduler, and they agree with the state's amplitudes; with a Dask callback
     watching, the scheduler runs them."""
     import dask.local
@@ -450,6 +450,8 @@ def test_a_per_block_sum_of_tiny_blocks_is_called_in_this_thread(monkeypatch):
     by_bit = (np.abs(psi) ** 2).reshape((2,) * 9)  # axis 8 - q: qubit q
     marginal = by_bit.sum(axis=(0, 2, 4, 5, 6, 7, 8)).ravel()  # [qubit 7, qubit 5]: index q5 + 2 q7
     np.testing.assert_allclose(state.probabilities([5, 7]), marginal, atol=1e-12)
+    np.testing.assert_allclose(state.probabilities(), np.abs(psi) ** 2, atol=1e-12)
+    np.testing.assert_array_equal(state.to_numpy(), psi)
     assert not calls
     with Callback():
         assert state.norm() == pytest.approx(np.linalg.norm(psi), abs=1e-12)

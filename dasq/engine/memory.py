@@ -25,6 +25,7 @@ import dask
 import dask.array as da
 import dask.local
 import numpy as np
+from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from dasq import _config
@@ -157,9 +158,14 @@ def run_here(x: da.Array) -> da.Array | None:
 
 
 def _values_here(x: Any) -> dict | None:
-    """Every key's value of ``x``'s graph, computed as ``run_here`` says, or None."""
-    graph = x.__dask_graph__() if isinstance(x, da.Array) else None
-    if callbacks_active() or not isinstance(graph, HighLevelGraph) or not x.name.startswith("dasq-"):
+    """Every key's value of the graph of ``x`` (an array or a Delayed), computed as
+    ``run_here`` says, or None."""
+    if isinstance(x, Delayed):
+        name = x.key if isinstance(x.key, str) else x.key[0]
+    else:
+        name = x.name if isinstance(x, da.Array) else ""
+    graph = x.__dask_graph__() if name.startswith("dasq-") else None
+    if callbacks_active() or not isinstance(graph, HighLevelGraph):
         return None
     values: dict = {}
     for name in graphlib.TopologicalSorter(graph.dependencies).static_order():
@@ -177,11 +183,15 @@ def _values_here(x: Any) -> dict | None:
 
 
 def _one_value_here(x: Any) -> tuple[Any] | None:
-    """(value,) of a read-out of one chunk computed in this thread, or None."""
-    if not isinstance(x, da.Array) or any(n != 1 for n in x.numblocks):
+    """(value,) of a read-out of one chunk or one Delayed computed in this thread, or None."""
+    if isinstance(x, Delayed):
+        key = x.key
+    elif isinstance(x, da.Array) and all(n == 1 for n in x.numblocks):
+        key = _first_key(x)
+    else:
         return None
     values = _values_here(x)
-    return None if values is None else (values[_first_key(x)],)
+    return None if values is None else (values[key],)
 
 
 def _first_key(x: da.Array) -> tuple:

@@ -39,8 +39,8 @@ class TileConfig:
     fusion: int
     tile_bytes: int
     run_bytes: int
-    registers: int = 4
-    resident: int = 768
+    registers: int = 5
+    resident: int = 384
 
     @classmethod
     def parse(cls, text: str) -> TileConfig:
@@ -51,7 +51,7 @@ class TileConfig:
         except ValueError:
             raise ValueError(
                 "a tile configuration is F/TILE_BYTES/RUN_BYTES[/R[/RESIDENT]], e.g. 3/32768/64 or "
-                f"2/32768/64/4/768; got {text!r}"
+                f"2/32768/64/5/384; got {text!r}"
             ) from None
         return cls(*numbers)
 
@@ -62,7 +62,7 @@ class TileConfig:
 # dasq's defaults (backend/gpu.py, backend/cuda_tiles.py). Results before the register
 # kernel name F/TILE/RUN/BATCH (and at 787181f F/TILE/RUN/REGISTERS/SWIZZLE/BATCH): the
 # shared-memory kernel that the register kernel replaced.
-DEFAULT_CONFIG = "2/32768/64/4/768"
+DEFAULT_CONFIG = "2/32768/64/5/384"
 
 
 @contextlib.contextmanager

@@ -34,10 +34,10 @@ log "python $($PY -V 2>&1), $(nproc) cores"
 $PY -c "import dask, distributed, zarr, numba, dasq; print('dask', dask.__version__, 'numba', numba.__version__)" 2>&1 | tee -a "$OUT/log.txt"
 
 # the tile configurations F/TILE_BYTES/RUN_BYTES/R/RESIDENT timed (the first: dasq's default,
-# 80 registers; 512: 128 registers, two blocks per multiprocessor; /5/384: 32 amplitudes
-# per thread, 168 registers, a quarter fewer remaps). Also measured at bcd8c1c, slower on
-# the layered circuits at 26-32 qubits: 2/65536/64/4/512 (tiles of 13 bits)
-read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/4/768 2/32768/64/4/512 2/32768/64/5/384}"
+# 32 amplitudes per thread, 168 registers; /4/768: 16 per thread, 80 registers, a fifth
+# more remaps on layered circuits). Also measured, slower on the layered circuits at 26-32 qubits:
+# 2/65536/64/4/512 (tiles of 13 bits, at bcd8c1c) and 2/32768/64/4/512 (at 669be91)
+read -r -a CONFIGS <<<"${CONFIGS:-2/32768/64/5/384 2/32768/64/4/768}"
 if [ -n "${DRY:-}" ]; then
   QSIM=.qsim/apps/qsim_base.x DEV=cpu
   g++ -O3 -march=native -fopenmp -o $QSIM .qsim/apps/qsim_base.cc &

@@ -409,10 +409,11 @@ def test_a_tile_pass_applies_its_groups_in_order_on_every_tile(backend, dtype, w
 def test_random_tile_passes_match_the_kronecker_reference(backend, seed, monkeypatch):
     """Random tiles (3 to 9 of up to 9 qubits, runs of 0 to 4 lowest bits), random
     passes of dense groups and phase tables, both precisions, 2^r amplitudes per
-    thread as configured and one bit more: every layout, remap and register product
-    the program chooses gives the reference's state."""
+    thread as configured and the other way (complex64 one bit fewer, complex128 one
+    more): every layout, remap and register product the program chooses gives the
+    reference's state."""
     if seed >= 8:
-        monkeypatch.setattr(cuda_tiles, "REGISTER_QUBITS", {8: 5, 16: 4})
+        monkeypatch.setattr(cuda_tiles, "REGISTER_QUBITS", {8: 4, 16: 4})
     rng = np.random.default_rng(seed)
     n = int(rng.integers(6, 10))
     k = int(rng.integers(3, n + 1))
@@ -490,15 +491,18 @@ def test_every_layout_reaches_distinct_banks_and_reads_whole_runs(itemsize):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc (the CUDA compiler) on this machine")
 @pytest.mark.parametrize(
-    "itemsize,r,threads,registers,spilled", [(8, 4, 256, 80, 0), (16, 3, 256, 128, 4), (8, 4, 512, 128, 0)]
+    "itemsize,r,threads,resident,registers,spilled",
+    [(8, 5, 128, 384, 168, 8), (16, 3, 256, 512, 128, 4), (8, 4, 256, 768, 80, 0), (8, 4, 512, 512, 128, 0)],
 )
 def test_the_tile_kernel_compiles_for_hopper_within_its_registers(
-    tmp_path, itemsize, r, threads, registers, spilled
+    tmp_path, monkeypatch, itemsize, r, threads, resident, registers, spilled
 ):
     """The tile pass as cupy compiles it, built for sm_90 by nvcc where one is installed:
-    no more registers than its launch bound allows (three blocks of 256 complex64
-    threads per multiprocessor at 80), and no spills but complex128's one word (the
-    address of the thread's swizzled bytes, read back once per remap)."""
+    no more registers than its launch bound allows (three blocks of 128 complex64
+    threads per multiprocessor at 168, by default), and no spills but one word where
+    2^r registers crowd the bound (the default's and complex128's: a word stored and
+    read back once per remap, outside the register products)."""
+    monkeypatch.setitem(cuda_tiles.RESIDENT_THREADS, itemsize, resident)
     source = tmp_path / "tile.cu"
     source.write_text(cuda_tiles.expanded(itemsize, r, threads))
     out = subprocess.run(
@@ -516,7 +520,8 @@ def test_a_tile_program_refuses_a_group_wider_than_its_registers_and_a_tile_past
     with pytest.raises(ValueError, match="at most 3 ranks"):
         cuda_tiles.TileProgram.of(tuple(range(10)), [(cuda_tiles.DENSE, (0, 1, 2, 3), np.eye(16))], 8, 3)
     with pytest.raises(ValueError, match="2\\^11 threads per block; CUDA allows 1024"):
-        cuda_tiles.TileProgram.of(tuple(range(15)), [(cuda_tiles.DENSE, (0,), np.eye(2))], 8, 3)
+        r = cuda_tiles.REGISTER_QUBITS[8]
+        cuda_tiles.TileProgram.of(tuple(range(11 + r)), [(cuda_tiles.DENSE, (0,), np.eye(2))], 8, 3)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
@@ -545,6 +550,7 @@ def test_a_launch_asks_for_shared_memory_past_48_kib_with_the_kernels_static_par
     the kernel asked for more: a program of ~3,860 words beside a 32 KiB tile stays under
     48 KiB by its dynamic part alone, not with the kernel's static arrays."""
     launched = []
+    monkeypatch.setitem(cuda_tiles.REGISTER_QUBITS, 8, 4)  # 256 threads: 1,040 static bytes
 
     class Kernel:
         max_dynamic_shared_size_bytes = 0

@@ -45,12 +45,15 @@ from typing import Any
 
 import numpy as np
 
-# r per amplitude size: 2^r amplitudes per thread (16 complex64: 32 registers; 8 complex128)
-REGISTER_QUBITS = {8: 4, 16: 3}
+# r per amplitude size: 2^r amplitudes per thread (32 complex64: 64 registers; 8 complex128).
+# 32 complex64 per thread take a quarter fewer remaps than 16 on layered circuits (a
+# remap brings 5 ranks into registers, not 4), and were the faster on every circuit
+# and size of results/gpupeer.json.
+REGISTER_QUBITS = {8: 5, 16: 3}
 # Threads a multiprocessor should hold at once, per amplitude size (the launch bound
-# nvcc allots registers by): 768 caps a thread at 80 registers, 512 at 128 (no spills
-# at the r above; complex128 spills at 80).
-RESIDENT_THREADS = {8: 768, 16: 512}
+# nvcc allots registers by): 384 caps a thread at 168 registers, 512 at 128 (no spills
+# at the r above; complex128 spills one word).
+RESIDENT_THREADS = {8: 384, 16: 512}
 WIDEST_GROUP = 3  # the widest dense group a pass takes (a 3-bit product on registers)
 SWIZZLE_BITS = {8: 4, 16: 3}  # log2 of the elements in a 128-byte row of banks
 # A program's words live in shared memory beside the tile: at most 16 KiB of them, so

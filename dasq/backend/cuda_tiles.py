@@ -46,9 +46,8 @@ from typing import Any
 import numpy as np
 
 # r per amplitude size: 2^r amplitudes per thread (32 complex64: 64 registers; 8 complex128).
-# 32 complex64 per thread take a quarter fewer remaps than 16 on layered circuits (a
-# remap brings 5 ranks into registers, not 4), and were the faster on every circuit
-# and size of results/gpupeer.json.
+# 32 complex64 per thread need fewer remaps than 16 on layered circuits (a remap
+# brings 5 ranks into registers, not 4); the gpupeer suite compares the two.
 REGISTER_QUBITS = {8: 5, 16: 3}
 # Threads a multiprocessor should hold at once, per amplitude size (the launch bound
 # nvcc allots registers by): 384 caps a thread at 168 registers, 512 at 128 (no spills

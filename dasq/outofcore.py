@@ -223,7 +223,7 @@ def _resume_locked(
 ) -> StateVector | DensityMatrix:
     """Finish (or open) the run in ``path``, whose write ``lock`` this process holds."""
     if manifest.circuit_hash is None:  # a saved state, nothing to run
-        return _as_state(StateVector.from_zarr(path, client=client), manifest)
+        return _as_state(_stored_vector(path, manifest, client), manifest)
     recorded = _recorded_circuit(path, manifest)
     plan = _replanned(path, recorded, manifest)
     if plan.digest != manifest.plan_digest:
@@ -268,6 +268,13 @@ def _recorded_circuit(path: Location, manifest: Manifest) -> Circuit:
     return circuit
 
 
+def _stored_vector(path: Location, manifest: Manifest, client: Any) -> StateVector:
+    """The store's vector, read lazily: a state, or a density matrix's Choi vector."""
+    if manifest.density_qubits:
+        return DensityMatrix.from_zarr(path, client=client).choi
+    return StateVector.from_zarr(path, client=client)
+
+
 def _as_state(state: StateVector, manifest: Manifest) -> StateVector | DensityMatrix:
     return DensityMatrix(state) if manifest.density_qubits else state
 
@@ -287,7 +294,7 @@ def _execute(
     if not manifest.complete:
         stream.StreamExecutor(path, manifest, backend, lock, client=client, progress=progress).run(plan)
     st.drop_unread_chunks(path, manifest)  # a store finished by an older dasq too
-    state = StateVector.from_zarr(path, client=client)
+    state = _stored_vector(path, manifest, client)
     n, L = manifest.num_qubits, manifest.chunk_qubits
     nblocks = 1 << (n - L)
     records = tuple(stream.pass_record(p, n, L, nblocks) for p in stream.stream_passes(plan))

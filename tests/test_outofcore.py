@@ -162,6 +162,40 @@ def test_to_zarr_and_from_zarr_round_trip(tmp_path):
         state.to_zarr(tmp_path / "saved.zarr")
 
 
+def test_a_density_matrix_round_trips_through_a_store_and_is_opened_as_one(tmp_path):
+    """DensityMatrix.to_zarr saves rho's Choi vector with the manifest saying so: it
+    opens as a density matrix (from_zarr, resume, info), and each kind of store refuses
+    the other kind's opener with the one that reads it."""
+    c = random_circuit(4, 3, seed=7)
+    c.depolarize(0.1, 1).pauli_channel(0.1, 0.05, 0.2, 2)
+    rho = dasq.simulate(c, density=True, chunk_qubits=5)
+    rho.to_zarr(tmp_path / "rho.zarr")
+    back = dasq.DensityMatrix.from_zarr(tmp_path / "rho.zarr")
+    assert isinstance(back, dasq.DensityMatrix) and back.num_qubits == 4
+    np.testing.assert_allclose(back.to_numpy(), rho.to_numpy(), atol=1e-15)
+    assert back.purity() == pytest.approx(rho.purity(), abs=1e-14) and back.purity() < 1 - 1e-3
+    resumed = dasq.resume(tmp_path / "rho.zarr")
+    assert isinstance(resumed, dasq.DensityMatrix)
+    np.testing.assert_allclose(resumed.to_numpy(), rho.to_numpy(), atol=1e-15)
+    assert dasq.info(tmp_path / "rho.zarr")["density_qubits"] == 4
+    with pytest.raises(dasq.StoreError, match=r"density matrix of 4 qubits: open it with dasq\.Density"):
+        dasq.StateVector.from_zarr(tmp_path / "rho.zarr")
+    with pytest.raises(dasq.StoreError, match="exists"):
+        rho.to_zarr(tmp_path / "rho.zarr")
+    dasq.simulate(random_circuit(6, 2, seed=1)).to_zarr(tmp_path / "psi.zarr")
+    with pytest.raises(dasq.StoreError, match=r"a state vector of 6 qubits: open it with dasq\.StateVector"):
+        dasq.DensityMatrix.from_zarr(tmp_path / "psi.zarr")
+
+
+def test_a_stored_density_run_opens_as_a_density_matrix(tmp_path):
+    c = random_circuit(4, 3, seed=8)
+    c.depolarize(0.3, 0)
+    stored = dasq.simulate(c, density=True, store=tmp_path / "run.zarr", **ooc(5))
+    back = dasq.DensityMatrix.from_zarr(tmp_path / "run.zarr")
+    np.testing.assert_allclose(back.to_numpy(), dasq.simulate(c, density=True).to_numpy(), atol=1e-12)
+    np.testing.assert_allclose(back.to_numpy(), stored.to_numpy(), atol=1e-15)
+
+
 # --------------------------------------------------------------- lossy storage
 def test_lossy_bit_rounding_reports_the_fidelity_it_cost(tmp_path):
     c = random_circuit(10, 5, seed=4)

@@ -11,6 +11,7 @@ norm; the partial trace (Alg. 28) gives a smaller DensityMatrix.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,19 @@ class DensityMatrix:
 
     def _repr_html_(self) -> str:
         return self.choi._html("dasq.DensityMatrix", f" of {self._n} qubits, held as its Choi vector")
+
+    # ----------------------------------------------------------------- storage
+    def to_zarr(self, path: str | os.PathLike[str]) -> None:
+        """Save rho (its Choi vector, in its stored layout) as a complete dasq store at
+        ``path``, whole or not at all; ``DensityMatrix.from_zarr`` reads it back. The
+        outcomes of the projections made on the way (``measurements``) are not kept."""
+        self.choi._save(path, density_qubits=self._n)
+
+    @classmethod
+    def from_zarr(cls, path: str | os.PathLike[str], *, client: Any = None) -> DensityMatrix:
+        """The density matrix in a dasq store (saved by ``to_zarr``, or a completed
+        ``density=True`` run), read lazily block by block."""
+        return cls(StateVector._opened(path, client, density=True))
 
     # ----------------------------------------------------------------- evolution
     def apply(self, circuit: Circuit) -> DensityMatrix:

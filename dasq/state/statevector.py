@@ -537,6 +537,11 @@ class StateVector:
     def to_zarr(self, path: str | os.PathLike[str]) -> None:
         """Save the amplitudes (in their stored layout) as a complete dasq store at
         ``path``; the store appears whole or not at all."""
+        self._save(path, density_qubits=0)
+
+    def _save(self, path: str | os.PathLike[str], density_qubits: int) -> None:
+        """``to_zarr``, the manifest saying whether this is the Choi vector of a density
+        matrix of ``density_qubits`` qubits (``DensityMatrix.to_zarr``) or a state (0)."""
         target = st.new_store_path(path)
         check_creatable(target)  # before the free space, which an unwritable file system reports as 0
         dtype = self.dtype.name
@@ -550,6 +555,7 @@ class StateVector:
             circuit_hash=None,
             stages_total=0,
             codec=st.Codec().as_dict(),
+            density_qubits=density_qubits,
         )
 
         from dasq.engine import stream
@@ -567,9 +573,22 @@ class StateVector:
     @classmethod
     def from_zarr(cls, path: str | os.PathLike[str], *, client: Any = None) -> StateVector:
         """The state in a dasq store (saved, or a completed run), read lazily block by block."""
+        return cls._opened(path, client, density=False)
+
+    @classmethod
+    def _opened(cls, path: str | os.PathLike[str], client: Any, density: bool) -> StateVector:
+        """``from_zarr`` of a store of a state (``density`` False) or of a density
+        matrix's Choi vector (True: ``DensityMatrix.from_zarr``); the other is refused."""
         client = check_client(client)
         where = st.location(path)  # a path, or an fsspec URL
         manifest = st.open_store(where)
+        if bool(manifest.density_qubits) != density:
+            held, opener = (
+                (f"a density matrix of {manifest.density_qubits} qubits", "dasq.DensityMatrix.from_zarr")
+                if manifest.density_qubits
+                else (f"a state vector of {manifest.num_qubits} qubits", "dasq.StateVector.from_zarr")
+            )
+            raise StoreError(f"{where} holds {held}: open it with {opener}({str(where)!r})")
         if not manifest.complete:
             raise StoreError(
                 f"the run in {where} is incomplete ({manifest.stages_done}/{manifest.stages_total} stages); "

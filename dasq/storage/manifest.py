@@ -230,6 +230,10 @@ class Manifest:
                 "basis must be in 0..2^num_qubits-1",
             ),
             (lambda: _is_int(self.fusion_size) and self.fusion_size >= 0, "fusion_size must be an int >= 0"),
+            (
+                lambda: _is_int(self.density_qubits) and self.density_qubits in (0, n / 2),
+                "density_qubits must be 0 (a state) or half num_qubits (a density matrix's Choi vector)",
+            ),
             (lambda: _is_str_or_none(self.plan_digest), "plan_digest must be a string"),
             (
                 lambda: self.staging is None or _is_staging(self.staging, n, self.chunk_qubits),

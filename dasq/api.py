@@ -28,13 +28,13 @@ from dasq.engine.report import Report
 from dasq.engine.run import evolve
 from dasq.engine.spec import RunOptions, RunSpec
 from dasq.errors import ValidationError
-from dasq.outofcore import resume, simulate_to_store
+from dasq.outofcore import recorded_readout, resume, simulate_to_store
 from dasq.plan.choi import choi_circuit, choi_operations, resets_as_channels
 from dasq.plan.fusion import default_fusion_size
 from dasq.plan.planner import METHODS, make_plan
 from dasq.plan.steps import PhysicalPlan
 from dasq.state.density import DensityMatrix, initial_choi
-from dasq.state.shots import Result, run_branches, sample_branches, walk_bar
+from dasq.state.shots import Branch, Result, run_branches, sample_branches, walk_bar
 from dasq.state.statevector import StateVector, qiskit_state
 from dasq.state.trajectories import Trajectories, refuse_conditions, run_trajectories
 from dasq.storage.location import check_creatable
@@ -278,7 +278,7 @@ def _run_stored(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
             "in-memory only; run without store="
         )
     basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
-    body = circuit.remove_final_measurements()
+    body, readout = circuit.remove_final_measurements(), circuit.final_measurements()
     check_creatable(spec.store)  # an unwritable directory says so (it reports 0 bytes free)
     return simulate_to_store(
         choi_circuit(body) if spec.density else body,
@@ -294,6 +294,7 @@ def _run_stored(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
         compression=spec.compression,
         keep_bits=spec.keep_bits,
         device=spec.backend.name,
+        readout=readout if len(readout) else None,
     )
 
 
@@ -479,9 +480,13 @@ def run(
     initial = options.pop("initial", None)
     progress = walk_bar(program, options.get("progress", False))
     options["progress"] = options.get("progress", False) and not progress  # one bar, not one per segment
+    # a stored run of one segment is simulated whole: its store records the terminal
+    # measurements and registers beside the circuit, for a resumed run's counts
+    whole = options.get("store") is not None and not program.segmented
 
     def start(segment: Circuit) -> StateVector:
-        return simulate(segment, initial=initial, seed=int(rng.integers(0, 2**62)), **options)
+        drawn = int(rng.integers(0, 2**62))
+        return simulate(circuit if whole else segment, initial=initial, seed=drawn, **options)
 
     limit = options.get("memory_limit")  # what the branches' states may take, as a run's state may
     held = (v.check_memory_limit(limit), "memory_limit") if limit is not None else None
@@ -489,6 +494,25 @@ def run(
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)
+
+
+def stored_counts(
+    state: StateVector | DensityMatrix, store: str | os.PathLike[str], shots: int, seed: int | None = None
+) -> dict[str, int]:
+    """Counts of ``shots`` of a stored run's final ``state`` (``resume(store)``), keyed
+    as ``run`` keys them, by the terminal measurements and registers the store recorded,
+    and drawn as ``run`` draws them: ``dasq resume`` prints what ``dasq run`` printed
+    for the same seed. A store with no record (a saved state, or a run that measured
+    nothing) counts every qubit."""
+    readout = recorded_readout(store)
+    if readout is None:
+        return state.sample(shots, seed=seed)
+    rng = np.random.default_rng(seed)
+    rng.integers(0, 2**62)  # run() seeds its simulate first
+    branch = Branch(v.check_shots(shots), 0, state)
+    program = split_terminal_measurements(readout)
+    counts, _, _ = sample_branches([branch], program, readout.registers, rng, False)
+    return counts
 
 
 def _each_set(

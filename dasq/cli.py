@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 from dask.utils import format_bytes
 
 from dasq import _config
-from dasq.api import info, plan, resume, run
+from dasq.api import info, plan, resume, run, stored_counts
 from dasq.backend import kernel_cache
 from dasq.backend.registry import array_code_for, worth_compiling
 from dasq.circuit.circuit import Circuit
@@ -511,7 +511,7 @@ def _resume(args: argparse.Namespace) -> int:
                 progress=_progress(args, stored=True),
                 device="gpu" if args.gpu else None,
             )
-        _report(args, state.num_qubits, state, state.sample(args.shots, seed=args.seed), start)
+        _report(args, state.num_qubits, state, stored_counts(state, args.store, args.shots, args.seed), start)
     return 0
 
 

@@ -49,11 +49,14 @@ def simulate_to_store(
     keep_bits: int | None,
     density_qubits: int = 0,
     device: str = "cpu",
+    readout: Circuit | None = None,
 ) -> StateVector | DensityMatrix:
     """Run ``circuit`` from basis state ``basis`` into the zarr group ``store``; a store
     that already holds a run of this circuit is resumed (or opened when complete).
     ``density_qubits`` = N: ``circuit`` is the Choi-vector circuit of an N-qubit
-    density matrix (the manifest says so; the state comes back as a DensityMatrix)."""
+    density matrix (the manifest says so; the state comes back as a DensityMatrix).
+    ``readout``: the run's terminal measurements and registers, recorded beside it
+    (``recorded_readout``)."""
     from dasq.engine import stream
 
     path = location(store)  # a path, or an fsspec URL (dasq.storage.location)
@@ -102,12 +105,15 @@ def simulate_to_store(
         plan_digest=plan.digest,
         staging=[sorted(local) for local in plan.staging],
         density_qubits=density_qubits,
+        readout_hash=None if readout is None else readout.fingerprint(),
     )
 
     def build(staging: StoreName) -> None:
         manifest.array_metadata = st.create_arrays(staging, n, dtype, S, codec)
         record, operands = circuit_to_record(circuit)
         st.write_run_record(staging, record, operands)
+        if readout is not None:
+            st.write_readout_record(staging, circuit_to_record(readout)[0])  # measurements: no operands
         manifest.write(staging)
 
     with st.create_store(path, build) as lock:
@@ -266,6 +272,25 @@ def _recorded_circuit(path: Location, manifest: Manifest) -> Circuit:
             f"{path / st.RUN_RECORD} does not hold the circuit that {MANIFEST} names; the store is damaged"
         )
     return circuit
+
+
+def recorded_readout(store: StoreName) -> Circuit | None:
+    """The terminal measurements and classical registers a stored run recorded (None:
+    a saved state, or a run that measures nothing or began before dasq recorded them);
+    a StoreError when the record is not the one the manifest names."""
+    path = location(store)
+    manifest = st.open_store(path)
+    if manifest.readout_hash is None:
+        return None
+    try:
+        readout = circuit_from_record(st.read_readout_record(path), np.zeros(0, dtype=np.complex128))
+    except (ValidationError, TypeError) as exc:
+        raise StoreError(f"the readout recorded in {path} is damaged: {exc}") from None
+    if readout.fingerprint() != manifest.readout_hash:
+        raise StoreError(
+            f"{path / st.READOUT_RECORD} does not hold the readout {MANIFEST} names; the store is damaged"
+        )
+    return readout
 
 
 def _stored_vector(path: Location, manifest: Manifest, client: Any) -> StateVector:

@@ -354,12 +354,14 @@ def _cli_run(store: Path) -> list[str]:
 
 def _cli_resume(store: Path, said: str) -> np.ndarray:
     """Ctrl-C printed one line naming the command that finishes the run: ``dasq run``
-    again, which resumes it and prints the counts the run would have printed unstopped."""
+    again. ``dasq resume`` finishes it too, and each prints the counts the run would have
+    printed unstopped (the store recorded its measurements and registers)."""
     assert "Traceback" not in said and len(said.strip().splitlines()) == 1, said
     command = said.strip().split(RESUME_WITH)[1]
     qasm = str(store.with_suffix(".qasm"))
     options = [*CLI_GIVEN[:4], "--chunk-qubits", "13", "--store", str(store), *CLI_GIVEN[4:]]
     assert command == shlex.join(["dasq", "run", qasm, *options])
+    assert _printed(["resume", str(store), *CLI_GIVEN]) == _cli_counts()
     assert _printed(shlex.split(command)[1:]) == _cli_counts()
     return dasq.resume(store).to_numpy()
 

@@ -473,6 +473,7 @@ def test_a_store_from_before_a_field_was_added_still_opens(finished):
         ({"codec": {"compression": "gzip"}}, "not a dasq codec"),
         ({"density_qubits": 4}, "density_qubits must be 0 .* or half num_qubits"),
         ({"density_qubits": True}, "density_qubits must be 0"),
+        ({"readout_hash": 7}, "readout_hash must be a string"),
     ],
 )
 def test_a_manifest_outside_its_schema_is_refused_even_with_a_valid_digest(finished, changes, match):

@@ -456,6 +456,64 @@ def test_progress_bar_shows_stages(tmp_path, capsys):
 
 
 # --------------------------------------------------------------- command line
+REGISTERS_QASM = """OPENQASM 2.0;
+include "qelib1.inc";
+qreg q[9];
+creg a[2];
+creg b[3];
+h q[0];
+cx q[0],q[8];
+ry(0.7) q[4];
+x q[6];
+measure q[0] -> a[1];
+measure q[6] -> b[0];
+measure q[4] -> b[2];
+measure q[8] -> b[1];
+"""
+
+
+def _printed(argv: list[str], capsys) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["counts"]
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_resume_prints_the_run_s_counts_keyed_by_its_registers(tmp_path, capsys, density):
+    """A stored run records its terminal measurements and registers beside its circuit:
+    ``dasq resume`` draws the counts ``dasq run`` draws for the same seed, keyed by the
+    registers (``a b``), not by every qubit."""
+    qasm = tmp_path / "c.qasm"
+    qasm.write_text(REGISTERS_QASM)
+    store, given = tmp_path / "c.zarr", ["--shots", "300", "--seed", "11"] + ["--density"] * density
+    blocks = ["--chunk-qubits", "14" if density else "6"]  # several blocks, several stages
+    run = _printed(["run", str(qasm), "--store", str(store), *blocks, *given], capsys)
+    for key in run:  # "b a": q6 (1) in b[0], q8 in b[1] equal to q0 in a[1], nothing in a[0]
+        b, a = key.split()
+        assert len(b) == 3 and len(a) == 2 and b[2] == "1" and a[1] == "0" and b[1] == a[0], key
+    assert {key.split()[1] for key in run} == {"00", "10"} and sum(run.values()) == 300
+    assert _printed(["resume", str(store), *given[:4]], capsys) == run
+    assert _printed(["run", str(qasm), *given], capsys) == run  # in memory: the same draws
+    assert dasq.api.recorded_readout(store).registers == dasq.Circuit.from_qasm(REGISTERS_QASM).registers
+
+
+def test_a_store_without_a_readout_record_counts_every_qubit_and_a_forged_one_is_refused(tmp_path, capsys):
+    c = dasq.Circuit(6).h(0).cx(0, 5)
+    dasq.simulate(c, store=tmp_path / "plain.zarr", chunk_qubits=4)  # measures nothing
+    assert Manifest.read(tmp_path / "plain.zarr").readout_hash is None
+    assert set(_printed(["resume", str(tmp_path / "plain.zarr"), "--shots", "50"], capsys)) == {
+        "000000",
+        "100001",
+    }
+    measured = c.copy().measure_all()
+    dasq.simulate(measured, store=tmp_path / "m.zarr", chunk_qubits=4)
+    record = tmp_path / "m.zarr" / st.READOUT_RECORD
+    data = json.loads(record.read_text())
+    data["operations"][0]["targets"] = [1]  # qubit 1's outcome read as qubit 0's
+    record.write_text(json.dumps(data))
+    with pytest.raises(dasq.StoreError, match=r"does not hold the readout dasq-manifest\.json names"):
+        dasq.api.stored_counts(dasq.resume(tmp_path / "m.zarr"), tmp_path / "m.zarr", 10)
+
+
 def test_cli_run_info_resume(tmp_path, capsys):
     qasm = tmp_path / "ghz.qasm"
     qasm.write_text(

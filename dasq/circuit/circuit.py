@@ -215,6 +215,15 @@ class Circuit:
 
         return self.with_operations(split_terminal_measurements(self).body)
 
+    def final_measurements(self) -> Circuit:
+        """A new circuit of what ``remove_final_measurements`` removes, in order, keeping
+        the registers: what a run's counts are read through (recorded beside a stored
+        run, so its resumed counts are keyed as the run's)."""
+        from dasq.circuit.dynamic import split_terminal_measurements
+
+        kept = {id(op) for op in split_terminal_measurements(self).body}  # the same records, not copies
+        return self.with_operations(op for op in self._ops if id(op) not in kept)
+
     def copy(self) -> Circuit:
         """A shallow copy: the same (immutable) records, its own list and registers."""
         return self.with_operations(self._ops)

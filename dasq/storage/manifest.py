@@ -27,7 +27,8 @@ from dasq.storage.location import LocalDir, Location, location
 MANIFEST = "dasq-manifest.json"
 GRADIENT_RECORD = "dasq-gradient.json"  # a dasq.gradient store's record, in place of a manifest
 FORMAT = "dasq-state"
-ADDED_TO_FORMAT = ("density_qubits", "kind", "rows", "sums", "staging")  # added to this format later
+# fields added to this format later (an older manifest has none of them)
+ADDED_TO_FORMAT = ("density_qubits", "kind", "rows", "sums", "staging", "readout_hash")
 FORMAT_VERSION = 3  # 1: dasq 0.1 (a pickled run file); 2: no chunk checksums, no digest
 DTYPES = ("complex64", "complex128")
 ARRAY_NAMES = ("a", "b")
@@ -58,6 +59,9 @@ class Manifest:
     # the local wires of each of its stages, which a resume replays (None: planned again)
     staging: list[list[int]] | None = None
     density_qubits: int = 0  # N > 0: the state is the 2N-qubit Choi vector of an N-qubit density matrix
+    # fingerprint of the run's terminal measurements and classical registers, recorded
+    # beside its circuit so a resumed run's counts are keyed as the run's (None: none)
+    readout_hash: str | None = None
     kind: str = "state"  # "gradient": a dasq.gradient run (resumed by calling it again, never opened)
     rows: int = 1  # states of num_qubits held one after another in each array (row r from r << num_qubits)
     sums: list[float] = field(
@@ -235,6 +239,7 @@ class Manifest:
                 "density_qubits must be 0 (a state) or half num_qubits (a density matrix's Choi vector)",
             ),
             (lambda: _is_str_or_none(self.plan_digest), "plan_digest must be a string"),
+            (lambda: _is_str_or_none(self.readout_hash), "readout_hash must be a string"),
             (
                 lambda: self.staging is None or _is_staging(self.staging, n, self.chunk_qubits),
                 "staging must be a list of stages, each at most chunk_qubits distinct wires < num_qubits",

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 ARRAYS = ("a", "b")
 RUN_RECORD = "dasq-circuit.json"  # the circuit of a run, as JSON (dasq.circuit.record)
+READOUT_RECORD = "dasq-readout.json"  # its terminal measurements and registers, the same way
 OPERANDS = "operands"  # the record's matrices and diagonals, an interleaved float64 array
 MAX_OPERANDS_BYTES = MAX_SMALL_FILE  # a record's operands are read whole: bounded like a small file
 COMPRESSIONS = (None, "zstd", "blosc")
@@ -608,6 +609,23 @@ def write_run_record(path: StoreName, record: dict, operands: np.ndarray) -> Non
     if floats.size:
         arr[:] = floats
     where.publish(RUN_RECORD, json.dumps(record).encode())
+
+
+def write_readout_record(path: StoreName, record: dict) -> None:
+    """A run's terminal measurements and classical registers: a circuit record of
+    measurements only (no operands)."""
+    location(path).publish(READOUT_RECORD, json.dumps(record).encode())
+
+
+def read_readout_record(path: StoreName) -> object:
+    """The JSON record ``write_readout_record`` wrote; a StoreError when it cannot be read."""
+    where = location(path)
+    try:
+        return json.loads(where.read_bytes(READOUT_RECORD).decode())
+    except StoreError:
+        raise
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        raise StoreError(f"{where / READOUT_RECORD} cannot be read: {exc}") from None
 
 
 def read_run_record(path: StoreName) -> tuple[object, np.ndarray]:

@@ -51,3 +51,21 @@ def test_only_the_last_operation_lists_are_kept():
         facts.facts_of(c)
     assert len(facts.facts_of) == facts.FACTS_KEPT
     assert facts.facts_of(circuits[-1]) is facts.facts_of(list(circuits[-1]))
+
+
+def test_a_circuit_with_a_global_phase_is_not_scanned_again_for_its_shot_program(monkeypatch):
+    """The program for shots carries the circuit's global phase; the copy for each phase
+    is kept, so what a run asks of it (dynamic? conditioned? segmented?) is found once."""
+    from dasq.circuit import dynamic
+
+    scans = []
+    scanned = dynamic.has_if_test
+    monkeypatch.setattr(dynamic, "has_if_test", lambda ops: scans.append(len(ops)) or scanned(ops))
+    c = dasq.Circuit(3, global_phase=0.4).h(0).cx(0, 1).rz(0.3, 2)
+    first = dasq.simulate(c).to_numpy()
+    np.testing.assert_array_equal(dasq.simulate(c).to_numpy(), first)
+    assert scans == [3]
+    assert dynamic.split_terminal_measurements(c) is dynamic.split_terminal_measurements(c)
+    assert dynamic.split_terminal_measurements(c).global_phase == 0.4
+    phaseless = dasq.Circuit(3).with_operations(c)
+    np.testing.assert_allclose(first, np.exp(0.4j) * dasq.simulate(phaseless).to_numpy())

@@ -40,6 +40,25 @@ class ShotProgram:
         return has_if_test(self.body)
 
     @functools.cached_property
+    def _phased(self) -> dict[float, ShotProgram]:
+        return {}
+
+    def with_phase(self, phase: Any) -> ShotProgram:
+        """This program with the circuit's global ``phase``: one copy per phase, kept, so
+        the facts cached on it (``dynamic``, ``conditional``, ``segmented``: a pass over
+        the operations each) are not computed again each run."""
+        if not phase:
+            return self
+        if not isinstance(phase, (int, float)):  # a symbolic phase: not kept
+            return replace(self, global_phase=phase)
+        found = self._phased.get(phase)
+        if found is None:
+            if len(self._phased) >= SPLITS_KEPT:
+                self._phased.clear()
+            found = self._phased[phase] = replace(self, global_phase=phase)
+        return found
+
+    @functools.cached_property
     def segmented(self) -> bool:
         """Whether states are computed on the way (at a measurement, reset, initialize
         or a record that says it ``settles_states``, however nested): a run is then one
@@ -75,9 +94,7 @@ def split_terminal_measurements(circuit: Any) -> ShotProgram:
     """The circuit's program for shots: its body and the terminal measurements that
     sampling the final state replaces. Remembered for the last few operation lists: a
     run asks more than once, and running a circuit again costs no pass over it."""
-    program = _SPLITS(circuit)
-    phase = getattr(circuit, "global_phase", 0.0)
-    return replace(program, global_phase=phase) if phase else program
+    return _SPLITS(circuit).with_phase(getattr(circuit, "global_phase", 0.0))
 
 
 def _split(ops: tuple) -> ShotProgram:

@@ -266,3 +266,17 @@ def test_a_fused_groups_matrix_is_the_product_of_its_gates_full_operators(seed):
         want = operator(matrix, targets, [rank[q] for q, _ in local], [s for _, s in local], n=3) @ want
     got = group_matrix(Group(qubits, tuple(c)), L, block)
     np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_a_fingerprint_is_the_same_from_version_to_version():
+    """A store names its circuit (and its readout) by fingerprint: a change in how one is
+    computed would make every earlier store look damaged. Exact entries only (no
+    sines, no random unitaries), so the pinned value holds on every platform."""
+    c = dasq.Circuit(4, global_phase=0.25)
+    c.add_register("c", 2)
+    c.h(0).x(1).cx(0, 1).ccx(0, 1, 2).cz(2, 3).s(3).swap(1, 3)
+    c.unitary(np.array([[0, 1j], [1j, 0]]), [2], name="iy", controls=(0,))
+    c.diagonal(np.array([1, 1j, -1, -1j]), [0, 3])
+    c.pauli("XZ", [1, 2]).barrier()
+    c.measure(0, 0).reset(1).if_test(("c", 1), dasq.Circuit(4).x(2)).measure(2, 1)
+    assert c.fingerprint() == "ad23df7cfe66a87bcdfceea92947f337947df1ebd94e5f68ae09c5d5c4e4d5aa"

@@ -141,15 +141,20 @@ class Operation:
         raise TypeError(f"{self.kind} has no Qiskit form")
 
     def update_digest(self, digest: Any) -> None:
-        """Feed every field to a hashlib digest (circuit fingerprints, graph keys)."""
-        digest.update(self.kind.encode())
+        """Feed every field to a hashlib digest (circuit fingerprints, graph keys). The
+        text between arrays goes in one update: the same bytes (stores name circuits by
+        them) in fewer calls, since a new circuit's first run digests every operation."""
+        text = [self.kind]
         for name in _field_names(type(self)):
             value = getattr(self, name)
             if isinstance(value, np.ndarray):
-                digest.update(f"{name}:{value.dtype.str}{value.shape}".encode())
+                text.append(f"{name}:{value.dtype.str}{value.shape}")
+                digest.update("".join(text).encode())
                 digest.update(np.ascontiguousarray(value).tobytes())
+                text = []
             else:
-                digest.update(f"{name}={value!r};".encode())
+                text.append(f"{name}={value!r};")
+        digest.update("".join(text).encode())
 
     def describe(self) -> str:
         args = ",".join(f"{p:.6g}" for p in self.params)

@@ -263,15 +263,7 @@ def _replanned(path: Location, circuit: Circuit, manifest: Manifest) -> Physical
 
 def _recorded_circuit(path: Location, manifest: Manifest) -> Circuit:
     record, operands = st.read_run_record(path)
-    try:
-        circuit = circuit_from_record(record, operands)
-    except (ValidationError, TypeError) as exc:
-        raise StoreError(f"the circuit recorded in {path} is damaged: {exc}") from None
-    if circuit.fingerprint() != manifest.circuit_hash:
-        raise StoreError(
-            f"{path / st.RUN_RECORD} does not hold the circuit that {MANIFEST} names; the store is damaged"
-        )
-    return circuit
+    return _checked_record(path, record, operands, manifest.circuit_hash, "circuit", st.RUN_RECORD)
 
 
 def recorded_readout(store: StoreName) -> Circuit | None:
@@ -282,15 +274,25 @@ def recorded_readout(store: StoreName) -> Circuit | None:
     manifest = st.open_store(path)
     if manifest.readout_hash is None:
         return None
+    record = st.read_readout_record(path)  # measurements only: no operands
+    empty = np.zeros(0, dtype=np.complex128)
+    return _checked_record(path, record, empty, manifest.readout_hash, "readout", st.READOUT_RECORD)
+
+
+def _checked_record(
+    path: Location, record: object, operands: np.ndarray, named: str | None, what: str, file: str
+) -> Circuit:
+    """The circuit a store's ``file`` records, refused unless it is the one its manifest
+    names by fingerprint (``named``)."""
     try:
-        readout = circuit_from_record(st.read_readout_record(path), np.zeros(0, dtype=np.complex128))
+        circuit = circuit_from_record(record, operands)
     except (ValidationError, TypeError) as exc:
-        raise StoreError(f"the readout recorded in {path} is damaged: {exc}") from None
-    if readout.fingerprint() != manifest.readout_hash:
+        raise StoreError(f"the {what} recorded in {path} is damaged: {exc}") from None
+    if circuit.fingerprint() != named:
         raise StoreError(
-            f"{path / st.READOUT_RECORD} does not hold the readout {MANIFEST} names; the store is damaged"
+            f"{path / file} does not hold the {what} that {MANIFEST} names; the store is damaged"
         )
-    return readout
+    return circuit
 
 
 def _stored_vector(path: Location, manifest: Manifest, client: Any) -> StateVector:

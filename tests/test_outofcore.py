@@ -510,7 +510,7 @@ def test_a_store_without_a_readout_record_counts_every_qubit_and_a_forged_one_is
     data = json.loads(record.read_text())
     data["operations"][0]["targets"] = [1]  # qubit 1's outcome read as qubit 0's
     record.write_text(json.dumps(data))
-    with pytest.raises(dasq.StoreError, match=r"does not hold the readout dasq-manifest\.json names"):
+    with pytest.raises(dasq.StoreError, match=r"does not hold the readout that dasq-manifest\.json names"):
         dasq.api.stored_counts(dasq.resume(tmp_path / "m.zarr"), tmp_path / "m.zarr", 10)
 
 

@@ -17,7 +17,7 @@ from dasq.backend.registry import get_backend
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.classical import has_if_test, writes_clbits
-from dasq.circuit.dynamic import split_terminal_measurements
+from dasq.circuit.dynamic import ShotProgram, split_terminal_measurements
 from dasq.circuit.facts import facts_of
 from dasq.circuit.noise import NoiseModel
 from dasq.circuit.parameters import is_batch, parameter_batch
@@ -279,9 +279,12 @@ def _run_stored(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
         )
     basis = 0 if spec.initial is None else v.check_basis(spec.initial, n)
     body, readout = circuit.remove_final_measurements(), circuit.final_measurements()
+    # a store names the computation, not the classical registers (the readout has them):
+    # run() and simulate() of one circuit share a store whether or not it measures
+    computed = Circuit(n, body.global_phase).with_operations(body)
     check_creatable(spec.store)  # an unwritable directory says so (it reports 0 bytes free)
     return simulate_to_store(
-        choi_circuit(body) if spec.density else body,
+        choi_circuit(computed) if spec.density else computed,
         store=spec.store,
         memory_limit=spec.memory_limit,
         dtype=spec.dtype,
@@ -295,6 +298,7 @@ def _run_stored(spec: RunSpec, circuit: Circuit) -> StateVector | DensityMatrix:
         keep_bits=spec.keep_bits,
         device=spec.backend.name,
         readout=readout if len(readout) else None,
+        earlier_hash=body.fingerprint() if body.registers and not spec.density else None,
     )
 
 
@@ -477,16 +481,9 @@ def run(
             "mid-circuit measurements, resets and conditioned blocks are in-memory only; run without store="
         )
     rng = np.random.default_rng(seed)
-    initial = options.pop("initial", None)
     progress = walk_bar(program, options.get("progress", False))
     options["progress"] = options.get("progress", False) and not progress  # one bar, not one per segment
-    # a stored run of one segment is simulated whole: its store records the terminal
-    # measurements and registers beside the circuit, for a resumed run's counts
-    whole = options.get("store") is not None and not program.segmented
-
-    def start(segment: Circuit) -> StateVector:
-        drawn = int(rng.integers(0, 2**62))
-        return simulate(circuit if whole else segment, initial=initial, seed=drawn, **options)
+    start = segment_starter(circuit, program, rng, options)
 
     limit = options.get("memory_limit")  # what the branches' states may take, as a run's state may
     held = (v.check_memory_limit(limit), "memory_limit") if limit is not None else None
@@ -494,6 +491,22 @@ def run(
     counts, per_shot, outcomes = sample_branches(branches, program, circuit.registers, rng, memory)
     final = branches[0].state if len(branches) == 1 else None
     return Result(counts, shots, seed, circuit.registers, len(branches), per_shot, final, outcomes)
+
+
+def segment_starter(
+    circuit: Circuit, program: ShotProgram, rng: np.random.Generator, options: dict[str, Any]
+) -> Callable[[Circuit], StateVector | DensityMatrix]:
+    """What a shot walk of ``circuit`` starts each segment with: ``simulate`` with
+    ``options``, seeded from ``rng``. A stored run of one segment is simulated whole, so
+    its store records the terminal measurements and registers beside the circuit (a
+    resumed run's counts are keyed by them)."""
+    whole = options.get("store") is not None and not program.segmented
+
+    def start(segment: Circuit) -> StateVector | DensityMatrix:
+        drawn = int(rng.integers(0, 2**62))
+        return simulate(circuit if whole else segment, seed=drawn, **options)
+
+    return start
 
 
 def stored_counts(
@@ -504,12 +517,13 @@ def stored_counts(
     and drawn as ``run`` draws them: ``dasq resume`` prints what ``dasq run`` printed
     for the same seed. A store with no record (a saved state, or a run that measured
     nothing) counts every qubit."""
+    seed, shots = v.check_seed(seed), v.check_shots(shots)
     readout = recorded_readout(store)
     if readout is None:
         return state.sample(shots, seed=seed)
     rng = np.random.default_rng(seed)
     rng.integers(0, 2**62)  # run() seeds its simulate first
-    branch = Branch(v.check_shots(shots), 0, state)
+    branch = Branch(shots, 0, state)
     program = split_terminal_measurements(readout)
     counts, _, _ = sample_branches([branch], program, readout.registers, rng, False)
     return counts

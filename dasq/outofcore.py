@@ -50,13 +50,15 @@ def simulate_to_store(
     density_qubits: int = 0,
     device: str = "cpu",
     readout: Circuit | None = None,
+    earlier_hash: str | None = None,
 ) -> StateVector | DensityMatrix:
     """Run ``circuit`` from basis state ``basis`` into the zarr group ``store``; a store
     that already holds a run of this circuit is resumed (or opened when complete).
     ``density_qubits`` = N: ``circuit`` is the Choi-vector circuit of an N-qubit
     density matrix (the manifest says so; the state comes back as a DensityMatrix).
     ``readout``: the run's terminal measurements and registers, recorded beside it
-    (``recorded_readout``)."""
+    (``recorded_readout``). ``earlier_hash``: the fingerprint a store begun by an
+    earlier dasq names this run's circuit by (with its registers), resumed as well."""
     from dasq.engine import stream
 
     path = location(store)  # a path, or an fsspec URL (dasq.storage.location)
@@ -65,7 +67,8 @@ def simulate_to_store(
     if path.exists(MANIFEST):
         with path.writer() as lock:
             manifest = st.open_store(path)
-            _check_same_run(path, manifest, circuit, dtype, basis, chunk_qubits, codec, fusion_size)
+            named = (circuit.fingerprint(), earlier_hash)
+            _check_same_run(path, manifest, named, dtype, basis, chunk_qubits, codec, fusion_size)
             return _resume_locked(path, lock, manifest, client, progress, device)
     path = st.new_store_path(path)
     if codec.keep_bits is not None and codec.compression is None:
@@ -123,7 +126,7 @@ def simulate_to_store(
 def _check_same_run(
     path: Location,
     manifest: Manifest,
-    circuit: Circuit,
+    named: tuple[str, str | None],
     dtype: str,
     basis: int,
     chunk_qubits: int | None,
@@ -131,11 +134,12 @@ def _check_same_run(
     fusion_size: int | None,
 ) -> None:
     """Refuse to continue a stored run with options other than those it was started with
-    (options left unset, None, take the stored ones)."""
-    if manifest.circuit_hash != circuit.fingerprint():
+    (options left unset, None, take the stored ones). ``named``: the fingerprints the
+    circuit may be stored under (this dasq's, and an earlier one's or None)."""
+    if manifest.circuit_hash not in named:
         raise StoreError(
             f"{path} holds a run of a different circuit (hash {str(manifest.circuit_hash)[:12]}, this "
-            f"circuit {circuit.fingerprint()[:12]}); choose another store path or delete it"
+            f"circuit {named[0][:12]}); choose another store path or delete it"
         )
     asked = {"dtype": dtype, "basis state": basis}
     stored = {"dtype": manifest.dtype, "basis state": manifest.basis}

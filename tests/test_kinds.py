@@ -280,3 +280,15 @@ def test_a_fingerprint_is_the_same_from_version_to_version():
     c.pauli("XZ", [1, 2]).barrier()
     c.measure(0, 0).reset(1).if_test(("c", 1), dasq.Circuit(4).x(2)).measure(2, 1)
     assert c.fingerprint() == "ad23df7cfe66a87bcdfceea92947f337947df1ebd94e5f68ae09c5d5c4e4d5aa"
+
+
+def test_the_final_measurements_are_what_remove_final_measurements_removes():
+    """One record may appear twice (a loop unrolled from Qiskit shares them): only the
+    terminal one is a final measurement."""
+    h, m = dasq.Circuit(2, num_clbits=1).h(0).measure(0, 0).operations
+    c = dasq.Circuit(2, num_clbits=1).with_operations([h, m, h, m])
+    assert [op.name for op in c.remove_final_measurements()] == ["h", "measure", "h"]
+    assert list(c.final_measurements()) == [m] and c.final_measurements().registers == c.registers
+    d = dasq.Circuit(3).h(0).measure_all()
+    assert [op.targets for op in d.final_measurements()] == [(0,), (1,), (2,)]
+    assert len(dasq.Circuit(2).h(0).final_measurements()) == 0

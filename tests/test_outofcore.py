@@ -496,6 +496,56 @@ def test_resume_prints_the_run_s_counts_keyed_by_its_registers(tmp_path, capsys,
     assert dasq.api.recorded_readout(store).registers == dasq.Circuit.from_qasm(REGISTERS_QASM).registers
 
 
+@pytest.mark.parametrize("measured", [False, True])
+def test_run_and_simulate_of_one_circuit_share_its_store_either_way(tmp_path, measured):
+    """A store names the computation, not the classical registers (``run`` adds a
+    ``meas`` register to a circuit that measures nothing): ``simulate`` opens what
+    ``run`` stored and ``run`` resumes what ``simulate`` stored."""
+    c = dasq.Circuit(5, global_phase=0.3).h(0).cx(0, 3).ry(0.4, 2)
+    if measured:
+        c.measure_all()
+    want = dasq.run(c, 200, seed=4).counts
+    for first in ("simulate", "run"):
+        store = tmp_path / f"{first}.zarr"
+        if first == "simulate":
+            dasq.simulate(c, store=store, chunk_qubits=3)
+            assert dasq.run(c, 200, seed=4, store=store).counts == want
+        else:
+            assert dasq.run(c, 200, seed=4, store=store, chunk_qubits=3).counts == want
+            np.testing.assert_allclose(
+                dasq.simulate(c, store=store).to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-14
+            )
+
+
+def test_a_store_named_by_the_circuit_with_its_registers_still_resumes(tmp_path):
+    """Before dasq stored a run's readout, ``simulate`` named a stored circuit by its
+    fingerprint with its registers: such a store still resumes."""
+    from dasq.outofcore import simulate_to_store
+
+    c = dasq.Circuit(5).h(0).cx(0, 4).measure_all()
+    body = c.remove_final_measurements()
+    store = tmp_path / "earlier.zarr"
+    options = dict(memory_limit=None, dtype="complex128", basis=0, client=None, progress=False)
+    coding = dict(fusion_size=None, compression=None, keep_bits=None)
+    simulate_to_store(body, store=store, chunk_qubits=3, **options, **coding)
+    registerless = dasq.Circuit(5).with_operations(body).fingerprint()
+    assert Manifest.read(store).circuit_hash == body.fingerprint() != registerless
+    np.testing.assert_allclose(
+        dasq.simulate(c, store=store).to_numpy(), dasq.simulate(c).to_numpy(), atol=1e-14
+    )
+    with pytest.raises(dasq.StoreError, match="holds a run of a different circuit"):
+        dasq.simulate(c.copy().x(1), store=store)
+
+
+def test_stored_counts_check_their_shots_and_seed(tmp_path):
+    dasq.simulate(dasq.Circuit(4).h(0).measure_all(), store=tmp_path / "s.zarr", chunk_qubits=2)
+    state = dasq.resume(tmp_path / "s.zarr")
+    with pytest.raises(dasq.ValidationError, match="seed must be None or an int >= 0, got -1"):
+        dasq.api.stored_counts(state, tmp_path / "s.zarr", 10, seed=-1)
+    with pytest.raises(dasq.ValidationError, match="shots must be a non-negative int"):
+        dasq.api.stored_counts(state, tmp_path / "s.zarr", -3)
+
+
 def test_a_store_without_a_readout_record_counts_every_qubit_and_a_forged_one_is_refused(tmp_path, capsys):
     c = dasq.Circuit(6).h(0).cx(0, 5)
     dasq.simulate(c, store=tmp_path / "plain.zarr", chunk_qubits=4)  # measures nothing

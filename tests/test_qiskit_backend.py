@@ -17,6 +17,7 @@ from qiskit_aer import AerSimulator
 from qiskit_aer.noise import NoiseModel, amplitude_damping_error, depolarizing_error
 
 from dasq.errors import ValidationError
+from dasq.outofcore import recorded_readout
 from dasq.qiskit import DasqBackend, DasqJob
 
 
@@ -246,6 +247,9 @@ def test_one_circuit_runs_out_of_core_in_a_store(tmp_path):
     qc.measure_all()
     result = DasqBackend(store=str(tmp_path / "ghz.zarr")).run(qc, shots=500, seed_simulator=1).result()
     assert set(result.get_counts()) == {"000", "111"} and (tmp_path / "ghz.zarr").exists()
+    # the store records the circuit's readout: `dasq resume` keys its counts the same way
+    readout = recorded_readout(tmp_path / "ghz.zarr")
+    assert [r.name for r in readout.registers] == ["meas"] and len(readout) == 3
 
 
 def test_a_cancelled_job_reports_cancelled():

@@ -105,14 +105,16 @@ def test_the_run_record_is_json_and_arrays(tmp_path):
 
 
 def test_a_circuit_with_classical_registers_is_stored_and_resumed(tmp_path):
-    # a QASM circuit keeps its creg after its measurements are left to sampling; the
-    # record keeps it too, so resume finds the very circuit the manifest names
+    # the run record holds the computation, the readout record the creg and the
+    # measurements left to sampling: resume finds the very circuit the manifest names
     store = tmp_path / "ghz.zarr"
     c = dasq.Circuit.from_qasm(str(Path(__file__).parents[1] / "examples" / "ghz.qasm"))
     assert c.num_clbits == 5
     first = dasq.simulate(c, store=store, **STORE_OPTIONS).to_numpy()
     record = json.loads((store / store_module.RUN_RECORD).read_text())
-    assert record["registers"] == [["c", 5]]
+    readout = json.loads((store / store_module.READOUT_RECORD).read_text())
+    assert record["registers"] == [] and readout["registers"] == [["c", 5]]
+    assert [op["kind"] for op in readout["operations"]] == ["measure"] * 5
     np.testing.assert_array_equal(dasq.resume(store).to_numpy(), first)
     np.testing.assert_allclose(np.abs(first[[0, 31]]) ** 2, [0.5, 0.5], atol=1e-12)
 

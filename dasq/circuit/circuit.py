@@ -221,8 +221,14 @@ class Circuit:
         run, so its resumed counts are keyed as the run's)."""
         from dasq.circuit.dynamic import split_terminal_measurements
 
-        kept = {id(op) for op in split_terminal_measurements(self).body}  # the same records, not copies
-        return self.with_operations(op for op in self._ops if id(op) not in kept)
+        body, dropped = split_terminal_measurements(self).body, []
+        kept = 0  # the body is a subsequence of the operations, the same records in order
+        for op in self._ops:
+            if kept < len(body) and op is body[kept]:
+                kept += 1
+            else:
+                dropped.append(op)
+        return self.with_operations(dropped)
 
     def copy(self) -> Circuit:
         """A shallow copy: the same (immutable) records, its own list and registers."""

@@ -50,7 +50,7 @@ try:
 except ImportError:  # pragma: no cover - qiskit is an optional extra
     raise ImportError(QISKIT_MISSING) from None
 
-from dasq.api import simulate, simulate_settings
+from dasq.api import segment_starter, simulate_settings
 from dasq.circuit import validation as v
 from dasq.circuit.circuit import Circuit
 from dasq.circuit.dynamic import split_terminal_measurements
@@ -433,9 +433,7 @@ def _run_experiment(experiment: Experiment, settings: RunSettings, seed: int) ->
     rng = np.random.default_rng(seed)
     progress = walk_bar(program, options.get("progress", False))
     options["progress"] = options.get("progress", False) and not progress  # one bar, not one per segment
-
-    def start(segment: Circuit) -> Any:
-        return simulate(segment, seed=int(rng.integers(0, 2**62)), **options)
+    start = segment_starter(circuit, program, rng, options)
 
     def observe(snapshot: Snapshot, branches: list[Branch]) -> None:
         for save in experiment.saves[snapshot.key]:
